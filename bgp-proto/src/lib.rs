@@ -1,0 +1,1 @@
+//! BGP-4 wire format.

@@ -1,0 +1,1 @@
+//! Configuration schema for podcidr-bgp (issue: the per-node speaker).

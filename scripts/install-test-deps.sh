@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite needs (real BGP peers, namespaces, capture tools).
+# Idempotent: does nothing when everything is already present.
+set -euo pipefail
+
+need=()
+command -v bird >/dev/null 2>&1 || need+=(bird2)
+command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-test-deps: missing ${need[*]} and not root; install them or run as root" >&2
+  exit 1
+fi
+
+echo "install-test-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# The packages start nothing here (no systemd, policy-rc.d); the tests start each daemon themselves.
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,1 @@
+//! In-process fake Kubernetes API server (issue: pod-CIDR sources).
