@@ -1,1 +1,9 @@
-//! Pod-CIDR sources and the cluster-pool allocator.
+//! Pod-CIDR sources and the cluster-pool allocator. No BGP in here.
+//!
+//! - [`allocator`]: the pure cluster-pool allocator core and its reconciler logic (no kube types).
+//! - [`crd`]: the `PodCIDRPool` and `NodePodCIDR` custom resources.
+//! - [`source`]: where a node's pod CIDRs come from (`node-spec`, `ipam-crd`, `cilium-node`, `file`).
+
+pub mod allocator;
+pub mod crd;
+pub mod source;

@@ -1,0 +1,1 @@
+//! Cluster-pool allocator: pure core (no kube, no tokio, no clock).

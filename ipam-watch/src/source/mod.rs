@@ -1,0 +1,1 @@
+//! Pod-CIDR sources.
