@@ -1,1 +1,34 @@
-//! BGP-4 wire format.
+//! BGP-4 wire format (RFC 4271 and extensions): messages, path attributes, capabilities,
+//! the RFC 7606 error model and a `tokio_util` codec. No Kubernetes, no I/O in the decoder.
+//!
+//! Decoding never panics: every read is checked ([`reader`]), every failure is a typed
+//! [`DecodeError`] that maps to a NOTIFICATION and an RFC 7606 action through
+//! [`error::error_handling`]. Encoding is fallible ([`EncodeError`]) and never truncates.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
+)]
+
+pub mod builder;
+pub mod codec;
+pub mod error;
+pub mod iana;
+pub mod message;
+pub(crate) mod reader;
+pub mod types;
+
+pub use codec::{BgpCodec, CodecError};
+pub use error::{Action, DecodeError, EncodeError, ErrorHandling, error_handling};
+pub use message::attribute::{AsPath, AsSegment, AsSegmentType, AttrValue, PathAttribute};
+pub use message::capability::{Capability, GrFamily, GracefulRestart};
+pub use message::notification::{ErrorCode, Notification};
+pub use message::open::Open;
+pub use message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
+pub use message::update::{MpNextHop, MpNlri, Update};
+pub use message::{Decoded, Message, WireOptions};
+pub use types::{AS_TRANS, Afi, Asn, Family, HoldTime, RouterId, Safi};
