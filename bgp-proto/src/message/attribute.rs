@@ -250,7 +250,11 @@ pub(crate) fn decode_attributes(
             *seen = true;
         }
         match decode_one(flags, code, value, raw, opts) {
-            Ok(value) => out.attributes.push(PathAttribute { flags, value }),
+            // RFC 4271 §4.3: the low four flag bits are ignored on receipt.
+            Ok(value) => out.attributes.push(PathAttribute {
+                flags: flags & 0xf0,
+                value,
+            }),
             Err(e) if e.action().is_fatal() => return Err(e),
             Err(e) => errors.push(e),
         }

@@ -149,6 +149,8 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
     pub message: Message,
+    /// Length of the message on the wire, from its header.
+    pub length: usize,
     pub errors: Vec<DecodeError>,
 }
 
@@ -216,7 +218,11 @@ pub fn decode_message(frame: &[u8], opts: &WireOptions) -> Result<Decoded, Decod
         msg_type::ROUTE_REFRESH => Message::RouteRefresh(RouteRefresh::decode_body(frame)?),
         other => return Err(DecodeError::BadMessageType { msg_type: other }),
     };
-    Ok(Decoded { message, errors })
+    Ok(Decoded {
+        message,
+        length: len,
+        errors,
+    })
 }
 
 /// Splits a byte stream into whole messages and decodes each, for tools that read captures.
