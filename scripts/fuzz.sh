@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for N seconds (default 60). cargo-fuzz is installed if missing.
+# Runs every fuzz target for N seconds (default 60), seeded with the golden vectors and the
+# regression inputs. cargo-fuzz is installed if missing. A crash fails the run; keep its input
+# under bgp-proto/tests/regressions/ so `cargo test` replays it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -9,8 +11,27 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet
 fi
 
+# Seed: each vector as raw bytes behind the options byte the targets read first
+# (bit 0: 4-octet AS, bit 1: extended messages).
+seed() {
+  local dir=fuzz/corpus/$1
+  mkdir -p "$dir"
+  python3 - "$dir" <<'PY'
+import pathlib, sys
+out = pathlib.Path(sys.argv[1])
+for f in sorted(pathlib.Path("bgp-proto/tests/vectors").rglob("*.hex")):
+    text = f.read_text()
+    hexs = "".join(c for l in text.splitlines() if not l.lstrip().startswith("#") for c in l if c in "0123456789abcdefABCDEF")
+    four = "# four-octet-as: no" not in text
+    (out / f"vector-{f.parent.name}-{f.stem}").write_bytes(bytes([1 if four else 0]) + bytes.fromhex(hexs))
+for f in sorted(pathlib.Path("bgp-proto/tests/regressions").glob("*.bin")):
+    (out / f"regression-{f.stem}").write_bytes(f.read_bytes())
+PY
+}
+
 for target in $(cargo fuzz list); do
+  seed "$target"
   echo "fuzz: $target for ${seconds}s"
-  cargo fuzz run "$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 2>&1 | tail -n 5
   # cargo fuzz exits non-zero on a crash; pipefail carries it out.
+  cargo fuzz run "$target" "fuzz/corpus/$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 2>&1 | tail -n 3
 done

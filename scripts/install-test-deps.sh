@@ -9,6 +9,7 @@ command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -93,10 +93,13 @@ fn header_length_below_19_rfc4271_6_1() {
 
 #[test]
 fn header_length_above_4096_without_extended_messages_rfc8654() {
-    let m = update(&[], &[], &vec![8, 10].repeat(2100));
+    let m = update(&[], &[], &[8, 10].repeat(2100));
     assert_eq!(m.len(), 4223);
     expect(&m, Action::SessionReset, 1, 2);
-    let ext = WireOptions { four_octet_as: true, extended_message: true };
+    let ext = WireOptions {
+        four_octet_as: true,
+        extended_message: true,
+    };
     assert!(decode_message(&m, &ext).is_ok());
 }
 
@@ -150,17 +153,32 @@ fn open_bgp_identifier_zero_rfc6286_2_1() {
 
 #[test]
 fn open_unknown_optional_parameter_rfc5492_3() {
-    expect(&open(4, 90, [1, 1, 1, 1], &[1, 0]), Action::SessionReset, 2, 4);
+    expect(
+        &open(4, 90, [1, 1, 1, 1], &[1, 0]),
+        Action::SessionReset,
+        2,
+        4,
+    );
 }
 
 #[test]
 fn open_capability_runs_past_its_parameter_rfc5492_4() {
-    expect(&open(4, 90, [1, 1, 1, 1], &[2, 2, 65, 4]), Action::SessionReset, 2, 0);
+    expect(
+        &open(4, 90, [1, 1, 1, 1], &[2, 2, 65, 4]),
+        Action::SessionReset,
+        2,
+        0,
+    );
 }
 
 #[test]
 fn open_multiprotocol_capability_wrong_length_rfc4760_8() {
-    expect(&open(4, 90, [1, 1, 1, 1], &[2, 4, 1, 2, 0, 1]), Action::SessionReset, 2, 0);
+    expect(
+        &open(4, 90, [1, 1, 1, 1], &[2, 4, 1, 2, 0, 1]),
+        Action::SessionReset,
+        2,
+        0,
+    );
 }
 
 #[test]
@@ -173,10 +191,15 @@ fn open_optional_parameters_length_overruns_rfc4271_6_2() {
 #[test]
 fn open_unknown_capability_is_kept_rfc5492_5() {
     let m = open(4, 90, [1, 1, 1, 1], &[2, 5, 200, 3, 1, 2, 3]);
-    let bgp_proto::Message::Open(o) = clean(&m).message else { panic!() };
+    let bgp_proto::Message::Open(o) = clean(&m).message else {
+        panic!()
+    };
     assert_eq!(
         o.capabilities().collect::<Vec<_>>(),
-        vec![&bgp_proto::Capability::Unknown { code: 200, value: vec![1, 2, 3] }]
+        vec![&bgp_proto::Capability::Unknown {
+            code: 200,
+            value: vec![1, 2, 3]
+        }]
     );
 }
 
@@ -198,7 +221,12 @@ fn update_total_attribute_length_overruns_message_rfc4271_6_3() {
 
 #[test]
 fn update_withdrawn_prefix_longer_than_32_rfc7606_5_3() {
-    expect(&update(&[33, 1, 2, 3, 4, 5], &[], &[]), Action::SessionReset, 3, 10);
+    expect(
+        &update(&[33, 1, 2, 3, 4, 5], &[], &[]),
+        Action::SessionReset,
+        3,
+        10,
+    );
 }
 
 #[test]
@@ -210,7 +238,11 @@ fn update_nlri_prefix_runs_past_message_rfc7606_5_3() {
 #[test]
 fn update_attribute_runs_past_attribute_field_rfc7606_4() {
     // The last attribute claims 9 octets but 1 remains: NLRI still located, so withdraw.
-    let m = update(&[], &attrs(&[ORIGIN, AS_PATH, NEXT_HOP, &[0x80, 4, 9, 0]]), NLRI);
+    let m = update(
+        &[],
+        &attrs(&[ORIGIN, AS_PATH, NEXT_HOP, &[0x80, 4, 9, 0]]),
+        NLRI,
+    );
     expect(&m, Action::TreatAsWithdraw, 3, 1);
 }
 
@@ -239,35 +271,65 @@ fn update_withdraw_only_needs_no_mandatory_attributes_rfc4271_5() {
 
 #[test]
 fn update_origin_undefined_value_rfc7606_7_1() {
-    expect(&update(&[], &attrs(&[&[0x40, 1, 1, 3], AS_PATH, NEXT_HOP]), NLRI), Action::TreatAsWithdraw, 3, 6);
+    expect(
+        &update(&[], &attrs(&[&[0x40, 1, 1, 3], AS_PATH, NEXT_HOP]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        6,
+    );
 }
 
 #[test]
 fn update_origin_wrong_length_rfc7606_7_1() {
-    expect(&update(&[], &attrs(&[&[0x40, 1, 2, 0, 0], AS_PATH, NEXT_HOP]), NLRI), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &update(&[], &attrs(&[&[0x40, 1, 2, 0, 0], AS_PATH, NEXT_HOP]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_as_path_unknown_segment_type_rfc7606_7_2() {
     let bad = &[0x40, 2, 6, 7, 1, 0, 0, 0, 1];
-    expect(&update(&[], &attrs(&[ORIGIN, bad, NEXT_HOP]), NLRI), Action::TreatAsWithdraw, 3, 11);
+    expect(
+        &update(&[], &attrs(&[ORIGIN, bad, NEXT_HOP]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        11,
+    );
 }
 
 #[test]
 fn update_as_path_segment_overrun_rfc7606_7_2() {
     let bad = &[0x40, 2, 4, 2, 2, 0, 0];
-    expect(&update(&[], &attrs(&[ORIGIN, bad, NEXT_HOP]), NLRI), Action::TreatAsWithdraw, 3, 11);
+    expect(
+        &update(&[], &attrs(&[ORIGIN, bad, NEXT_HOP]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        11,
+    );
 }
 
 #[test]
 fn update_next_hop_wrong_length_rfc7606_7_3() {
     let bad = &[0x40, 3, 3, 1, 2, 3];
-    expect(&update(&[], &attrs(&[ORIGIN, AS_PATH, bad]), NLRI), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &update(&[], &attrs(&[ORIGIN, AS_PATH, bad]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_med_wrong_length_rfc7606_7_4() {
-    expect(&valid_with(&[0x80, 4, 2, 0, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0x80, 4, 2, 0, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
@@ -277,21 +339,45 @@ fn update_local_pref_wrong_length_rfc7606_7_5() {
 
 #[test]
 fn update_atomic_aggregate_nonzero_length_rfc7606_7_6() {
-    expect(&valid_with(&[0x40, 6, 1, 0]), Action::AttributeDiscard, 3, 5);
+    expect(
+        &valid_with(&[0x40, 6, 1, 0]),
+        Action::AttributeDiscard,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_aggregator_wrong_length_rfc7606_7_7() {
-    expect(&valid_with(&[0xc0, 7, 6, 0, 1, 1, 1, 1, 1]), Action::AttributeDiscard, 3, 5);
+    expect(
+        &valid_with(&[0xc0, 7, 6, 0, 1, 1, 1, 1, 1]),
+        Action::AttributeDiscard,
+        3,
+        5,
+    );
     // Six octets are right on a 2-octet session.
     let two = WireOptions::default();
-    let m = update(&[], &attrs(&[ORIGIN, &[0x40, 2, 4, 2, 1, 0xfd, 0xe8], NEXT_HOP, &[0xc0, 7, 6, 0, 1, 1, 1, 1, 1]]), NLRI);
+    let m = update(
+        &[],
+        &attrs(&[
+            ORIGIN,
+            &[0x40, 2, 4, 2, 1, 0xfd, 0xe8],
+            NEXT_HOP,
+            &[0xc0, 7, 6, 0, 1, 1, 1, 1, 1],
+        ]),
+        NLRI,
+    );
     assert!(decode_message(&m, &two).unwrap().errors.is_empty());
 }
 
 #[test]
 fn update_communities_not_multiple_of_4_rfc7606_7_8() {
-    expect(&valid_with(&[0xc0, 8, 3, 0, 0, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0xc0, 8, 3, 0, 0, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
@@ -301,18 +387,30 @@ fn update_communities_empty_rfc7606_7_8() {
 
 #[test]
 fn update_originator_id_wrong_length_rfc7606_7_9() {
-    expect(&valid_with(&[0x80, 9, 5, 1, 1, 1, 1, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0x80, 9, 5, 1, 1, 1, 1, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_cluster_list_not_multiple_of_4_rfc7606_7_10() {
-    expect(&valid_with(&[0x80, 10, 5, 1, 1, 1, 1, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0x80, 10, 5, 1, 1, 1, 1, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_mp_reach_next_hop_length_inconsistent_rfc7606_7_11() {
     // IPv6 unicast with a 4-octet next hop.
-    let mp = &[0x90, 14, 0, 13, 0, 2, 1, 4, 192, 0, 2, 1, 0, 32, 0x20, 0x01, 0x0d, 0xb8];
+    let mp = &[
+        0x90, 14, 0, 13, 0, 2, 1, 4, 192, 0, 2, 1, 0, 32, 0x20, 0x01, 0x0d, 0xb8,
+    ];
     let m = update(&[], &attrs(&[mp, ORIGIN, AS_PATH]), &[]);
     expect(&m, Action::AfiSafiDisable(Family::IPV6_UNICAST), 3, 9);
 }
@@ -343,37 +441,67 @@ fn update_mp_reach_twice_rfc7606_3_g() {
 
 #[test]
 fn update_duplicate_attribute_keeps_first_rfc7606_3_g() {
-    let m = valid_with(&attrs(&[&[0x80, 4, 4, 0, 0, 0, 7], &[0x80, 4, 4, 0, 0, 0, 9]]));
+    let m = valid_with(&attrs(&[
+        &[0x80, 4, 4, 0, 0, 0, 7],
+        &[0x80, 4, 4, 0, 0, 0, 9],
+    ]));
     expect(&m, Action::AttributeDiscard, 3, 1);
     let d = decode_message(&m, &WireOptions::four_octet()).unwrap();
-    let bgp_proto::Message::Update(u) = d.message else { panic!() };
+    let bgp_proto::Message::Update(u) = d.message else {
+        panic!()
+    };
     assert_eq!(u.med(), Some(7));
 }
 
 #[test]
 fn update_extended_communities_not_multiple_of_8_rfc7606_7_14() {
-    expect(&valid_with(&[0xc0, 16, 4, 0, 2, 0, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0xc0, 16, 4, 0, 2, 0, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_large_communities_not_multiple_of_12_rfc8092_6() {
-    expect(&valid_with(&[0xc0, 32, 8, 0, 0, 0, 1, 0, 0, 0, 1]), Action::TreatAsWithdraw, 3, 5);
+    expect(
+        &valid_with(&[0xc0, 32, 8, 0, 0, 0, 1, 0, 0, 0, 1]),
+        Action::TreatAsWithdraw,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_as4_path_malformed_is_discarded_rfc6793_6() {
-    expect(&valid_with(&[0xc0, 17, 3, 2, 1, 0]), Action::AttributeDiscard, 3, 11);
+    expect(
+        &valid_with(&[0xc0, 17, 3, 2, 1, 0]),
+        Action::AttributeDiscard,
+        3,
+        11,
+    );
 }
 
 #[test]
 fn update_as4_aggregator_wrong_length_is_discarded_rfc6793_6() {
-    expect(&valid_with(&[0xc0, 18, 4, 0, 0, 0, 1]), Action::AttributeDiscard, 3, 5);
+    expect(
+        &valid_with(&[0xc0, 18, 4, 0, 0, 0, 1]),
+        Action::AttributeDiscard,
+        3,
+        5,
+    );
 }
 
 #[test]
 fn update_well_known_attribute_flagged_optional_rfc7606_3_c() {
     let bad = &[0xc0, 1, 1, 0];
-    let data = expect(&update(&[], &attrs(&[bad, AS_PATH, NEXT_HOP]), NLRI), Action::TreatAsWithdraw, 3, 4);
+    let data = expect(
+        &update(&[], &attrs(&[bad, AS_PATH, NEXT_HOP]), NLRI),
+        Action::TreatAsWithdraw,
+        3,
+        4,
+    );
     assert_eq!(data, bad.to_vec(), "data is the erroneous attribute");
 }
 
@@ -385,7 +513,9 @@ fn update_unrecognized_well_known_attribute_rfc4271_6_3() {
 #[test]
 fn update_unknown_optional_attribute_is_kept_rfc4271_5() {
     let d = clean(&valid_with(&[0xc0, 99, 2, 1, 2]));
-    let bgp_proto::Message::Update(u) = d.message else { panic!() };
+    let bgp_proto::Message::Update(u) = d.message else {
+        panic!()
+    };
     assert!(u.attributes.iter().any(|a| a.type_code() == 99));
 }
 

@@ -22,7 +22,8 @@ fn v4net() -> impl Strategy<Value = Ipv4Net> {
 }
 
 fn v6net() -> impl Strategy<Value = Ipv6Net> {
-    (any::<u128>(), 0u8..=128).prop_map(|(a, l)| Ipv6Net::new(Ipv6Addr::from(a), l).unwrap().trunc())
+    (any::<u128>(), 0u8..=128)
+        .prop_map(|(a, l)| Ipv6Net::new(Ipv6Addr::from(a), l).unwrap().trunc())
 }
 
 fn family() -> impl Strategy<Value = Family> {
@@ -35,32 +36,58 @@ fn family() -> impl Strategy<Value = Family> {
 
 fn capability() -> impl Strategy<Value = Capability> {
     prop_oneof![
-        (family(), any::<u8>()).prop_map(|(family, reserved)| Capability::Multiprotocol { family, reserved }),
+        (family(), any::<u8>())
+            .prop_map(|(family, reserved)| Capability::Multiprotocol { family, reserved }),
         Just(Capability::RouteRefresh),
         Just(Capability::EnhancedRouteRefresh),
         Just(Capability::ExtendedMessage),
         any::<u32>().prop_map(|a| Capability::FourOctetAs(Asn(a))),
-        (0u8..16, 0u16..4096, prop::collection::vec((family(), any::<u8>()), 0..4)).prop_map(|(f, t, fams)| {
-            Capability::GracefulRestart(GracefulRestart {
-                restart_flags: f,
-                restart_time: t,
-                families: fams.into_iter().map(|(family, flags)| GrFamily { family, flags }).collect(),
-            })
-        }),
+        (
+            0u8..16,
+            0u16..4096,
+            prop::collection::vec((family(), any::<u8>()), 0..4)
+        )
+            .prop_map(|(f, t, fams)| {
+                Capability::GracefulRestart(GracefulRestart {
+                    restart_flags: f,
+                    restart_time: t,
+                    families: fams
+                        .into_iter()
+                        .map(|(family, flags)| GrFamily { family, flags })
+                        .collect(),
+                })
+            }),
         prop::collection::vec((any::<u16>(), any::<u16>(), any::<u16>()), 0..4).prop_map(|v| {
             Capability::ExtendedNextHop(
                 v.into_iter()
-                    .map(|(a, s, n)| ExtendedNextHopEntry { nlri_afi: a, nlri_safi: s, next_hop_afi: n })
+                    .map(|(a, s, n)| ExtendedNextHopEntry {
+                        nlri_afi: a,
+                        nlri_safi: s,
+                        next_hop_afi: n,
+                    })
                     .collect(),
             )
         }),
         prop::collection::vec((family(), any::<u8>()), 0..4).prop_map(|v| {
-            Capability::AddPath(v.into_iter().map(|(family, send_receive)| AddPathFamily { family, send_receive }).collect())
+            Capability::AddPath(
+                v.into_iter()
+                    .map(|(family, send_receive)| AddPathFamily {
+                        family,
+                        send_receive,
+                    })
+                    .collect(),
+            )
         }),
-        (prop::collection::vec(any::<u8>(), 0..20), prop::collection::vec(any::<u8>(), 0..20))
+        (
+            prop::collection::vec(any::<u8>(), 0..20),
+            prop::collection::vec(any::<u8>(), 0..20)
+        )
             .prop_map(|(hostname, domain)| Capability::Fqdn { hostname, domain }),
         // Codes the decoder does not interpret.
-        (prop::sample::select(vec![0u8, 7, 9, 71, 128, 200]), prop::collection::vec(any::<u8>(), 0..16))
+        (
+            prop::sample::select(vec![0u8, 7, 9, 71, 128, 200]),
+            prop::collection::vec(any::<u8>(), 0..16)
+        )
             .prop_map(|(code, value)| Capability::Unknown { code, value }),
     ]
 }
@@ -84,58 +111,111 @@ fn open() -> impl Strategy<Value = Open> {
 }
 
 fn as_path(four_octet: bool) -> impl Strategy<Value = AsPath> {
-    let asn = if four_octet { any::<u32>().boxed() } else { (0u32..=65535).boxed() };
+    let asn = if four_octet {
+        any::<u32>().boxed()
+    } else {
+        (0u32..=65535).boxed()
+    };
     let kind = prop::sample::select(vec![
         AsSegmentType::Sequence,
         AsSegmentType::Set,
         AsSegmentType::ConfedSequence,
         AsSegmentType::ConfedSet,
     ]);
-    prop::collection::vec((kind, prop::collection::vec(asn, 1..6)), 0..3)
-        .prop_map(|segs| AsPath { segments: segs.into_iter().map(|(kind, asns)| AsSegment { kind, asns }).collect() })
+    prop::collection::vec((kind, prop::collection::vec(asn, 1..6)), 0..3).prop_map(|segs| AsPath {
+        segments: segs
+            .into_iter()
+            .map(|(kind, asns)| AsSegment { kind, asns })
+            .collect(),
+    })
 }
 
 /// Optional attributes, each type at most once (duplicates are discarded on decode).
 fn optional_attributes(four_octet: bool) -> impl Strategy<Value = Vec<PathAttribute>> {
-    let asn = if four_octet { any::<u32>().boxed() } else { (0u32..=65535).boxed() };
+    let asn = if four_octet {
+        any::<u32>().boxed()
+    } else {
+        (0u32..=65535).boxed()
+    };
     (
         prop::option::of(any::<u32>().prop_map(AttrValue::Med)),
         prop::option::of(any::<u32>().prop_map(AttrValue::LocalPref)),
         prop::option::of(Just(AttrValue::AtomicAggregate)),
-        prop::option::of((asn, any::<u32>()).prop_map(|(asn, a)| AttrValue::Aggregator { asn, address: a.into() })),
-        prop::option::of(prop::collection::vec(any::<u32>(), 1..8).prop_map(AttrValue::Communities)),
+        prop::option::of(
+            (asn, any::<u32>()).prop_map(|(asn, a)| AttrValue::Aggregator {
+                asn,
+                address: a.into(),
+            }),
+        ),
+        prop::option::of(
+            prop::collection::vec(any::<u32>(), 1..8).prop_map(AttrValue::Communities),
+        ),
         prop::option::of(any::<u32>().prop_map(|a| AttrValue::OriginatorId(a.into()))),
-        prop::option::of(prop::collection::vec(any::<u32>().prop_map(Ipv4Addr::from), 1..4).prop_map(AttrValue::ClusterList)),
-        prop::option::of(prop::collection::vec(any::<[u8; 8]>(), 1..6).prop_map(AttrValue::ExtendedCommunities)),
-        prop::option::of(as_path(true).prop_filter("non-empty", |p| !p.segments.is_empty()).prop_map(AttrValue::As4Path)),
-        prop::option::of((any::<u32>(), any::<u32>()).prop_map(|(asn, a)| AttrValue::As4Aggregator { asn, address: a.into() })),
-        prop::option::of(prop::collection::vec(any::<[u32; 3]>(), 1..6).prop_map(AttrValue::LargeCommunities)),
-        prop::option::of((prop::sample::select(vec![0xc0u8, 0xe0, 0x80, 0xd0]), 100u8..=250, prop::collection::vec(any::<u8>(), 0..40))
-            .prop_map(|(flags, type_code, data)| PathAttribute { flags, value: AttrValue::Unknown { type_code, data } })),
+        prop::option::of(
+            prop::collection::vec(any::<u32>().prop_map(Ipv4Addr::from), 1..4)
+                .prop_map(AttrValue::ClusterList),
+        ),
+        prop::option::of(
+            prop::collection::vec(any::<[u8; 8]>(), 1..6).prop_map(AttrValue::ExtendedCommunities),
+        ),
+        prop::option::of(
+            as_path(true)
+                .prop_filter("non-empty", |p| !p.segments.is_empty())
+                .prop_map(AttrValue::As4Path),
+        ),
+        prop::option::of((any::<u32>(), any::<u32>()).prop_map(|(asn, a)| {
+            AttrValue::As4Aggregator {
+                asn,
+                address: a.into(),
+            }
+        })),
+        prop::option::of(
+            prop::collection::vec(any::<[u32; 3]>(), 1..6).prop_map(AttrValue::LargeCommunities),
+        ),
+        prop::option::of(
+            (
+                prop::sample::select(vec![0xc0u8, 0xe0, 0x80, 0xd0]),
+                100u8..=250,
+                prop::collection::vec(any::<u8>(), 0..40),
+            )
+                .prop_map(|(flags, type_code, data)| PathAttribute {
+                    flags,
+                    value: AttrValue::Unknown { type_code, data },
+                }),
+        ),
     )
         .prop_map(|(a, b, c, d, e, f, g, h, i, j, k, unknown)| {
-            let mut out: Vec<PathAttribute> =
-                [a, b, c, d, e, f, g, h, i, j, k].into_iter().flatten().map(PathAttribute::new).collect();
+            let mut out: Vec<PathAttribute> = [a, b, c, d, e, f, g, h, i, j, k]
+                .into_iter()
+                .flatten()
+                .map(PathAttribute::new)
+                .collect();
             out.extend(unknown);
             out
         })
 }
 
 fn mp_attribute() -> impl Strategy<Value = Option<AttrValue>> {
-    let nh6 = (any::<u128>(), prop::option::of(any::<u128>()))
-        .prop_map(|(g, l)| MpNextHop::Ipv6 { global: g.into(), link_local: l.map(Into::into) });
+    let nh6 = (any::<u128>(), prop::option::of(any::<u128>())).prop_map(|(g, l)| MpNextHop::Ipv6 {
+        global: g.into(),
+        link_local: l.map(Into::into),
+    });
     prop_oneof![
         Just(None),
-        (nh6.clone(), prop::collection::vec(v6net(), 0..20)).prop_map(|(next_hop, n)| Some(AttrValue::MpReach(MpReach {
-            family: Family::IPV6_UNICAST,
-            next_hop,
-            nlri: MpNlri::Ipv6(n),
-        }))),
-        (nh6, prop::collection::vec(v4net(), 0..20)).prop_map(|(next_hop, n)| Some(AttrValue::MpReach(MpReach {
-            family: Family::IPV4_UNICAST,
-            next_hop,
-            nlri: MpNlri::Ipv4(n),
-        }))),
+        (nh6.clone(), prop::collection::vec(v6net(), 0..20)).prop_map(|(next_hop, n)| Some(
+            AttrValue::MpReach(MpReach {
+                family: Family::IPV6_UNICAST,
+                next_hop,
+                nlri: MpNlri::Ipv6(n),
+            })
+        )),
+        (nh6, prop::collection::vec(v4net(), 0..20)).prop_map(|(next_hop, n)| Some(
+            AttrValue::MpReach(MpReach {
+                family: Family::IPV4_UNICAST,
+                next_hop,
+                nlri: MpNlri::Ipv4(n),
+            })
+        )),
         prop::collection::vec(v6net(), 0..20).prop_map(|n| Some(AttrValue::MpUnreach(MpUnreach {
             family: Family::IPV6_UNICAST,
             withdrawn: MpNlri::Ipv6(n),
@@ -160,13 +240,25 @@ fn update(four_octet: bool) -> impl Strategy<Value = Update> {
             attributes.push(PathAttribute::new(AttrValue::AsPath(path)));
             attributes.push(PathAttribute::new(AttrValue::NextHop(nh.into())));
             attributes.extend(optional);
-            Update { withdrawn, attributes, nlri }
+            Update {
+                withdrawn,
+                attributes,
+                nlri,
+            }
         })
 }
 
 fn notification() -> impl Strategy<Value = Notification> {
-    (any::<u8>(), any::<u8>(), prop::collection::vec(any::<u8>(), 0..64))
-        .prop_map(|(c, s, d)| Notification { code: c.into(), subcode: s, data: d.into() })
+    (
+        any::<u8>(),
+        any::<u8>(),
+        prop::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(|(c, s, d)| Notification {
+            code: c.into(),
+            subcode: s,
+            data: d.into(),
+        })
 }
 
 fn message(four_octet: bool) -> impl Strategy<Value = Message> {
@@ -175,7 +267,10 @@ fn message(four_octet: bool) -> impl Strategy<Value = Message> {
         update(four_octet).prop_map(Message::Update),
         notification().prop_map(Message::Notification),
         Just(Message::Keepalive),
-        (family(), any::<u8>()).prop_map(|(f, s)| Message::RouteRefresh(RouteRefresh { family: f, subtype: s.into() })),
+        (family(), any::<u8>()).prop_map(|(f, s)| Message::RouteRefresh(RouteRefresh {
+            family: f,
+            subtype: s.into()
+        })),
     ]
 }
 

@@ -82,7 +82,7 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     if let Some((i, c)) = digits.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
         return Err(format!("not hex: {c:?} at hex digit {i}"));
     }
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", digits.len()));
     }
     (0..digits.len())
@@ -133,7 +133,11 @@ pub fn render(result: &Result<Decoded, DecodeError>, opts: &WireOptions) -> (Val
 
 fn treat_as_withdraw(obj: &mut serde_json::Map<String, Value>, msg: &Message) {
     if let Message::Update(u) = msg {
-        let mut all: Vec<String> = u.withdrawn_prefixes().iter().map(ToString::to_string).collect();
+        let mut all: Vec<String> = u
+            .withdrawn_prefixes()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         all.extend(u.announced().iter().map(ToString::to_string));
         obj.insert("announced".into(), json!([]));
         obj.insert("withdrawn".into(), json!(all));
@@ -210,7 +214,9 @@ fn capability_json(c: &Capability) -> Value {
             "domain": String::from_utf8_lossy(domain),
         }),
         Capability::Unknown { value, .. } => json!({"value": hex(value)}),
-        Capability::RouteRefresh | Capability::EnhancedRouteRefresh | Capability::ExtendedMessage => {
+        Capability::RouteRefresh
+        | Capability::EnhancedRouteRefresh
+        | Capability::ExtendedMessage => {
             json!({})
         }
     };
@@ -221,10 +227,11 @@ fn capability_json(c: &Capability) -> Value {
 }
 
 fn update_json(u: &Update, opts: &WireOptions) -> Value {
-    let next_hop = u
-        .next_hop()
-        .map(|a| a.to_string())
-        .or_else(|| u.mp_reach().and_then(|m| m.next_hop.primary()).map(|a| a.to_string()));
+    let next_hop = u.next_hop().map(|a| a.to_string()).or_else(|| {
+        u.mp_reach()
+            .and_then(|m| m.next_hop.primary())
+            .map(|a| a.to_string())
+    });
     let mut communities = Vec::new();
     let mut large = Vec::new();
     let mut extended = Vec::new();
@@ -232,7 +239,9 @@ fn update_json(u: &Update, opts: &WireOptions) -> Value {
         match &a.value {
             AttrValue::Communities(c) => communities.extend(c.iter().map(|c| format_community(*c))),
             AttrValue::LargeCommunities(c) => large.extend(c.iter().map(format_large_community)),
-            AttrValue::ExtendedCommunities(c) => extended.extend(c.iter().map(format_extended_community)),
+            AttrValue::ExtendedCommunities(c) => {
+                extended.extend(c.iter().map(format_extended_community))
+            }
             _ => {}
         }
     }
@@ -263,15 +272,20 @@ fn update_json(u: &Update, opts: &WireOptions) -> Value {
 }
 
 fn as_path_json(p: &AsPath) -> Value {
-    json!(p.segments.iter().map(|s| json!({
-        "type": match s.kind {
-            AsSegmentType::Set => "AS_SET",
-            AsSegmentType::Sequence => "AS_SEQUENCE",
-            AsSegmentType::ConfedSequence => "AS_CONFED_SEQUENCE",
-            AsSegmentType::ConfedSet => "AS_CONFED_SET",
-        },
-        "asns": s.asns,
-    })).collect::<Vec<_>>())
+    json!(
+        p.segments
+            .iter()
+            .map(|s| json!({
+                "type": match s.kind {
+                    AsSegmentType::Set => "AS_SET",
+                    AsSegmentType::Sequence => "AS_SEQUENCE",
+                    AsSegmentType::ConfedSequence => "AS_CONFED_SEQUENCE",
+                    AsSegmentType::ConfedSet => "AS_CONFED_SET",
+                },
+                "asns": s.asns,
+            }))
+            .collect::<Vec<_>>()
+    )
 }
 
 fn next_hop_json(nh: &MpNextHop) -> Value {
@@ -295,12 +309,16 @@ fn attr_value_json(v: &AttrValue) -> Option<Value> {
         AttrValue::Aggregator { asn, address } | AttrValue::As4Aggregator { asn, address } => {
             json!({"asn": asn, "address": address.to_string()})
         }
-        AttrValue::Communities(c) => json!(c.iter().map(|c| format_community(*c)).collect::<Vec<_>>()),
+        AttrValue::Communities(c) => {
+            json!(c.iter().map(|c| format_community(*c)).collect::<Vec<_>>())
+        }
         AttrValue::ClusterList(c) => json!(c.iter().map(ToString::to_string).collect::<Vec<_>>()),
         AttrValue::ExtendedCommunities(c) => {
             json!(c.iter().map(format_extended_community).collect::<Vec<_>>())
         }
-        AttrValue::LargeCommunities(c) => json!(c.iter().map(format_large_community).collect::<Vec<_>>()),
+        AttrValue::LargeCommunities(c) => {
+            json!(c.iter().map(format_large_community).collect::<Vec<_>>())
+        }
         AttrValue::MpReach(m) => json!({
             "family": m.family.name(),
             "next_hop": next_hop_json(&m.next_hop),

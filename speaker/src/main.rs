@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 mod decode;
 
 #[derive(Debug, Parser)]
-#[command(name = "podcidr-bgp", version, about = "Announce exactly the pod CIDRs your IPAM allocated, over BGP")]
+#[command(
+    name = "podcidr-bgp",
+    version,
+    about = "Announce exactly the pod CIDRs your IPAM allocated, over BGP"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
