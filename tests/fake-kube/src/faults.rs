@@ -1,0 +1,210 @@
+//! Fault injection and request counters.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// API verb of a request, as in RBAC and audit logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch=true`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH (any patch type, server-side apply included).
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Whether the verb changes state.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Self::Create | Self::Update | Self::Patch | Self::Delete | Self::DeleteCollection
+        )
+    }
+}
+
+/// What an injected fault does to a matching request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Do not apply; answer this HTTP code with a `Status` body (reason from the code).
+    Fail(u16),
+    /// Apply the request, then answer 504 Timeout: the client cannot know the outcome.
+    ApplyThenTimeout,
+    /// Do not apply; answer 504 Timeout.
+    Timeout,
+}
+
+/// A fault for the next `times` requests matching verb, resource and name.
+///
+/// `resource` is the plural as in the URL, with `/status` for the status subresource
+/// (`"nodes"`, `"nodes/status"`), the same key the request counters use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// Only requests with this verb (any if `None`).
+    pub verb: Option<Verb>,
+    /// Only this resource (any if `None`).
+    pub resource: Option<String>,
+    /// Only requests for this object name (any if `None`).
+    pub name: Option<String>,
+    /// What to do.
+    pub action: FaultAction,
+    /// How many matching requests are hit.
+    pub times: usize,
+}
+
+impl Fault {
+    /// Fail one request of any kind with `code` (without applying it).
+    pub fn fail(code: u16) -> Self {
+        Self::with_action(FaultAction::Fail(code))
+    }
+
+    /// Apply one write but answer 504 Timeout.
+    pub fn apply_then_timeout() -> Self {
+        Self::with_action(FaultAction::ApplyThenTimeout)
+    }
+
+    /// Answer one request with 504 Timeout without applying it.
+    pub fn timeout() -> Self {
+        Self::with_action(FaultAction::Timeout)
+    }
+
+    fn with_action(action: FaultAction) -> Self {
+        Self {
+            verb: None,
+            resource: None,
+            name: None,
+            action,
+            times: 1,
+        }
+    }
+
+    /// Restrict to a verb.
+    #[must_use]
+    pub fn verb(mut self, verb: Verb) -> Self {
+        self.verb = Some(verb);
+        self
+    }
+
+    /// Restrict to a resource key (`"nodes"`, `"leases"`, `"nodes/status"`).
+    #[must_use]
+    pub fn resource(mut self, resource: &str) -> Self {
+        self.resource = Some(resource.to_owned());
+        self
+    }
+
+    /// Restrict to one object name.
+    #[must_use]
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Hit this many matching requests (default 1).
+    #[must_use]
+    pub fn times(mut self, times: usize) -> Self {
+        self.times = times;
+        self
+    }
+
+    fn matches(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
+        self.verb.is_none_or(|v| v == verb)
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+            && self.name.as_deref().is_none_or(|n| Some(n) == name)
+    }
+}
+
+/// Fault rules, outage switch and per-(verb, resource) counters.
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    rules: Mutex<Vec<Fault>>,
+    counts: Mutex<BTreeMap<(Verb, String), u64>>,
+    outage: AtomicBool,
+}
+
+impl Faults {
+    pub(crate) fn inject(&self, fault: Fault) {
+        if fault.times > 0 {
+            self.rules
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(fault);
+        }
+    }
+
+    pub(crate) fn clear(&self) {
+        self.rules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.rules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|f| f.times)
+            .sum()
+    }
+
+    /// Counts the request and returns the fault that applies to it, if any (first match wins).
+    pub(crate) fn count(&self, verb: Verb, resource: &str) {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((verb, resource.to_owned()))
+            .or_default() += 1;
+    }
+
+    pub(crate) fn on_request(
+        &self,
+        verb: Verb,
+        resource: &str,
+        name: Option<&str>,
+    ) -> Option<FaultAction> {
+        self.count(verb, resource);
+        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        let idx = rules.iter().position(|f| f.matches(verb, resource, name))?;
+        let action = rules[idx].action;
+        rules[idx].times -= 1;
+        if rules[idx].times == 0 {
+            rules.remove(idx);
+        }
+        Some(action)
+    }
+
+    pub(crate) fn set_outage(&self, on: bool) {
+        self.outage.store(on, Ordering::SeqCst);
+    }
+
+    pub(crate) fn outage(&self) -> bool {
+        self.outage.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn counts(&self) -> BTreeMap<(Verb, String), u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn reset_counts(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}

@@ -1,0 +1,65 @@
+//! The HTTP/1.1 listener and the state shared by every connection.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::faults::Faults;
+use crate::router;
+use crate::store::Store;
+use crate::watch::Signals;
+
+/// Response body: full JSON documents or a watch stream.
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// State shared by the handle and every request.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Store,
+    pub faults: Faults,
+    pub signals: watch::Sender<Signals>,
+    pub open_watches: watch::Sender<usize>,
+    pub bookmark_interval: Option<Duration>,
+}
+
+/// Accepts connections until `shutdown` flips (or its sender is dropped); then every
+/// connection, open watches included, is aborted.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(err) => {
+                        tracing::warn!(%err, "fake-kube: accept failed");
+                        continue;
+                    }
+                };
+                let shared = shared.clone();
+                conns.spawn(async move {
+                    let svc = service_fn(move |req| router::handle(shared.clone(), req));
+                    if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await {
+                        tracing::debug!(%err, "fake-kube: connection ended with an error");
+                    }
+                });
+            }
+        }
+        while conns.try_join_next().is_some() {}
+    }
+    conns.shutdown().await;
+}
