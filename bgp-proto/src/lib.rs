@@ -20,6 +20,8 @@ pub mod error;
 pub mod iana;
 pub mod message;
 pub(crate) mod reader;
+pub mod session;
+pub mod transport;
 pub mod types;
 
 pub use codec::{BgpCodec, CodecError};

@@ -1,0 +1,1 @@
+//! Tokio driver (to come).

@@ -1,0 +1,497 @@
+//! The session state machine. One `match` per state; RFC 4271 §8.2.2 event names in comments.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Action;
+use crate::iana::notification::{self as n, cease, fsm as fsm_err};
+use crate::message::notification::Notification;
+use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
+use crate::message::update::Update;
+use crate::message::{Decoded, Message, WireOptions};
+use crate::types::Family;
+
+use super::open::{Negotiated, local_open, negotiate};
+use super::rib_out::{self, AdjRibOut, ExportContext, Refusal, RouteSet};
+use super::{DownReason, Input, Output, SessionConfig, State, StopReason, Timer};
+
+/// RFC 4271 §8.2.2: "a large value (4 minutes)" for the hold timer before OPEN arrives.
+const OPEN_HOLD: Duration = Duration::from_secs(240);
+
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    state: State,
+    /// Started and not stopped: failures lead back to Connect/Active automatically.
+    started: bool,
+    /// Set the graceful restart R bit in the next OPEN (we restarted and want GR).
+    restarting: bool,
+    negotiated: Option<Negotiated>,
+    rib: AdjRibOut,
+    desired: Arc<RouteSet>,
+    retry_attempt: u32,
+    rng: u64,
+    last_sent: Option<Notification>,
+    last_received: Option<Notification>,
+}
+
+impl Session {
+    pub fn new(cfg: SessionConfig) -> Self {
+        let rng = cfg.jitter_seed | 1;
+        Session {
+            cfg,
+            state: State::Idle,
+            started: false,
+            restarting: false,
+            negotiated: None,
+            rib: AdjRibOut::default(),
+            desired: Arc::new(RouteSet::new()),
+            retry_attempt: 0,
+            rng,
+            last_sent: None,
+            last_received: None,
+        }
+    }
+
+    /// The next OPEN carries the graceful restart R bit (RFC 4724 §3): we are coming back
+    /// from a restart the peer may have kept our routes through.
+    pub fn set_restarting(&mut self, restarting: bool) {
+        self.restarting = restarting;
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    pub fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_ref()
+    }
+
+    pub fn adj_rib_out(&self) -> &AdjRibOut {
+        &self.rib
+    }
+
+    pub fn last_notification_sent(&self) -> Option<&Notification> {
+        self.last_sent.as_ref()
+    }
+
+    pub fn last_notification_received(&self) -> Option<&Notification> {
+        self.last_received.as_ref()
+    }
+
+    pub fn handle(&mut self, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Start => self.start(&mut out),
+            Input::Stop(reason) => self.stop(&mut out, reason),
+            Input::TimerFired(t) => self.timer(&mut out, t),
+            Input::TcpConnected => self.tcp_connected(&mut out),
+            Input::TcpFailed(e) => self.tcp_failed(&mut out, e),
+            Input::Received(d) => self.received(&mut out, d),
+            Input::DecodeFailed(e) => {
+                // Events 21/22/28: BGPHeaderErr, BGPOpenMsgErr, UpdateMsgErr.
+                if self.state >= State::OpenSent {
+                    let h = e.handling();
+                    // AFI/SAFI disable is implemented as a session reset (RFC 7606 §2 allows it).
+                    debug_assert!(matches!(
+                        h.action,
+                        Action::SessionReset | Action::AfiSafiDisable(_)
+                    ));
+                    self.fail(&mut out, None, Some(h.notification));
+                }
+            }
+            Input::SetRoutes(routes) => {
+                self.desired = routes;
+                if self.state == State::Established {
+                    self.send_changes(&mut out);
+                }
+            }
+        }
+        out
+    }
+
+    fn enter(&mut self, out: &mut Vec<Output>, to: State, reason: Option<DownReason>) {
+        let from = self.state;
+        if from == to {
+            return;
+        }
+        self.state = to;
+        if to < State::OpenConfirm {
+            self.negotiated = None;
+        }
+        if from == State::Established {
+            self.rib.clear();
+        }
+        out.push(Output::StateChanged { from, to, reason });
+    }
+
+    /// Exponential backoff with "equal jitter": half the step fixed, half random, so
+    /// speakers that failed together do not retry together.
+    fn retry_delay(&mut self) -> Duration {
+        let base = self.cfg.connect_retry_base.max(Duration::from_millis(1));
+        let step = base
+            .saturating_mul(
+                1u32.checked_shl(self.retry_attempt.min(20))
+                    .unwrap_or(u32::MAX),
+            )
+            .min(self.cfg.connect_retry_max.max(base));
+        self.retry_attempt = self.retry_attempt.saturating_add(1);
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = step / 2;
+        let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(self.rng % nanos)
+    }
+
+    fn connect(&mut self, out: &mut Vec<Output>) {
+        let delay = self.retry_delay();
+        out.push(Output::Connect);
+        out.push(Output::ArmTimer(Timer::ConnectRetry, delay));
+        self.enter(out, State::Connect, None);
+    }
+
+    fn start(&mut self, out: &mut Vec<Output>) {
+        // Event 1 ManualStart / Event 4 ManualStart_with_PassiveTcpEstablishment.
+        if self.state != State::Idle {
+            return;
+        }
+        self.started = true;
+        self.retry_attempt = 0;
+        if self.cfg.passive {
+            self.enter(out, State::Active, None);
+        } else {
+            self.connect(out);
+        }
+    }
+
+    fn stop(&mut self, out: &mut Vec<Output>, reason: StopReason) {
+        // Event 2 ManualStop.
+        self.started = false;
+        if self.state >= State::OpenSent {
+            let notification = match &reason {
+                StopReason::Shutdown(text) => {
+                    Some(shutdown_notification(cease::ADMINISTRATIVE_SHUTDOWN, text))
+                }
+                StopReason::Deconfigured => {
+                    Some(Notification::new(n::CEASE, cease::PEER_DECONFIGURED))
+                }
+                // RFC 4724: no NOTIFICATION, so the peer keeps our routes as stale.
+                StopReason::GracefulRestart => None,
+            };
+            if let Some(nt) = notification {
+                self.last_sent = Some(nt.clone());
+                out.push(Output::Send(Message::Notification(nt)));
+            }
+        }
+        if self.state != State::Idle {
+            out.push(Output::Disconnect);
+        }
+        self.stop_timers(out);
+        self.enter(out, State::Idle, Some(DownReason::Stopped(reason)));
+    }
+
+    fn stop_timers(&mut self, out: &mut Vec<Output>) {
+        for t in [
+            Timer::ConnectRetry,
+            Timer::Hold,
+            Timer::Keepalive,
+            Timer::SendHold,
+        ] {
+            out.push(Output::StopTimer(t));
+        }
+    }
+
+    /// Any error: optionally send a NOTIFICATION, drop the connection, go Idle, and (if still
+    /// started) come back after a backoff.
+    fn fail(
+        &mut self,
+        out: &mut Vec<Output>,
+        reason: Option<DownReason>,
+        notification: Option<Notification>,
+    ) {
+        let reason = match notification {
+            Some(nt) => {
+                self.last_sent = Some(nt.clone());
+                out.push(Output::Send(Message::Notification(nt.clone())));
+                reason.unwrap_or(DownReason::NotificationSent(nt))
+            }
+            None => reason.unwrap_or(DownReason::ConnectionFailed("closed".into())),
+        };
+        out.push(Output::Disconnect);
+        self.stop_timers(out);
+        self.enter(out, State::Idle, Some(reason));
+        if self.started {
+            if self.cfg.passive {
+                self.enter(out, State::Active, None);
+            } else {
+                let delay = self.retry_delay();
+                out.push(Output::ArmTimer(Timer::ConnectRetry, delay));
+            }
+        }
+    }
+
+    fn timer(&mut self, out: &mut Vec<Output>, t: Timer) {
+        match (self.state, t) {
+            // Event 9 ConnectRetryTimer_Expires.
+            (State::Idle, Timer::ConnectRetry) if self.started => {
+                if self.cfg.passive {
+                    self.enter(out, State::Active, None);
+                } else {
+                    self.connect(out);
+                }
+            }
+            (State::Connect, Timer::ConnectRetry) => {
+                out.push(Output::Disconnect);
+                self.connect(out);
+            }
+            (State::Active, Timer::ConnectRetry) if !self.cfg.passive => self.connect(out),
+            // Event 10 HoldTimer_Expires.
+            (State::OpenSent | State::OpenConfirm | State::Established, Timer::Hold) => {
+                let nt = Notification::new(n::HOLD_TIMER_EXPIRED, 0);
+                self.fail(out, Some(DownReason::HoldTimerExpired), Some(nt));
+            }
+            // Event 11 KeepaliveTimer_Expires.
+            (State::OpenConfirm | State::Established, Timer::Keepalive) => {
+                out.push(Output::Send(Message::Keepalive));
+                self.arm_keepalive(out);
+            }
+            // RFC 9687 §4: the peer stopped reading; a NOTIFICATION is attempted, not awaited.
+            (State::OpenSent | State::OpenConfirm | State::Established, Timer::SendHold) => {
+                let nt = Notification::new(n::SEND_HOLD_TIMER_EXPIRED, 0);
+                self.fail(out, Some(DownReason::SendHoldTimerExpired), Some(nt));
+            }
+            _ => {}
+        }
+    }
+
+    fn tcp_connected(&mut self, out: &mut Vec<Output>) {
+        // Events 16/17: Tcp_CR_Acked, TcpConnectionConfirmed.
+        if !matches!(self.state, State::Connect | State::Active) {
+            return;
+        }
+        out.push(Output::StopTimer(Timer::ConnectRetry));
+        let open = local_open(&self.cfg, self.restarting);
+        out.push(Output::Send(Message::Open(open)));
+        out.push(Output::ArmTimer(Timer::Hold, OPEN_HOLD));
+        self.enter(out, State::OpenSent, None);
+    }
+
+    fn tcp_failed(&mut self, out: &mut Vec<Output>, e: String) {
+        // Event 18 TcpConnectionFails.
+        match self.state {
+            State::Connect => {
+                let delay = self.retry_delay();
+                out.push(Output::ArmTimer(Timer::ConnectRetry, delay));
+                self.enter(out, State::Active, Some(DownReason::ConnectionFailed(e)));
+            }
+            State::OpenSent | State::OpenConfirm | State::Established => {
+                self.fail(out, Some(DownReason::ConnectionFailed(e)), None);
+            }
+            State::Idle | State::Active => {}
+        }
+    }
+
+    fn arm_keepalive(&mut self, out: &mut Vec<Output>) {
+        if let Some(neg) = &self.negotiated
+            && !neg.keepalive.is_zero()
+        {
+            out.push(Output::ArmTimer(Timer::Keepalive, neg.keepalive));
+        }
+    }
+
+    fn restart_hold(&mut self, out: &mut Vec<Output>) {
+        if let Some(neg) = &self.negotiated
+            && !neg.hold_time.is_disabled()
+        {
+            out.push(Output::ArmTimer(
+                Timer::Hold,
+                Duration::from_secs(neg.hold_time.seconds().into()),
+            ));
+        }
+    }
+
+    fn fsm_error(&mut self, out: &mut Vec<Output>) {
+        let subcode = match self.state {
+            State::OpenSent => fsm_err::UNEXPECTED_IN_OPENSENT,
+            State::OpenConfirm => fsm_err::UNEXPECTED_IN_OPENCONFIRM,
+            State::Established => fsm_err::UNEXPECTED_IN_ESTABLISHED,
+            _ => fsm_err::UNSPECIFIED,
+        };
+        self.fail(out, None, Some(Notification::new(n::FSM_ERROR, subcode)));
+    }
+
+    fn received(&mut self, out: &mut Vec<Output>, d: Decoded) {
+        if !matches!(
+            self.state,
+            State::OpenSent | State::OpenConfirm | State::Established
+        ) {
+            return;
+        }
+        match (self.state, d.message) {
+            // Events 24/25 NotifMsgVerErr / NotifMsg.
+            (_, Message::Notification(nt)) => {
+                self.last_received = Some(nt.clone());
+                self.fail(out, Some(DownReason::NotificationReceived(nt)), None);
+            }
+            // Event 19 BGPOpen.
+            (State::OpenSent, Message::Open(open)) => match negotiate(&self.cfg, &open) {
+                Err(nt) => self.fail(out, None, Some(nt)),
+                Ok(neg) => {
+                    out.push(Output::Negotiated(Box::new(neg.clone())));
+                    self.negotiated = Some(neg);
+                    self.restarting = false;
+                    out.push(Output::Send(Message::Keepalive));
+                    self.arm_keepalive(out);
+                    if self
+                        .negotiated
+                        .as_ref()
+                        .is_some_and(|n| n.hold_time.is_disabled())
+                    {
+                        out.push(Output::StopTimer(Timer::Hold));
+                    } else {
+                        self.restart_hold(out);
+                    }
+                    self.enter(out, State::OpenConfirm, None);
+                }
+            },
+            // Event 26 KeepAliveMsg.
+            (State::OpenConfirm, Message::Keepalive) => {
+                self.restart_hold(out);
+                self.retry_attempt = 0;
+                self.enter(out, State::Established, None);
+                self.send_full_table(out);
+            }
+            (State::Established, Message::Keepalive) => self.restart_hold(out),
+            // Event 27 UpdateMsg: validated on decode, then discarded (we do not import).
+            (State::Established, Message::Update(_)) => {
+                self.restart_hold(out);
+                if !d.errors.is_empty() {
+                    out.push(Output::UpdateErrors(d.errors));
+                }
+            }
+            (State::Established, Message::RouteRefresh(rr)) => {
+                self.restart_hold(out);
+                self.route_refresh(out, rr);
+            }
+            // Events 19 (OPEN outside OpenSent), 26/27 too early: FSM error.
+            _ => self.fsm_error(out),
+        }
+    }
+
+    fn export_context(&self) -> Option<ExportContext> {
+        let neg = self.negotiated.as_ref()?;
+        Some(ExportContext {
+            local_asn: self.cfg.local_asn,
+            ibgp: neg.ibgp,
+            families: neg.families.clone(),
+            extended_next_hop_ipv4: neg.extended_next_hop_ipv4,
+            wire: WireOptions {
+                four_octet_as: neg.four_octet_as,
+                extended_message: neg.extended_message,
+            },
+        })
+    }
+
+    fn send_updates(&mut self, out: &mut Vec<Output>, updates: Vec<Update>) {
+        let any = !updates.is_empty();
+        out.extend(
+            updates
+                .into_iter()
+                .map(|u| Output::Send(Message::Update(u))),
+        );
+        // RFC 4271 §8.2.2: sending an UPDATE restarts the KeepaliveTimer.
+        if any {
+            self.arm_keepalive(out);
+        }
+    }
+
+    /// Diffs desired against advertised and sends the minimal UPDATEs.
+    fn send_changes(&mut self, out: &mut Vec<Output>) {
+        let Some(ctx) = self.export_context() else {
+            return;
+        };
+        let plan = self.rib.plan(&self.desired, &ctx);
+        if !plan.refused.is_empty() {
+            out.push(Output::Refused(plan.refused.clone()));
+        }
+        if plan.is_empty() {
+            return;
+        }
+        match rib_out::plan_updates(&plan, &ctx) {
+            Ok(updates) => {
+                self.rib.apply(&plan);
+                self.send_updates(out, updates);
+            }
+            Err(_) => {
+                let refused = plan
+                    .announce
+                    .values()
+                    .flatten()
+                    .map(|p| (*p, Refusal::AttributesTooLarge))
+                    .collect();
+                out.push(Output::Refused(refused));
+            }
+        }
+    }
+
+    /// After establishment: everything, then End-of-RIB for every negotiated family
+    /// (RFC 4724 §4), so a peer holding our routes as stale flushes only what is gone.
+    fn send_full_table(&mut self, out: &mut Vec<Output>) {
+        self.send_changes(out);
+        if let Some(neg) = &self.negotiated {
+            let families = neg.families.clone();
+            let eors = families.into_iter().map(Update::end_of_rib).collect();
+            self.send_updates(out, eors);
+        }
+    }
+
+    fn route_refresh(&mut self, out: &mut Vec<Output>, rr: RouteRefresh) {
+        let Some(ctx) = self.export_context() else {
+            return;
+        };
+        // RFC 2918 §4: ignore families we did not negotiate; RFC 7313 §5: ignore BoRR/EoRR
+        // from the peer (they concern its routes) and unknown subtypes.
+        if rr.subtype != RouteRefreshSubtype::Normal || !ctx.families.contains(&rr.family) {
+            return;
+        }
+        let family: Family = rr.family;
+        let enhanced = self
+            .negotiated
+            .as_ref()
+            .is_some_and(|n| n.enhanced_route_refresh);
+        let marker =
+            |subtype| Output::Send(Message::RouteRefresh(RouteRefresh { family, subtype }));
+        if enhanced {
+            out.push(marker(RouteRefreshSubtype::BeginningOfRouteRefresh));
+        }
+        // The table was encodable when first sent, so this does not fail in practice.
+        if let Ok(updates) = rib_out::full_table_updates(&self.rib, family, &ctx) {
+            self.send_updates(out, updates);
+        }
+        if enhanced {
+            out.push(marker(RouteRefreshSubtype::EndOfRouteRefresh));
+        } else {
+            self.send_updates(out, vec![Update::end_of_rib(family)]);
+        }
+    }
+}
+
+/// Cease with an RFC 9003 message; a message over 255 octets is cut at a character
+/// boundary, since the text is for humans and the stop must still happen.
+fn shutdown_notification(subcode: u8, text: &str) -> Notification {
+    let mut end = text
+        .len()
+        .min(crate::message::notification::MAX_SHUTDOWN_MESSAGE_LEN);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = text.get(..end).unwrap_or_default();
+    Notification::cease_with_message(subcode, text)
+        .unwrap_or_else(|_| Notification::new(n::CEASE, subcode))
+}

@@ -1,0 +1,220 @@
+//! A BGP speaker session for an export-only announcer, as a pure state machine
+//! (RFC 4271 §8): [`Session::handle`] takes an [`Input`] and returns [`Output`]s. Timers are
+//! outputs ("arm Hold for 90 s") and inputs ("Hold fired"); there is no clock and no I/O here.
+//! [`driver`] runs it over any `AsyncRead + AsyncWrite`.
+
+pub mod driver;
+mod fsm;
+pub mod open;
+pub mod rib_out;
+mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use fsm::Session;
+pub use open::Negotiated;
+pub use rib_out::{AdjRibOut, ExportContext, OriginKind, Plan, Refusal, RouteAttributes, RouteSet};
+pub use status::{Counters, NotificationRecord, SessionStatus};
+
+use crate::error::DecodeError;
+use crate::message::notification::Notification;
+use crate::message::{Decoded, Message};
+use crate::types::{Asn, Family, HoldTime, RouterId};
+
+/// RFC 4724 graceful restart, as we advertise it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GracefulRestartConfig {
+    /// Seconds the peer keeps our routes after the session drops without a NOTIFICATION.
+    pub restart_time: u16,
+    /// F bit: pod traffic keeps flowing while we restart, so the peer may keep forwarding.
+    pub preserve_forwarding: bool,
+}
+
+/// Per-peer session settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    pub local_asn: Asn,
+    pub router_id: RouterId,
+    pub peer_asn: Asn,
+    pub hold_time: HoldTime,
+    /// Default: a third of the hold time.
+    pub keepalive: Option<Duration>,
+    pub families: Vec<Family>,
+    /// Wait for the peer to connect instead of connecting.
+    pub passive: bool,
+    pub connect_retry_base: Duration,
+    pub connect_retry_max: Duration,
+    pub graceful_restart: Option<GracefulRestartConfig>,
+    /// Offer RFC 8950 (IPv4 NLRI with an IPv6 next hop).
+    pub extended_next_hop: bool,
+    /// RFC 9687 send hold time; default max(8 min, 2 × hold time).
+    pub send_hold_time: Option<Duration>,
+    /// Seeds the connect-retry jitter, so tests are deterministic.
+    pub jitter_seed: u64,
+}
+
+impl SessionConfig {
+    /// A config with the usual defaults: hold 90 s, both unicast families, retry 1 s..120 s.
+    pub fn new(local_asn: Asn, router_id: RouterId, peer_asn: Asn) -> Self {
+        SessionConfig {
+            local_asn,
+            router_id,
+            peer_asn,
+            hold_time: HoldTime::new(90).unwrap_or(HoldTime::DISABLED),
+            keepalive: None,
+            families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],
+            passive: false,
+            connect_retry_base: Duration::from_secs(1),
+            connect_retry_max: Duration::from_secs(120),
+            graceful_restart: None,
+            extended_next_hop: false,
+            send_hold_time: None,
+            jitter_seed: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    pub fn send_hold_time(&self) -> Duration {
+        self.send_hold_time.unwrap_or_else(|| {
+            Duration::from_secs(480)
+                .max(Duration::from_secs(2 * u64::from(self.hold_time.seconds())))
+        })
+    }
+}
+
+/// RFC 4271 §8.1.1 session states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum State {
+    Idle,
+    Connect,
+    Active,
+    OpenSent,
+    OpenConfirm,
+    Established,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Idle => "Idle",
+            State::Connect => "Connect",
+            State::Active => "Active",
+            State::OpenSent => "OpenSent",
+            State::OpenConfirm => "OpenConfirm",
+            State::Established => "Established",
+        }
+    }
+
+    /// Numeric value for the `podcidr_bgp_session_state` metric (RFC 4273 bgpPeerState).
+    pub fn as_number(self) -> u8 {
+        match self {
+            State::Idle => 1,
+            State::Connect => 2,
+            State::Active => 3,
+            State::OpenSent => 4,
+            State::OpenConfirm => 5,
+            State::Established => 6,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    ConnectRetry,
+    Hold,
+    Keepalive,
+    /// RFC 9687: armed by the driver while a write is pending; the FSM only hears it fire.
+    SendHold,
+}
+
+/// How a session is stopped (RFC 4271 Event 2, ManualStop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// Planned, final: Cease/Administrative Shutdown with an RFC 9003 message.
+    Shutdown(String),
+    /// The peer was removed from the configuration: Cease/Peer De-configured.
+    Deconfigured,
+    /// Our process restarts and wants graceful restart: close without a NOTIFICATION so the
+    /// peer keeps our routes as stale.
+    GracefulRestart,
+}
+
+/// Inputs, with the RFC 4271 §8.1 events they stand for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Event 1 ManualStart (Event 4/5 with passive TCP establishment when configured).
+    Start,
+    /// Event 2 ManualStop.
+    Stop(StopReason),
+    /// Events 9–11 and RFC 9687 SendHoldTimer_Expires.
+    TimerFired(Timer),
+    /// Events 16/17 Tcp_CR_Acked / TcpConnectionConfirmed.
+    TcpConnected,
+    /// Event 18 TcpConnectionFails.
+    TcpFailed(String),
+    /// Events 19, 25–27 and ROUTE-REFRESH.
+    Received(Decoded),
+    /// Events 21, 22, 28: a message that failed to decode.
+    DecodeFailed(DecodeError),
+    /// The routes this session should advertise (latest value wins).
+    SetRoutes(Arc<RouteSet>),
+}
+
+/// Why the session left Established or failed to get there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DownReason {
+    Stopped(StopReason),
+    HoldTimerExpired,
+    SendHoldTimerExpired,
+    ConnectionFailed(String),
+    NotificationReceived(Notification),
+    NotificationSent(Notification),
+}
+
+impl std::fmt::Display for DownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownReason::Stopped(StopReason::Shutdown(m)) => {
+                write!(f, "administrative shutdown: {m}")
+            }
+            DownReason::Stopped(StopReason::Deconfigured) => f.write_str("peer de-configured"),
+            DownReason::Stopped(StopReason::GracefulRestart) => f.write_str("graceful restart"),
+            DownReason::HoldTimerExpired => f.write_str("hold timer expired"),
+            DownReason::SendHoldTimerExpired => {
+                f.write_str("send hold timer expired (peer not reading)")
+            }
+            DownReason::ConnectionFailed(e) => write!(f, "connection failed: {e}"),
+            DownReason::NotificationReceived(n) => {
+                write!(f, "NOTIFICATION received: {}", n.name())?;
+                if let Some(m) = n.shutdown_message() {
+                    write!(f, " ({m})")?;
+                }
+                Ok(())
+            }
+            DownReason::NotificationSent(n) => write!(f, "NOTIFICATION sent: {}", n.name()),
+        }
+    }
+}
+
+/// Effects for the driver to carry out, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Open a TCP connection to the peer (active mode).
+    Connect,
+    Send(Message),
+    /// Close the TCP connection (after sending what came before).
+    Disconnect,
+    ArmTimer(Timer, std::time::Duration),
+    StopTimer(Timer),
+    /// The codec must use these options from now on.
+    Negotiated(Box<Negotiated>),
+    StateChanged {
+        from: State,
+        to: State,
+        reason: Option<DownReason>,
+    },
+    /// A received UPDATE had RFC 7606 non-fatal errors (treat-as-withdraw, attribute discard).
+    UpdateErrors(Vec<DecodeError>),
+    /// Routes that could not be sent to this peer.
+    Refused(Vec<(ipnet::IpNet, Refusal)>),
+}

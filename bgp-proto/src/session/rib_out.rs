@@ -1,0 +1,328 @@
+//! Adj-RIB-Out: what we advertised to one peer, and a pure planner that turns "the routes we
+//! should be advertising" into the minimal UPDATEs (MetalLB's `Session.Set` semantics).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::builder;
+use crate::error::EncodeError;
+use crate::message::WireOptions;
+use crate::message::attribute::{AsPath, AttrValue, Origin, PathAttribute};
+use crate::message::update::{MpNextHop, Update};
+use crate::types::{Asn, Family};
+
+/// Attributes of an announced route, set per route set (per peer) by the speaker.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteAttributes {
+    pub next_hop: IpAddr,
+    pub origin: OriginKind,
+    /// Extra copies of the local AS on eBGP sessions.
+    pub as_path_prepend: u8,
+    pub med: Option<u32>,
+    /// Sent on iBGP sessions only (RFC 4271 §5.1.5).
+    pub local_pref: Option<u32>,
+    pub communities: Vec<u32>,
+    pub large_communities: Vec<[u32; 3]>,
+    pub extended_communities: Vec<[u8; 8]>,
+}
+
+/// `Origin` with an ordering, so attribute sets can key maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OriginKind {
+    Igp,
+    Egp,
+    Incomplete,
+}
+
+impl From<OriginKind> for Origin {
+    fn from(o: OriginKind) -> Origin {
+        match o {
+            OriginKind::Igp => Origin::Igp,
+            OriginKind::Egp => Origin::Egp,
+            OriginKind::Incomplete => Origin::Incomplete,
+        }
+    }
+}
+
+impl RouteAttributes {
+    pub fn with_next_hop(next_hop: IpAddr) -> Self {
+        RouteAttributes {
+            next_hop,
+            origin: OriginKind::Igp,
+            as_path_prepend: 0,
+            med: None,
+            local_pref: None,
+            communities: Vec::new(),
+            large_communities: Vec::new(),
+            extended_communities: Vec::new(),
+        }
+    }
+}
+
+/// The full set of routes a session should advertise: prefix → attributes.
+pub type RouteSet = BTreeMap<IpNet, Arc<RouteAttributes>>;
+
+/// What the session negotiated that shapes UPDATEs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportContext {
+    pub local_asn: Asn,
+    pub ibgp: bool,
+    pub families: Vec<Family>,
+    /// RFC 8950 negotiated for IPv4 unicast with IPv6 next hops.
+    pub extended_next_hop_ipv4: bool,
+    pub wire: WireOptions,
+}
+
+/// Why a route was not sent to this peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Refusal {
+    /// The peer did not negotiate the prefix's family.
+    FamilyNotNegotiated,
+    /// IPv4 prefix with an IPv6 next hop without RFC 8950, or an IPv6 prefix with an IPv4
+    /// next hop (never sent as IPv4-mapped).
+    NextHopFamily,
+    /// The attribute set does not fit in one UPDATE next to a single prefix.
+    AttributesTooLarge,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::FamilyNotNegotiated => "family-not-negotiated",
+            Refusal::NextHopFamily => "next-hop-family",
+            Refusal::AttributesTooLarge => "attributes-too-large",
+        }
+    }
+}
+
+fn family_of(p: &IpNet) -> Family {
+    match p {
+        IpNet::V4(_) => Family::IPV4_UNICAST,
+        IpNet::V6(_) => Family::IPV6_UNICAST,
+    }
+}
+
+/// Whether `route` can be sent on this session.
+pub fn check_route(
+    prefix: &IpNet,
+    attrs: &RouteAttributes,
+    ctx: &ExportContext,
+) -> Result<(), Refusal> {
+    if !ctx.families.contains(&family_of(prefix)) {
+        return Err(Refusal::FamilyNotNegotiated);
+    }
+    match (prefix, attrs.next_hop) {
+        (IpNet::V4(_), IpAddr::V4(_)) | (IpNet::V6(_), IpAddr::V6(_)) => Ok(()),
+        (IpNet::V4(_), IpAddr::V6(_)) if ctx.extended_next_hop_ipv4 => Ok(()),
+        _ => Err(Refusal::NextHopFamily),
+    }
+}
+
+/// The minimal change from `advertised` to `desired`: withdrawals, then announcements grouped
+/// by identical attributes (each group becomes as few UPDATEs as fit).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub withdraw: Vec<IpNet>,
+    pub announce: BTreeMap<Arc<RouteAttributes>, Vec<IpNet>>,
+    pub refused: Vec<(IpNet, Refusal)>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.withdraw.is_empty() && self.announce.is_empty()
+    }
+}
+
+/// What was advertised to one peer. Cleared when the session goes down.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdjRibOut {
+    advertised: RouteSet,
+}
+
+impl AdjRibOut {
+    pub fn advertised(&self) -> &RouteSet {
+        &self.advertised
+    }
+
+    pub fn clear(&mut self) {
+        self.advertised.clear();
+    }
+
+    pub fn count(&self, family: Family) -> usize {
+        self.advertised
+            .keys()
+            .filter(|p| family_of(p) == family)
+            .count()
+    }
+
+    /// Computes the change to reach `desired` without applying it.
+    pub fn plan(&self, desired: &RouteSet, ctx: &ExportContext) -> Plan {
+        let mut plan = Plan::default();
+        for (prefix, attrs) in desired {
+            if let Err(r) = check_route(prefix, attrs, ctx) {
+                plan.refused.push((*prefix, r));
+                continue;
+            }
+            if self.advertised.get(prefix) != Some(attrs) {
+                plan.announce
+                    .entry(Arc::clone(attrs))
+                    .or_default()
+                    .push(*prefix);
+            }
+        }
+        for prefix in self.advertised.keys() {
+            let still = desired
+                .get(prefix)
+                .is_some_and(|a| check_route(prefix, a, ctx).is_ok());
+            if !still {
+                plan.withdraw.push(*prefix);
+            }
+        }
+        plan
+    }
+
+    /// Records a plan as sent.
+    pub fn apply(&mut self, plan: &Plan) {
+        for p in &plan.withdraw {
+            self.advertised.remove(p);
+        }
+        for (attrs, prefixes) in &plan.announce {
+            for p in prefixes {
+                self.advertised.insert(*p, Arc::clone(attrs));
+            }
+        }
+    }
+}
+
+/// The path attributes sent for `attrs` on this session (next hop and NLRI are added by the
+/// UPDATE builder).
+pub fn path_attributes(attrs: &RouteAttributes, ctx: &ExportContext) -> Vec<PathAttribute> {
+    let mut out = vec![PathAttribute::new(AttrValue::Origin(attrs.origin.into()))];
+    let path = if ctx.ibgp {
+        AsPath::default()
+    } else {
+        AsPath::sequence(vec![
+            ctx.local_asn.0;
+            1 + usize::from(attrs.as_path_prepend)
+        ])
+    };
+    // RFC 6793 §4.2.2: a 2-octet peer gets AS_TRANS in AS_PATH and the real path in AS4_PATH.
+    let as4 = (!ctx.wire.four_octet_as && path.needs_as4_path()).then(|| path.clone());
+    let path = if ctx.wire.four_octet_as {
+        path
+    } else {
+        path.with_as_trans()
+    };
+    out.push(PathAttribute::new(AttrValue::AsPath(path)));
+    if let Some(med) = attrs.med {
+        out.push(PathAttribute::new(AttrValue::Med(med)));
+    }
+    if ctx.ibgp {
+        out.push(PathAttribute::new(AttrValue::LocalPref(
+            attrs.local_pref.unwrap_or(100),
+        )));
+    }
+    if !attrs.communities.is_empty() {
+        out.push(PathAttribute::new(AttrValue::Communities(
+            attrs.communities.clone(),
+        )));
+    }
+    if !attrs.extended_communities.is_empty() {
+        out.push(PathAttribute::new(AttrValue::ExtendedCommunities(
+            attrs.extended_communities.clone(),
+        )));
+    }
+    if let Some(as4) = as4 {
+        out.push(PathAttribute::new(AttrValue::As4Path(as4)));
+    }
+    if !attrs.large_communities.is_empty() {
+        out.push(PathAttribute::new(AttrValue::LargeCommunities(
+            attrs.large_communities.clone(),
+        )));
+    }
+    out
+}
+
+/// Encodes a plan as UPDATEs: withdrawals first, then one group of announcements per
+/// attribute set, split by family.
+pub fn plan_updates(plan: &Plan, ctx: &ExportContext) -> Result<Vec<Update>, EncodeError> {
+    let mut out = builder::withdraw(&plan.withdraw, &ctx.wire)?;
+    for (attrs, prefixes) in &plan.announce {
+        out.extend(announce_updates(attrs, prefixes, ctx)?);
+    }
+    Ok(out)
+}
+
+/// Full-table UPDATEs for one family (after establishment or a route refresh).
+pub fn full_table_updates(
+    rib: &AdjRibOut,
+    family: Family,
+    ctx: &ExportContext,
+) -> Result<Vec<Update>, EncodeError> {
+    let mut groups: BTreeMap<&Arc<RouteAttributes>, Vec<IpNet>> = BTreeMap::new();
+    for (p, a) in &rib.advertised {
+        if family_of(p) == family {
+            groups.entry(a).or_default().push(*p);
+        }
+    }
+    let mut out = Vec::new();
+    for (attrs, prefixes) in groups {
+        out.extend(announce_updates(attrs, &prefixes, ctx)?);
+    }
+    Ok(out)
+}
+
+fn announce_updates(
+    attrs: &RouteAttributes,
+    prefixes: &[IpNet],
+    ctx: &ExportContext,
+) -> Result<Vec<Update>, EncodeError> {
+    let path = path_attributes(attrs, ctx);
+    let mut out = Vec::new();
+    let v4: Vec<ipnet::Ipv4Net> = prefixes
+        .iter()
+        .filter_map(|p| match p {
+            IpNet::V4(v) => Some(*v),
+            IpNet::V6(_) => None,
+        })
+        .collect();
+    let v6: Vec<IpNet> = prefixes
+        .iter()
+        .filter(|p| matches!(p, IpNet::V6(_)))
+        .copied()
+        .collect();
+    match attrs.next_hop {
+        IpAddr::V4(nh) => {
+            out.extend(builder::announce_ipv4(&path, nh, &v4, &ctx.wire)?);
+        }
+        IpAddr::V6(global) => {
+            let nh = MpNextHop::Ipv6 {
+                global,
+                link_local: None,
+            };
+            if !v4.is_empty() {
+                let v4: Vec<IpNet> = v4.into_iter().map(IpNet::V4).collect();
+                out.extend(builder::announce_mp(
+                    &path,
+                    Family::IPV4_UNICAST,
+                    &nh,
+                    &v4,
+                    &ctx.wire,
+                )?);
+            }
+            if !v6.is_empty() {
+                out.extend(builder::announce_mp(
+                    &path,
+                    Family::IPV6_UNICAST,
+                    &nh,
+                    &v6,
+                    &ctx.wire,
+                )?);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,86 @@
+//! What a session reports for logs, metrics and the published status.
+
+use std::collections::BTreeMap;
+
+use crate::message::Message;
+use crate::message::notification::Notification;
+
+use super::{Negotiated, State};
+
+/// Messages and bytes per message type, in one direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub messages: BTreeMap<&'static str, u64>,
+    pub bytes: u64,
+}
+
+impl Counters {
+    pub fn record(&mut self, msg: &Message, bytes: usize) {
+        *self.messages.entry(msg.type_name()).or_default() += 1;
+        self.bytes += bytes as u64;
+    }
+
+    pub fn count(&self, type_name: &str) -> u64 {
+        self.messages.get(type_name).copied().unwrap_or(0)
+    }
+}
+
+/// A NOTIFICATION, as shown to operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationRecord {
+    pub code: u8,
+    pub subcode: u8,
+    pub name: String,
+    pub message: Option<String>,
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+}
+
+impl NotificationRecord {
+    pub fn new(n: &Notification, at: u64) -> Self {
+        NotificationRecord {
+            code: n.code.into(),
+            subcode: n.subcode,
+            name: n.name(),
+            message: n.shutdown_message(),
+            at,
+        }
+    }
+}
+
+/// A snapshot of one session, published by the driver on every change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStatus {
+    pub state: State,
+    /// Seconds since the Unix epoch when the current state was entered.
+    pub since: u64,
+    pub negotiated: Option<Negotiated>,
+    /// Prefixes advertised, per family name.
+    pub advertised: BTreeMap<String, usize>,
+    pub sent: Counters,
+    pub received: Counters,
+    pub last_notification_sent: Option<NotificationRecord>,
+    pub last_notification_received: Option<NotificationRecord>,
+    /// Why the session last went down or failed to come up, in words.
+    pub last_error: Option<String>,
+    pub connect_attempts: u64,
+    pub flaps: u64,
+}
+
+impl SessionStatus {
+    pub fn new(now: u64) -> Self {
+        SessionStatus {
+            state: State::Idle,
+            since: now,
+            negotiated: None,
+            advertised: BTreeMap::new(),
+            sent: Counters::default(),
+            received: Counters::default(),
+            last_notification_sent: None,
+            last_notification_received: None,
+            last_error: None,
+            connect_attempts: 0,
+            flaps: 0,
+        }
+    }
+}
