@@ -1,1 +1,489 @@
-//! Tokio driver (to come).
+//! The thin tokio driver around [`Session`]: one task per peer, generic over the transport
+//! (`AsyncRead + AsyncWrite`), so tests run over `tokio::io::duplex` with paused time.
+//!
+//! Reads happen in the session task; writes go to a writer task through a queue, so a peer
+//! that stops reading cannot stop us from reading (and noticing its NOTIFICATION or its hold
+//! timer). The writer enforces the RFC 9687 send hold timer. Messages produced by one input
+//! are encoded into one buffer and written with one call (write coalescing).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::codec::FramedRead;
+
+use crate::codec::{BgpCodec, CodecError};
+use crate::message::notification::Notification;
+use crate::message::{Message, WireOptions};
+use crate::types::Family;
+
+use super::rib_out::{Refusal, RouteSet};
+use super::status::{NotificationRecord, SessionStatus};
+use super::{DownReason, Input, Output, Session, State, StopReason, Timer};
+
+/// Opens the TCP (or test) connection for active sessions.
+pub trait Connector: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Self::Stream>> + Send>>;
+}
+
+/// What happened, for logs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    StateChanged {
+        from: State,
+        to: State,
+        reason: Option<DownReason>,
+    },
+    NotificationSent(Notification),
+    NotificationReceived(Notification),
+    /// RFC 7606 non-fatal errors in a received UPDATE.
+    UpdateErrors(Vec<String>),
+    Refused(Vec<(ipnet::IpNet, Refusal)>),
+    UpdatesSent {
+        messages: usize,
+    },
+}
+
+/// Handle to a running session task.
+#[derive(Debug)]
+pub struct SessionTask {
+    pub status: watch::Receiver<SessionStatus>,
+    pub events: broadcast::Sender<SessionEvent>,
+    control: mpsc::UnboundedSender<StopReason>,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl SessionTask {
+    /// Stops the session (NOTIFICATION per reason) and ends the task.
+    pub fn stop(&self, reason: StopReason) {
+        let _ = self.control.send(reason);
+    }
+
+    /// Waits for the task to end (after [`SessionTask::stop`]).
+    pub async fn wait(self) {
+        let _ = self.join.await;
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+}
+
+/// Starts the session task. Passive sessions get their connections through `incoming`.
+pub fn spawn<C: Connector>(
+    session: Session,
+    connector: C,
+    incoming: Option<mpsc::Receiver<C::Stream>>,
+    routes: watch::Receiver<Arc<RouteSet>>,
+) -> SessionTask {
+    let (status_tx, status) = watch::channel(SessionStatus::new(unix_now()));
+    let (events, _) = broadcast::channel(256);
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let driver = Driver {
+        session,
+        connector,
+        incoming,
+        routes,
+        control: control_rx,
+        status: status_tx,
+        events: events.clone(),
+        timers: BTreeMap::new(),
+        conn: None,
+        connecting: None,
+        wire: WireOptions::default(),
+        stopping: false,
+    };
+    let join = tokio::spawn(driver.run());
+    SessionTask {
+        status,
+        events,
+        control,
+        join,
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+enum WriterCmd {
+    Write(Bytes),
+    Close,
+}
+
+enum WriterEvent {
+    SendHoldExpired,
+    Failed(String),
+}
+
+struct Connection<S> {
+    reader: FramedRead<ReadHalf<S>, BgpCodec>,
+    writer: mpsc::UnboundedSender<WriterCmd>,
+    writer_events: mpsc::UnboundedReceiver<WriterEvent>,
+    writer_task: tokio::task::JoinHandle<()>,
+}
+
+type Connecting<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
+
+struct Driver<C: Connector> {
+    session: Session,
+    connector: C,
+    incoming: Option<mpsc::Receiver<C::Stream>>,
+    routes: watch::Receiver<Arc<RouteSet>>,
+    control: mpsc::UnboundedReceiver<StopReason>,
+    status: watch::Sender<SessionStatus>,
+    events: broadcast::Sender<SessionEvent>,
+    timers: BTreeMap<Timer, Instant>,
+    conn: Option<Connection<C::Stream>>,
+    connecting: Option<Connecting<C::Stream>>,
+    wire: WireOptions,
+    stopping: bool,
+}
+
+async fn write_loop<S: AsyncWrite>(
+    mut wr: WriteHalf<S>,
+    mut cmds: mpsc::UnboundedReceiver<WriterCmd>,
+    events: mpsc::UnboundedSender<WriterEvent>,
+    send_hold: Duration,
+) {
+    while let Some(cmd) = cmds.recv().await {
+        match cmd {
+            WriterCmd::Write(buf) => {
+                match tokio::time::timeout(send_hold, wr.write_all(&buf)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        let _ = events.send(WriterEvent::Failed(e.to_string()));
+                        return;
+                    }
+                    Err(_) => {
+                        let _ = events.send(WriterEvent::SendHoldExpired);
+                        return;
+                    }
+                }
+            }
+            WriterCmd::Close => {
+                // Bounded so a peer that stopped reading cannot hold the close open.
+                let _ = tokio::time::timeout(Duration::from_secs(5), wr.shutdown()).await;
+                return;
+            }
+        }
+    }
+}
+
+impl<C: Connector> Driver<C> {
+    async fn run(mut self) {
+        self.process(Input::Start);
+        let initial = self.routes.borrow_and_update().clone();
+        self.process(Input::SetRoutes(initial));
+        loop {
+            if self.stopping && self.session.state() == State::Idle {
+                break;
+            }
+            let next_timer = self
+                .timers
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(t, at)| (*t, *at));
+            tokio::select! {
+                // Timers are outputs of the FSM; the driver only keeps the deadlines.
+                _ = sleep_until(next_timer.map(|(_, at)| at)), if next_timer.is_some() => {
+                    if let Some((t, _)) = next_timer {
+                        self.timers.remove(&t);
+                        self.process(Input::TimerFired(t));
+                    }
+                }
+                res = poll_connect(&mut self.connecting), if self.connecting.is_some() => {
+                    self.connecting = None;
+                    match res {
+                        Ok(stream) => self.attach(stream),
+                        Err(e) => self.process(Input::TcpFailed(e.to_string())),
+                    }
+                }
+                Some(stream) = recv_incoming(&mut self.incoming), if self.incoming.is_some() => {
+                    self.accept(stream);
+                }
+                ev = conn_event(&mut self.conn), if self.conn.is_some() => match ev {
+                    ConnEvent::Frame(frame) => self.on_frame(frame),
+                    ConnEvent::Writer(ev) => {
+                        self.detach();
+                        match ev {
+                            Some(WriterEvent::SendHoldExpired) => self.process(Input::TimerFired(Timer::SendHold)),
+                            Some(WriterEvent::Failed(e)) => self.process(Input::TcpFailed(e)),
+                            None => self.process(Input::TcpFailed("writer stopped".into())),
+                        }
+                    }
+                },
+                changed = self.routes.changed(), if !self.stopping => {
+                    if changed.is_ok() {
+                        let routes = self.routes.borrow_and_update().clone();
+                        self.process(Input::SetRoutes(routes));
+                    } else {
+                        // The route source is gone: the speaker is shutting down.
+                        self.stopping = true;
+                        self.process(Input::Stop(StopReason::Shutdown("speaker stopping".into())));
+                    }
+                }
+                Some(reason) = self.control.recv(), if !self.stopping => {
+                    self.stopping = true;
+                    self.process(Input::Stop(reason));
+                }
+            }
+        }
+        // Let the writer deliver the final NOTIFICATION, bounded by its own timeouts.
+        if let Some(conn) = self.conn.take() {
+            drop(conn.writer);
+            let _ = conn.writer_task.await;
+        }
+    }
+
+    fn attach(&mut self, stream: C::Stream) {
+        let (rd, wr) = tokio::io::split(stream);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let send_hold = self.session.config().send_hold_time();
+        let writer_task = tokio::spawn(write_loop(wr, rx, ev_tx, send_hold));
+        self.wire = WireOptions::default();
+        self.conn = Some(Connection {
+            reader: FramedRead::new(rd, BgpCodec::new(self.wire)),
+            writer: tx,
+            writer_events: ev_rx,
+            writer_task,
+        });
+        self.process(Input::TcpConnected);
+    }
+
+    /// A passive connection. A second connection replaces one that is not Established; an
+    /// Established session keeps its connection (RFC 4271 §6.8) unless the peer negotiated
+    /// graceful restart, in which case the new connection means it restarted (RFC 4724 §4.2).
+    fn accept(&mut self, stream: C::Stream) {
+        let state = self.session.state();
+        if self.conn.is_some() {
+            let gr = self
+                .session
+                .negotiated()
+                .is_some_and(|n| n.peer_graceful_restart.is_some());
+            if state == State::Established && !gr {
+                drop(stream);
+                return;
+            }
+            self.detach();
+            self.process(Input::TcpFailed(
+                "replaced by a new connection from the peer".into(),
+            ));
+        }
+        if matches!(
+            self.session.state(),
+            State::Active | State::Connect | State::Idle
+        ) {
+            if self.session.state() == State::Idle {
+                // Automatic restart pending: accept now instead of waiting for the timer.
+                self.timers.remove(&Timer::ConnectRetry);
+                self.process(Input::TimerFired(Timer::ConnectRetry));
+            }
+            self.attach(stream);
+        }
+    }
+
+    fn detach(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.writer.send(WriterCmd::Close);
+        }
+    }
+
+    fn on_frame(&mut self, frame: Option<Result<crate::message::Decoded, CodecError>>) {
+        match frame {
+            Some(Ok(decoded)) => {
+                let len = decoded.length;
+                let msg = decoded.message.clone();
+                self.status.send_modify(|s| s.received.record(&msg, len));
+                if let Message::Notification(n) = &msg {
+                    let _ = self
+                        .events
+                        .send(SessionEvent::NotificationReceived(n.clone()));
+                }
+                self.process(Input::Received(decoded));
+            }
+            Some(Err(CodecError::Decode(e))) => self.process(Input::DecodeFailed(e)),
+            Some(Err(e)) => {
+                self.detach();
+                self.process(Input::TcpFailed(e.to_string()));
+            }
+            None => {
+                self.detach();
+                self.process(Input::TcpFailed("connection closed by peer".into()));
+            }
+        }
+    }
+
+    fn process(&mut self, input: Input) {
+        let outputs = self.session.handle(input);
+        let mut batch = BytesMut::new();
+        let mut updates = 0usize;
+        for o in outputs {
+            match o {
+                Output::Connect => {
+                    self.status.send_modify(|s| s.connect_attempts += 1);
+                    self.connecting = Some(self.connector.connect());
+                }
+                Output::Send(msg) => {
+                    let start = batch.len();
+                    // Encoding our own messages only fails on a bug in the planner's limits.
+                    if msg.encode(&self.wire, &mut batch).is_ok() {
+                        let len = batch.len() - start;
+                        self.status.send_modify(|s| s.sent.record(&msg, len));
+                        match &msg {
+                            Message::Update(_) => updates += 1,
+                            Message::Notification(n) => {
+                                let _ = self.events.send(SessionEvent::NotificationSent(n.clone()));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                Output::Disconnect => {
+                    self.flush(&mut batch);
+                    self.connecting = None;
+                    self.detach();
+                }
+                Output::ArmTimer(t, d) => {
+                    self.timers.insert(t, Instant::now() + d);
+                }
+                Output::StopTimer(t) => {
+                    self.timers.remove(&t);
+                }
+                Output::Negotiated(neg) => {
+                    self.wire = WireOptions {
+                        four_octet_as: neg.four_octet_as,
+                        extended_message: neg.extended_message,
+                    };
+                    if let Some(conn) = &mut self.conn {
+                        conn.reader.decoder_mut().set_options(self.wire);
+                    }
+                }
+                Output::StateChanged { from, to, reason } => {
+                    let now = unix_now();
+                    let text = reason.as_ref().map(ToString::to_string);
+                    self.status.send_modify(|s| {
+                        s.state = to;
+                        s.since = now;
+                        if from == State::Established {
+                            s.flaps += 1;
+                        }
+                        if let Some(t) = &text {
+                            s.last_error = Some(t.clone());
+                        }
+                    });
+                    let _ = self
+                        .events
+                        .send(SessionEvent::StateChanged { from, to, reason });
+                }
+                Output::UpdateErrors(errors) => {
+                    let _ = self.events.send(SessionEvent::UpdateErrors(
+                        errors.iter().map(ToString::to_string).collect(),
+                    ));
+                }
+                Output::Refused(r) => {
+                    let _ = self.events.send(SessionEvent::Refused(r));
+                }
+            }
+        }
+        self.flush(&mut batch);
+        if updates > 0 {
+            let _ = self
+                .events
+                .send(SessionEvent::UpdatesSent { messages: updates });
+        }
+        self.publish();
+    }
+
+    fn flush(&mut self, batch: &mut BytesMut) {
+        if batch.is_empty() {
+            return;
+        }
+        let bytes = batch.split().freeze();
+        if let Some(conn) = &self.conn {
+            let _ = conn.writer.send(WriterCmd::Write(bytes));
+        }
+    }
+
+    fn publish(&mut self) {
+        let s = &self.session;
+        let advertised: BTreeMap<String, usize> = [Family::IPV4_UNICAST, Family::IPV6_UNICAST]
+            .into_iter()
+            .map(|f| (f.name(), s.adj_rib_out().count(f)))
+            .collect();
+        let negotiated = s.negotiated().cloned();
+        let sent = s.last_notification_sent().cloned();
+        let received = s.last_notification_received().cloned();
+        self.status.send_if_modified(|st| {
+            let before = st.clone();
+            st.advertised = advertised;
+            st.negotiated = negotiated;
+            if let Some(n) = &sent
+                && st
+                    .last_notification_sent
+                    .as_ref()
+                    .is_none_or(|r| r.code != u8::from(n.code) || r.subcode != n.subcode)
+            {
+                st.last_notification_sent = Some(NotificationRecord::new(n, unix_now()));
+            }
+            if let Some(n) = &received
+                && st
+                    .last_notification_received
+                    .as_ref()
+                    .is_none_or(|r| r.code != u8::from(n.code) || r.subcode != n.subcode)
+            {
+                st.last_notification_received = Some(NotificationRecord::new(n, unix_now()));
+            }
+            *st != before
+        });
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn poll_connect<S>(c: &mut Option<Connecting<S>>) -> io::Result<S> {
+    match c {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_incoming<S>(rx: &mut Option<mpsc::Receiver<S>>) -> Option<S> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+enum ConnEvent {
+    Frame(Option<Result<crate::message::Decoded, CodecError>>),
+    Writer(Option<WriterEvent>),
+}
+
+async fn conn_event<S: AsyncRead + AsyncWrite>(conn: &mut Option<Connection<S>>) -> ConnEvent {
+    match conn {
+        Some(c) => tokio::select! {
+            f = c.reader.next() => ConnEvent::Frame(f),
+            w = c.writer_events.recv() => ConnEvent::Writer(w),
+        },
+        None => std::future::pending().await,
+    }
+}
