@@ -487,3 +487,26 @@ async fn conn_event<S: AsyncRead + AsyncWrite>(conn: &mut Option<Connection<S>>)
         None => std::future::pending().await,
     }
 }
+
+/// Active TCP connections with the session's socket options (source address, MD5, TTL).
+#[derive(Debug, Clone)]
+pub struct TcpConnector {
+    pub peer: std::net::SocketAddr,
+    pub options: crate::transport::ConnectOptions,
+}
+
+impl Connector for TcpConnector {
+    type Stream = tokio::net::TcpStream;
+
+    fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Self::Stream>> + Send>> {
+        let peer = self.peer;
+        let options = self.options.clone();
+        Box::pin(async move {
+            // The transport error's text ("no response …; check the MD5 password") is what
+            // operators see in the session's last error.
+            crate::transport::connect(peer, &options)
+                .await
+                .map_err(|e| io::Error::other(e.to_string()))
+        })
+    }
+}

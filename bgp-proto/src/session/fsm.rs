@@ -9,6 +9,7 @@ use crate::message::notification::Notification;
 use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
 use crate::message::update::Update;
 use crate::message::{Decoded, Message, WireOptions};
+use crate::transport::{Backoff, Jitter, XorShift64};
 use crate::types::Family;
 
 use super::open::{Negotiated, local_open, negotiate};
@@ -29,15 +30,17 @@ pub struct Session {
     negotiated: Option<Negotiated>,
     rib: AdjRibOut,
     desired: Arc<RouteSet>,
-    retry_attempt: u32,
-    rng: u64,
+    retry: Backoff,
+    rng: XorShift64,
     last_sent: Option<Notification>,
     last_received: Option<Notification>,
 }
 
 impl Session {
     pub fn new(cfg: SessionConfig) -> Self {
-        let rng = cfg.jitter_seed | 1;
+        let retry = Backoff::new(cfg.connect_retry_base, cfg.connect_retry_max)
+            .with_jitter(Jitter::Rfc4271);
+        let rng = XorShift64::new(cfg.jitter_seed);
         Session {
             cfg,
             state: State::Idle,
@@ -46,7 +49,7 @@ impl Session {
             negotiated: None,
             rib: AdjRibOut::default(),
             desired: Arc::new(RouteSet::new()),
-            retry_attempt: 0,
+            retry,
             rng,
             last_sent: None,
             last_received: None,
@@ -129,24 +132,10 @@ impl Session {
         out.push(Output::StateChanged { from, to, reason });
     }
 
-    /// Exponential backoff with "equal jitter": half the step fixed, half random, so
-    /// speakers that failed together do not retry together.
+    /// Exponential backoff with RFC 4271 §10 jitter, so speakers that failed together do not
+    /// retry together.
     fn retry_delay(&mut self) -> Duration {
-        let base = self.cfg.connect_retry_base.max(Duration::from_millis(1));
-        let step = base
-            .saturating_mul(
-                1u32.checked_shl(self.retry_attempt.min(20))
-                    .unwrap_or(u32::MAX),
-            )
-            .min(self.cfg.connect_retry_max.max(base));
-        self.retry_attempt = self.retry_attempt.saturating_add(1);
-        // xorshift64
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let half = step / 2;
-        let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
-        half + Duration::from_nanos(self.rng % nanos)
+        self.retry.next_delay(self.rng.next_u64())
     }
 
     fn connect(&mut self, out: &mut Vec<Output>) {
@@ -162,7 +151,7 @@ impl Session {
             return;
         }
         self.started = true;
-        self.retry_attempt = 0;
+        self.retry.reset();
         if self.cfg.passive {
             self.enter(out, State::Active, None);
         } else {
@@ -363,7 +352,7 @@ impl Session {
             // Event 26 KeepAliveMsg.
             (State::OpenConfirm, Message::Keepalive) => {
                 self.restart_hold(out);
-                self.retry_attempt = 0;
+                self.retry.reset();
                 self.enter(out, State::Established, None);
                 self.send_full_table(out);
             }
