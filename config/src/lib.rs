@@ -1,1 +1,161 @@
-//! Configuration schema for podcidr-bgp (issue: the per-node speaker).
+//! Configuration schema for the podcidr-bgp speaker: parse YAML into a generic tree, then
+//! validate it into a typed [`Config`]. Every error names its field path and the bad value
+//! (`peers[1].holdTime: 2 is not allowed (0 or 3..65535)`), and all errors are reported at
+//! once. The schema is documented in `docs/config.md`.
+//!
+//! ```
+//! use podcidr_config::Config;
+//!
+//! let yaml = "asn: 65001\nallowedPrefixes: [10.244.0.0/16]\npeers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, holdTime: 2}\n";
+//! let err = Config::from_yaml_str(yaml).unwrap_err();
+//! assert_eq!(err.to_string(), "peers[0].holdTime: 2 is not allowed (0 or 3..65535)");
+//!
+//! let config = Config::from_yaml_str(&yaml.replace("holdTime: 2", "holdTime: 9")).unwrap();
+//! assert_eq!(config.peers[0].keepalive_time, 3);
+//! ```
+
+mod community;
+mod diff;
+mod error;
+mod md5;
+mod model;
+mod peer;
+mod selector;
+mod tree;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use bgp_proto::RouterId;
+
+pub use community::{Community, LargeCommunity};
+pub use diff::{PeerChanges, SettingsChanges, diff_peers};
+pub use error::{ConfigError, ConfigErrors};
+pub use md5::{Md5KeyError, load_md5_key};
+pub use model::*;
+pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
+
+use crate::error::Errors;
+use crate::selector::is_dns_subdomain;
+use crate::validate::NODE_NAME_RULE;
+
+impl Config {
+    /// Parses and validates a config document.
+    pub fn from_yaml_str(text: &str) -> Result<Config, ConfigErrors> {
+        let mut options = serde_saphyr::Options::default();
+        options.with_snippet = false;
+        let root: serde_json::Value =
+            serde_saphyr::from_str_with_options(text, options).map_err(syntax_error)?;
+        let mut errs = Errors::default();
+        let config = validate::validate(&root, &mut errs);
+        if errs.0.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors::new(errs.0))
+        }
+    }
+
+    /// Reads and validates the config file at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            file: path.to_owned(),
+            message: format!("cannot read config: {e}"),
+        })?;
+        Config::from_yaml_str(&text)
+    }
+
+    /// The node this speaker runs for: `nodeName`, else `--node-name` (`flag`), else
+    /// `$NODE_NAME` (`env`). Empty values count as unset.
+    pub fn resolve_node_name(
+        &self,
+        flag: Option<String>,
+        env: Option<String>,
+    ) -> Result<String, ConfigError> {
+        let candidates = [
+            ("nodeName", self.node_name.clone()),
+            ("--node-name", flag),
+            ("$NODE_NAME", env),
+        ];
+        let (origin, name) = candidates
+            .into_iter()
+            .find_map(|(origin, v)| v.filter(|s| !s.is_empty()).map(|s| (origin, s)))
+            .ok_or_else(|| {
+                ConfigError::field(
+                    "nodeName",
+                    "not set (use nodeName, --node-name or $NODE_NAME)",
+                )
+            })?;
+        if !is_dns_subdomain(&name) {
+            return Err(ConfigError::field(
+                origin,
+                format!("{} {NODE_NAME_RULE}", error::quoted(&name)),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// `routerId`, else the node's first IPv4 InternalIP, else the session's local IPv4.
+    pub fn resolve_router_id(
+        &self,
+        node_internal_ips: &[IpAddr],
+        session_local: Option<IpAddr>,
+    ) -> Option<RouterId> {
+        let v4 = |a: &IpAddr| match a {
+            IpAddr::V4(v4) => RouterId::new(*v4),
+            IpAddr::V6(_) => None,
+        };
+        self.router_id
+            .or_else(|| node_internal_ips.iter().find_map(v4))
+            .or_else(|| session_local.as_ref().and_then(v4))
+    }
+
+    /// This config with only the peers whose `nodeSelector` matches `node_labels`.
+    pub fn for_node(&self, node_labels: &BTreeMap<String, String>) -> Config {
+        Config {
+            peers: self
+                .peers
+                .iter()
+                .filter(|p| p.applies_to(node_labels))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    pub fn peer(&self, name: &str) -> Option<&PeerConfig> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+}
+
+/// A YAML error with its position; the position and parser-API advice are dropped from
+/// the message text.
+fn syntax_error(e: serde_saphyr::Error) -> ConfigError {
+    let mut text = e.to_string();
+    if text.starts_with("multiple YAML documents") {
+        text = "the config must be a single YAML document".to_owned();
+    }
+    if let Some(start) = text.find(", set DuplicateKeyPolicy") {
+        let end = text[start..]
+            .find(" at line ")
+            .map_or(text.len(), |i| start + i);
+        text.replace_range(start..end, "");
+    }
+    match e.location() {
+        Some(loc) => {
+            let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
+            ConfigError::Syntax {
+                line: loc.line(),
+                column: loc.column(),
+                message: text.strip_suffix(&suffix).unwrap_or(&text).to_owned(),
+            }
+        }
+        None => ConfigError::Syntax {
+            line: 0,
+            column: 0,
+            message: text,
+        },
+    }
+}

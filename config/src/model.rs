@@ -1,0 +1,286 @@
+//! The validated, typed configuration.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bgp_proto::{Asn, Family, HoldTime, RouterId};
+use ipnet::IpNet;
+
+use crate::community::{Community, LargeCommunity};
+use crate::selector::LabelSelector;
+
+pub const DEFAULT_PORT: u16 = 179;
+pub const DEFAULT_HOLD_TIME: u16 = 90;
+pub const DEFAULT_CONNECT_RETRY_BASE: Duration = Duration::from_secs(1);
+pub const DEFAULT_CONNECT_RETRY_MAX: Duration = Duration::from_secs(120);
+pub const DEFAULT_RESTART_TIME: u16 = 120;
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9180);
+pub const DEFAULT_STATUS_MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// IP TTL of an iBGP session: iBGP peers are routinely several hops away.
+pub const IBGP_TTL: u8 = 255;
+/// Linux `TCP_MD5SIG_MAXKEYLEN`.
+pub const MD5_KEY_MAX_LEN: usize = 80;
+
+/// A validated speaker config. Build with [`Config::from_yaml_str`] or [`Config::load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// As written; resolve with [`Config::resolve_node_name`].
+    pub node_name: Option<String>,
+    pub asn: Asn,
+    /// As written; `None` means derive it (see [`Config::resolve_router_id`]).
+    pub router_id: Option<RouterId>,
+    pub source: SourceConfig,
+    /// The announce guard: only prefixes inside one of these are announced.
+    pub allowed_prefixes: Vec<IpNet>,
+    pub next_hop: NextHops,
+    pub peers: Vec<PeerConfig>,
+    pub admin: AdminConfig,
+    pub status: StatusConfig,
+    pub log: LogConfig,
+}
+
+/// Where the node's pod CIDRs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SourceConfig {
+    /// `Node.spec.podCIDRs` (host-scope IPAM).
+    NodeSpec,
+    /// Our per-node `NodePodCIDR` resource (cluster-pool IPAM).
+    IpamCrd,
+    /// `CiliumNode.spec.ipam.podCIDRs`.
+    CiliumNode,
+    /// A YAML file `{nodes: {<node>: [<cidr>, …]}}`, reloaded on change.
+    File { path: PathBuf },
+}
+
+impl SourceConfig {
+    /// The `source.kind` spelling.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::NodeSpec => "node-spec",
+            SourceConfig::IpamCrd => "ipam-crd",
+            SourceConfig::CiliumNode => "cilium-node",
+            SourceConfig::File { .. } => "file",
+        }
+    }
+
+    pub fn is_file(&self) -> bool {
+        matches!(self, SourceConfig::File { .. })
+    }
+}
+
+impl fmt::Display for SourceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+/// The next hop announced for one address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NextHopConfig<A> {
+    /// `self`: the local address of the BGP session.
+    SelfAddress,
+    /// `node`: the Node's InternalIP of this family.
+    Node,
+    /// A fixed address.
+    Address(A),
+}
+
+impl<A: fmt::Display> fmt::Display for NextHopConfig<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NextHopConfig::SelfAddress => f.write_str("self"),
+            NextHopConfig::Node => f.write_str("node"),
+            NextHopConfig::Address(a) => a.fmt(f),
+        }
+    }
+}
+
+/// `nextHop`: one setting per family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextHops {
+    pub ipv4: NextHopConfig<Ipv4Addr>,
+    pub ipv6: NextHopConfig<Ipv6Addr>,
+}
+
+impl Default for NextHops {
+    fn default() -> Self {
+        NextHops {
+            ipv4: NextHopConfig::SelfAddress,
+            ipv6: NextHopConfig::SelfAddress,
+        }
+    }
+}
+
+/// eBGP (peer AS differs from ours) or iBGP (same AS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionType {
+    External,
+    Internal,
+}
+
+/// One BGP neighbor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    pub name: String,
+    pub address: IpAddr,
+    pub port: u16,
+    pub asn: Asn,
+    /// Derived from `asn` and the local AS.
+    pub session_type: SessionType,
+    pub local_address: Option<IpAddr>,
+    /// Wait for the peer to connect; never connect out.
+    pub passive: bool,
+    /// Non-empty, no duplicates, in the order written.
+    pub families: Vec<Family>,
+    pub hold_time: HoldTime,
+    /// Seconds; 0 exactly when `hold_time` is 0, else below it.
+    pub keepalive_time: u16,
+    pub connect_retry: ConnectRetry,
+    pub password_file: Option<PathBuf>,
+    /// GTSM (RFC 5082) for a directly connected peer: send TTL 255, accept only TTL 255.
+    pub ttl_security: bool,
+    /// Hops allowed for eBGP (1 = directly connected); `None` for iBGP, which uses [`IBGP_TTL`].
+    pub ebgp_multihop: Option<u8>,
+    pub graceful_restart: GracefulRestartConfig,
+    pub communities: Vec<Community>,
+    pub large_communities: Vec<LargeCommunity>,
+    pub med: Option<u32>,
+    /// iBGP only.
+    pub local_pref: Option<u32>,
+    /// eBGP only: extra copies of the local AS.
+    pub as_path_prepend: u8,
+    /// `None`: the peer applies to every node.
+    pub node_selector: Option<LabelSelector>,
+}
+
+impl PeerConfig {
+    pub fn is_ibgp(&self) -> bool {
+        self.session_type == SessionType::Internal
+    }
+
+    /// The IP TTL to send with: 255 for GTSM and iBGP, else the eBGP hop limit.
+    pub fn outgoing_ttl(&self) -> u8 {
+        match (self.ttl_security, self.ebgp_multihop) {
+            (true, _) | (false, None) => IBGP_TTL,
+            (false, Some(hops)) => hops,
+        }
+    }
+
+    /// The minimum TTL to accept (`IP_MINTTL`), set only with GTSM.
+    pub fn min_incoming_ttl(&self) -> Option<u8> {
+        self.ttl_security.then_some(255)
+    }
+
+    /// Whether this peer applies to a node with these labels.
+    pub fn applies_to(&self, node_labels: &BTreeMap<String, String>) -> bool {
+        self.node_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(node_labels))
+    }
+}
+
+/// Reconnect backoff: exponential from `base` up to `max`, with jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectRetry {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for ConnectRetry {
+    fn default() -> Self {
+        ConnectRetry {
+            base: DEFAULT_CONNECT_RETRY_BASE,
+            max: DEFAULT_CONNECT_RETRY_MAX,
+        }
+    }
+}
+
+/// Graceful restart (RFC 4724).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GracefulRestartConfig {
+    pub enabled: bool,
+    /// Seconds, 0..=4095 (a 12-bit field in the capability).
+    pub restart_time: u16,
+}
+
+impl Default for GracefulRestartConfig {
+    fn default() -> Self {
+        GracefulRestartConfig {
+            enabled: true,
+            restart_time: DEFAULT_RESTART_TIME,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: DEFAULT_ADMIN_LISTEN,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StatusConfig {
+    pub publish: bool,
+    pub min_interval: Duration,
+}
+
+impl Default for StatusConfig {
+    fn default() -> Self {
+        StatusConfig {
+            publish: true,
+            min_interval: DEFAULT_STATUS_MIN_INTERVAL,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// The spelling used in the config, which is also a `tracing` filter directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    pub level: LogLevel,
+}

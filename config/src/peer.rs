@@ -1,0 +1,413 @@
+//! `peers[i]`: one BGP neighbor, checked against the local AS and the source kind.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use bgp_proto::{Asn, Family, HoldTime};
+
+use crate::community::{Community, LargeCommunity};
+use crate::error::{Errors, quoted, show};
+use crate::model::{
+    ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
+    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerConfig, SessionType,
+};
+use crate::selector::{is_dns_label, parse_selector};
+use crate::tree::{Lookup, Node, Obj, boolean, node};
+use crate::validate::{is_unicast, parse_asn, parse_path};
+
+const PEER_KEYS: &[&str] = &[
+    "name",
+    "address",
+    "port",
+    "asn",
+    "localAddress",
+    "passive",
+    "families",
+    "holdTime",
+    "keepaliveTime",
+    "connectRetry",
+    "passwordFile",
+    "ttlSecurity",
+    "ebgpMultihop",
+    "gracefulRestart",
+    "communities",
+    "largeCommunities",
+    "med",
+    "localPref",
+    "asPathPrepend",
+    "nodeSelector",
+];
+
+const HOLD_TIME_RULE: &str = "0 or 3..65535";
+const MAX_PREPEND: u64 = 10;
+/// Longest backoff step we accept, in seconds.
+const MAX_CONNECT_RETRY: u64 = 3600;
+
+/// What a peer is checked against; `None` where the top-level value itself was invalid.
+#[derive(Debug)]
+pub(crate) struct PeerContext {
+    pub(crate) local_asn: Option<Asn>,
+    pub(crate) file_source: Option<bool>,
+}
+
+/// A peer, and where it was written (for the cross-peer checks).
+#[derive(Debug)]
+pub(crate) struct ParsedPeer {
+    pub(crate) path: String,
+    pub(crate) peer: PeerConfig,
+}
+
+impl From<ParsedPeer> for PeerConfig {
+    fn from(p: ParsedPeer) -> Self {
+        p.peer
+    }
+}
+
+pub(crate) fn parse_peer(
+    n: Node<'_, '_>,
+    ctx: &PeerContext,
+    errs: &mut Errors,
+) -> Option<ParsedPeer> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(PEER_KEYS, errs);
+    let before = errs.0.len();
+    let path = |key: &str| obj.key_path(key);
+
+    let name = Lookup::of(&obj, "name", errs, parse_name).required(&path("name"), errs);
+    let address =
+        Lookup::of(&obj, "address", errs, parse_peer_address).required(&path("address"), errs);
+    let port = Lookup::of(&obj, "port", errs, |n, e| n.int(1, 65535, "1..65535", e))
+        .or(u64::from(DEFAULT_PORT));
+    let asn = Lookup::of(&obj, "asn", errs, parse_asn).required(&path("asn"), errs);
+    let session_type = match (asn, ctx.local_asn) {
+        (Some(peer), Some(local)) if peer == local => Some(SessionType::Internal),
+        (Some(_), Some(_)) => Some(SessionType::External),
+        _ => None,
+    };
+    let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);
+    if let (Some(local), Some(remote)) = (local_address, address) {
+        if local == remote {
+            errs.not_allowed(
+                &path("localAddress"),
+                quoted(&local.to_string()),
+                "equals the peer address",
+            );
+        } else if local.is_ipv4() != remote.is_ipv4() {
+            errs.not_allowed(
+                &path("localAddress"),
+                quoted(&local.to_string()),
+                &format!("must be of the same family as the peer address {remote}"),
+            );
+        }
+    }
+    let passive = Lookup::of(&obj, "passive", errs, boolean).or(false);
+    let families = Lookup::of(&obj, "families", errs, parse_families)
+        .or(vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]);
+    let (hold_time, keepalive_time) = parse_timers(&obj, errs);
+    let connect_retry =
+        Lookup::of(&obj, "connectRetry", errs, parse_connect_retry).or(ConnectRetry::default());
+    let password_file = Lookup::of(&obj, "passwordFile", errs, parse_path)
+        .some()
+        .or_none();
+    let ttl_security = Lookup::of(&obj, "ttlSecurity", errs, boolean).or(false);
+    let ebgp_multihop = parse_multihop(&obj, session_type, ttl_security, errs);
+    let graceful_restart = Lookup::of(&obj, "gracefulRestart", errs, parse_graceful_restart)
+        .or(GracefulRestartConfig::default());
+    let communities = Lookup::of(&obj, "communities", errs, |n, e| {
+        parse_unique_list(n, e, "a community", |s| s.parse::<Community>())
+    })
+    .or(Vec::new());
+    let large_communities = Lookup::of(&obj, "largeCommunities", errs, |n, e| {
+        parse_unique_list(n, e, "a large community", |s| s.parse::<LargeCommunity>())
+    })
+    .or(Vec::new());
+    let med = Lookup::of(&obj, "med", errs, parse_u32).or_none();
+    let local_pref = Lookup::of(&obj, "localPref", errs, parse_u32).or_none();
+    if let (Some(v), Some(SessionType::External), Some(peer), Some(local)) =
+        (local_pref, session_type, asn, ctx.local_asn)
+    {
+        errs.not_allowed(
+            &path("localPref"),
+            v,
+            &format!("LOCAL_PREF is iBGP only, and peer asn {peer} differs from local asn {local}"),
+        );
+    }
+    let as_path_prepend = Lookup::of(&obj, "asPathPrepend", errs, |n, e| {
+        n.int(0, MAX_PREPEND, "0..10", e)
+    })
+    .or(0);
+    if as_path_prepend > 0 && session_type == Some(SessionType::Internal) {
+        errs.not_allowed(
+            &path("asPathPrepend"),
+            as_path_prepend,
+            "prepending is eBGP only; this peer is iBGP",
+        );
+    }
+    let node_selector = Lookup::of(&obj, "nodeSelector", errs, parse_selector)
+        .some()
+        .or_none();
+    if let (Some(true), Some(pair)) = (ctx.file_source, obj.get("nodeSelector")) {
+        errs.not_allowed(
+            &pair.0,
+            show(pair.1),
+            "source.kind file has no Node labels to select on",
+        );
+    }
+
+    if errs.0.len() != before {
+        return None;
+    }
+    let peer = PeerConfig {
+        name: name?,
+        address: address?,
+        port: u16::try_from(port).ok()?,
+        asn: asn?,
+        session_type: session_type?,
+        local_address,
+        passive,
+        families,
+        hold_time,
+        keepalive_time,
+        connect_retry,
+        password_file,
+        ttl_security,
+        ebgp_multihop,
+        graceful_restart,
+        communities,
+        large_communities,
+        med,
+        local_pref,
+        as_path_prepend: u8::try_from(as_path_prepend).ok()?,
+        node_selector,
+    };
+    Some(ParsedPeer {
+        path: obj.path.clone(),
+        peer,
+    })
+}
+
+/// Names and (address, port) pairs must be unique across peers.
+pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut endpoints: HashMap<(IpAddr, u16), &str> = HashMap::new();
+    for parsed in peers.iter().flatten() {
+        let p = &parsed.peer;
+        let first = *names.entry(&p.name).or_insert(&parsed.path);
+        if first != parsed.path {
+            errs.push(
+                &format!("{}.name", parsed.path),
+                format!("{} is already used by {first}", quoted(&p.name)),
+            );
+        }
+        let first = *endpoints.entry((p.address, p.port)).or_insert(&parsed.path);
+        if first != parsed.path {
+            errs.push(
+                &format!("{}.address", parsed.path),
+                format!(
+                    "{} port {} is already used by {first}",
+                    quoted(&p.address.to_string()),
+                    p.port
+                ),
+            );
+        }
+    }
+}
+
+fn parse_name(n: Node<'_, '_>, errs: &mut Errors) -> Option<String> {
+    let name = n.parse("a string", errs, |s| Ok(s.to_owned()))?;
+    if name.is_empty() {
+        errs.push(n.path, "must not be empty");
+        return None;
+    }
+    if !is_dns_label(&name) {
+        errs.push(
+            n.path,
+            format!(
+                "{} is not a valid peer name (1..63 of a-z, 0-9 and '-', \
+                 starting and ending alphanumeric)",
+                quoted(&name)
+            ),
+        );
+        return None;
+    }
+    Some(name)
+}
+
+fn parse_ip(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
+    n.parse("an IP address", errs, |s| {
+        s.parse::<IpAddr>()
+            .map_err(|_| "is not an IP address".to_owned())
+    })
+}
+
+fn parse_peer_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
+    let addr = parse_ip(n, errs)?;
+    let rule = match addr {
+        a if !is_unicast(a) => "a unicast address",
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+            "link-local peers need an interface scope, which is not supported"
+        }
+        _ => return Some(addr),
+    };
+    errs.not_allowed(n.path, quoted(&addr.to_string()), rule);
+    None
+}
+
+fn parse_local_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<IpAddr>> {
+    let addr = parse_ip(n, errs)?;
+    if !is_unicast(addr) {
+        errs.not_allowed(n.path, quoted(&addr.to_string()), "a unicast address");
+        return None;
+    }
+    Some(Some(addr))
+}
+
+fn parse_families(n: Node<'_, '_>, errs: &mut Errors) -> Option<Vec<Family>> {
+    let families = parse_unique_list(n, errs, "an address family", |s| match s {
+        "ipv4-unicast" => Ok(Family::IPV4_UNICAST),
+        "ipv6-unicast" => Ok(Family::IPV6_UNICAST),
+        _ => Err("is not one of ipv4-unicast, ipv6-unicast".to_owned()),
+    })?;
+    if families.is_empty() {
+        errs.push(n.path, "must not be empty (ipv4-unicast, ipv6-unicast)");
+        return None;
+    }
+    Some(families)
+}
+
+/// A list of distinct strings parsed by `parse` (see [`Node::parse`]); `what` names one item.
+fn parse_unique_list<T: PartialEq>(
+    n: Node<'_, '_>,
+    errs: &mut Errors,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<Vec<T>> {
+    let items = n.list(errs)?;
+    let before = errs.0.len();
+    let mut out: Vec<T> = Vec::new();
+    for item in &items {
+        let Some(v) = node(item).parse(what, errs, &parse) else {
+            continue;
+        };
+        if out.contains(&v) {
+            errs.push(&item.0, format!("{} is listed twice", show(item.1)));
+        } else {
+            out.push(v);
+        }
+    }
+    (errs.0.len() == before).then_some(out)
+}
+
+fn parse_u32(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<u32>> {
+    let v = n.int(0, u64::from(u32::MAX), "0..4294967295", errs)?;
+    u32::try_from(v).ok().map(Some)
+}
+
+/// holdTime (default 90) and keepaliveTime (default holdTime / 3).
+fn parse_timers(obj: &Obj<'_>, errs: &mut Errors) -> (HoldTime, u16) {
+    let hold = Lookup::of(obj, "holdTime", errs, |n, e| {
+        let v = n.int(0, 65535, HOLD_TIME_RULE, e)?;
+        let hold = u16::try_from(v).ok().and_then(HoldTime::new);
+        if hold.is_none() {
+            e.not_allowed(n.path, v, HOLD_TIME_RULE);
+        }
+        hold
+    })
+    .known(HoldTime::new(DEFAULT_HOLD_TIME).unwrap_or(HoldTime::DISABLED));
+    let keepalive = Lookup::of(obj, "keepaliveTime", errs, |n, e| {
+        n.int(0, 65535, "0..65535", e)
+    })
+    .some();
+    let Some(hold) = hold else {
+        return (HoldTime::DISABLED, 0);
+    };
+    let seconds = hold.seconds();
+    let keepalive = match keepalive {
+        Lookup::Absent => seconds / 3,
+        Lookup::Invalid => 0,
+        Lookup::Valid(None) => 0,
+        Lookup::Valid(Some(k)) => {
+            let path = obj.key_path("keepaliveTime");
+            if seconds == 0 && k != 0 {
+                errs.not_allowed(&path, k, "must be 0 when holdTime is 0");
+            } else if seconds > 0 && (k == 0 || k >= u64::from(seconds)) {
+                let rule = format!("1..{}, below holdTime {seconds}", seconds - 1);
+                errs.not_allowed(&path, k, &rule);
+            }
+            u16::try_from(k).unwrap_or(0)
+        }
+    };
+    (hold, keepalive)
+}
+
+fn parse_connect_retry(n: Node<'_, '_>, errs: &mut Errors) -> Option<ConnectRetry> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["base", "max"], errs);
+    let rule = "1..3600 seconds";
+    let base = Lookup::of(&obj, "base", errs, |n, e| {
+        n.int(1, MAX_CONNECT_RETRY, rule, e)
+    })
+    .known(DEFAULT_CONNECT_RETRY_BASE.as_secs())?;
+    let max = match Lookup::of(&obj, "max", errs, |n, e| {
+        n.int(1, MAX_CONNECT_RETRY, rule, e)
+    }) {
+        Lookup::Absent => base.max(DEFAULT_CONNECT_RETRY_MAX.as_secs()),
+        Lookup::Invalid => return None,
+        Lookup::Valid(max) if max < base => {
+            errs.not_allowed(&obj.key_path("max"), max, &format!("at least base, {base}"));
+            return None;
+        }
+        Lookup::Valid(max) => max,
+    };
+    Some(ConnectRetry {
+        base: Duration::from_secs(base),
+        max: Duration::from_secs(max),
+    })
+}
+
+/// eBGP hop limit (default 1); rejected for iBGP and together with GTSM beyond one hop.
+fn parse_multihop(
+    obj: &Obj<'_>,
+    session_type: Option<SessionType>,
+    ttl_security: bool,
+    errs: &mut Errors,
+) -> Option<u8> {
+    let hops = Lookup::of(obj, "ebgpMultihop", errs, |n, e| n.int(1, 255, "1..255", e));
+    let path = obj.key_path("ebgpMultihop");
+    match (hops, session_type) {
+        (Lookup::Valid(h), Some(SessionType::Internal)) => {
+            errs.not_allowed(
+                &path,
+                h,
+                &format!("eBGP only; iBGP sessions always use TTL {IBGP_TTL}"),
+            );
+            None
+        }
+        (Lookup::Valid(h), _) if ttl_security && h > 1 => {
+            errs.not_allowed(
+                &path,
+                h,
+                "ttlSecurity and ebgpMultihop above 1 cannot be combined, as in FRR",
+            );
+            None
+        }
+        (_, Some(SessionType::Internal)) => None,
+        (hops, _) => u8::try_from(hops.or(1)).ok(),
+    }
+}
+
+fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<GracefulRestartConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["enabled", "restartTime"], errs);
+    let defaults = GracefulRestartConfig::default();
+    let enabled = Lookup::of(&obj, "enabled", errs, boolean).known(defaults.enabled)?;
+    let restart_time = Lookup::of(&obj, "restartTime", errs, |n, e| {
+        n.int(0, 4095, "0..4095, a 12-bit field in RFC 4724", e)
+    })
+    .known(u64::from(defaults.restart_time))?;
+    Some(GracefulRestartConfig {
+        enabled,
+        restart_time: u16::try_from(restart_time).ok()?,
+    })
+}

@@ -1,0 +1,352 @@
+//! From the generic YAML tree to a typed [`Config`], collecting every error on the way.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bgp_proto::{AS_TRANS, Asn, RouterId};
+use ipnet::IpNet;
+use serde_json::{Map, Value};
+
+use crate::error::{Errors, quoted};
+use crate::model::{
+    AdminConfig, Config, LogConfig, LogFormat, LogLevel, NextHopConfig, NextHops, PeerConfig,
+    SourceConfig, StatusConfig,
+};
+use crate::peer::{PeerContext, check_peer_set, parse_peer};
+use crate::selector::is_dns_subdomain;
+use crate::tree::{Lookup, Node, Obj, boolean, node};
+
+const TOP_KEYS: &[&str] = &[
+    "nodeName",
+    "asn",
+    "routerId",
+    "source",
+    "allowedPrefixes",
+    "nextHop",
+    "peers",
+    "admin",
+    "status",
+    "log",
+];
+
+pub(crate) const ASN_RULE: &str = "1..4294967295 except 23456";
+pub(crate) const NODE_NAME_RULE: &str =
+    "is not a valid node name (a DNS subdomain: lowercase a-z, 0-9, '-' and '.', up to 253)";
+
+pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
+    let empty = Map::new();
+    let root = match root {
+        Value::Null => Obj {
+            path: String::new(),
+            map: &empty,
+        },
+        other => match Obj::of(
+            Node {
+                path: "",
+                value: other,
+            },
+            errs,
+        ) {
+            Some(obj) => obj,
+            None => return placeholder(),
+        },
+    };
+    root.check_keys(TOP_KEYS, errs);
+
+    let node_name = Lookup::of(&root, "nodeName", errs, |n, e| {
+        n.parse("a string", e, |s| {
+            if is_dns_subdomain(s) {
+                Ok(s.to_owned())
+            } else {
+                Err(NODE_NAME_RULE.to_owned())
+            }
+        })
+    })
+    .optional()
+    .flatten();
+    let asn = Lookup::of(&root, "asn", errs, parse_asn).required("asn", errs);
+    let router_id = Lookup::of(&root, "routerId", errs, parse_router_id)
+        .optional()
+        .flatten();
+    let source = Lookup::of(&root, "source", errs, parse_source).known(SourceConfig::IpamCrd);
+    let allowed_prefixes = parse_allowed_prefixes(&root, source.as_ref(), errs);
+    let next_hop = Lookup::of(&root, "nextHop", errs, parse_next_hops).or(NextHops::default());
+
+    let ctx = PeerContext {
+        local_asn: asn,
+        file_source: source.as_ref().map(SourceConfig::is_file),
+    };
+    let mut peers = Vec::new();
+    match root.get("peers") {
+        None => errs.push("peers", "required (at least one peer)"),
+        Some(pair) => {
+            if let Some(items) = node(&pair).list(errs) {
+                if items.is_empty() {
+                    errs.push("peers", "must not be empty (at least one peer)");
+                }
+                let valid: Vec<_> = items
+                    .iter()
+                    .map(|item| parse_peer(node(item), &ctx, errs))
+                    .collect();
+                check_peer_set(&valid, errs);
+                peers = valid.into_iter().flatten().map(PeerConfig::from).collect();
+            }
+        }
+    }
+
+    let admin = Lookup::of(&root, "admin", errs, parse_admin).or(AdminConfig::default());
+    let status = Lookup::of(&root, "status", errs, parse_status).or(StatusConfig::default());
+    let log = Lookup::of(&root, "log", errs, parse_log).or(LogConfig::default());
+
+    Config {
+        node_name,
+        asn: asn.unwrap_or(Asn(0)),
+        router_id,
+        source: source.unwrap_or(SourceConfig::IpamCrd),
+        allowed_prefixes,
+        next_hop,
+        peers,
+        admin,
+        status,
+        log,
+    }
+}
+
+/// Stands in when the document is unusable; it is never returned to the caller.
+fn placeholder() -> Config {
+    Config {
+        node_name: None,
+        asn: Asn(0),
+        router_id: None,
+        source: SourceConfig::IpamCrd,
+        allowed_prefixes: Vec::new(),
+        next_hop: NextHops::default(),
+        peers: Vec::new(),
+        admin: AdminConfig::default(),
+        status: StatusConfig::default(),
+        log: LogConfig::default(),
+    }
+}
+
+/// Local or peer AS: 4-octet, non-zero, and not AS_TRANS.
+pub(crate) fn parse_asn(n: Node<'_, '_>, errs: &mut Errors) -> Option<Asn> {
+    let v = n.int(1, u64::from(u32::MAX), ASN_RULE, errs)?;
+    if v == u64::from(AS_TRANS) {
+        errs.not_allowed(n.path, v, "AS_TRANS is reserved by RFC 6793");
+        return None;
+    }
+    u32::try_from(v).ok().map(Asn)
+}
+
+fn parse_router_id(n: Node<'_, '_>, errs: &mut Errors) -> Option<RouterId> {
+    let addr = n.parse("an IPv4 address", errs, |s| {
+        s.parse::<Ipv4Addr>()
+            .map_err(|_| "is not an IPv4 address".to_owned())
+    })?;
+    let id = RouterId::new(addr);
+    if id.is_none() {
+        errs.not_allowed(
+            n.path,
+            quoted(&addr.to_string()),
+            "must be non-zero, RFC 6286",
+        );
+    }
+    id
+}
+
+fn parse_source(n: Node<'_, '_>, errs: &mut Errors) -> Option<SourceConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["kind", "path"], errs);
+    let kind = Lookup::of(&obj, "kind", errs, |n, e| {
+        n.parse("a string", e, |s| match s {
+            "node-spec" | "ipam-crd" | "cilium-node" | "file" => Ok(s.to_owned()),
+            _ => Err("is not one of node-spec, ipam-crd, cilium-node, file".to_owned()),
+        })
+    })
+    .known("ipam-crd".to_owned())?;
+    let path = Lookup::of(&obj, "path", errs, parse_path);
+    let path_key = obj.key_path("path");
+    match (kind.as_str(), path) {
+        ("file", Lookup::Absent) => {
+            errs.push(&path_key, "required when source.kind is file");
+            None
+        }
+        ("file", path) => path
+            .known(PathBuf::new())
+            .map(|path| SourceConfig::File { path }),
+        (other, Lookup::Valid(path)) => {
+            errs.not_allowed(
+                &path_key,
+                quoted(&path.display().to_string()),
+                &format!("only source.kind file reads a path, not {other}"),
+            );
+            None
+        }
+        (_, Lookup::Invalid) => None,
+        ("node-spec", Lookup::Absent) => Some(SourceConfig::NodeSpec),
+        ("cilium-node", Lookup::Absent) => Some(SourceConfig::CiliumNode),
+        (_, Lookup::Absent) => Some(SourceConfig::IpamCrd),
+    }
+}
+
+/// A non-empty file path.
+pub(crate) fn parse_path(n: Node<'_, '_>, errs: &mut Errors) -> Option<PathBuf> {
+    let s = n.parse("a file path", errs, |s| Ok(s.to_owned()))?;
+    if s.trim().is_empty() {
+        errs.push(n.path, "must not be empty");
+        return None;
+    }
+    Some(PathBuf::from(s))
+}
+
+fn parse_allowed_prefixes(
+    root: &Obj<'_>,
+    source: Option<&SourceConfig>,
+    errs: &mut Errors,
+) -> Vec<IpNet> {
+    let needed = |s: &SourceConfig| !s.is_file();
+    let why = |s: &SourceConfig| {
+        format!(
+            "when source.kind is {s} (the announce guard only announces pod CIDRs inside these)"
+        )
+    };
+    let Some(pair) = root.get("allowedPrefixes") else {
+        if let Some(s) = source.filter(|s| needed(s)) {
+            errs.push("allowedPrefixes", format!("required {}", why(s)));
+        }
+        return Vec::new();
+    };
+    let Some(items) = node(&pair).list(errs) else {
+        return Vec::new();
+    };
+    if items.is_empty()
+        && let Some(s) = source.filter(|s| needed(s))
+    {
+        errs.push("allowedPrefixes", format!("must not be empty {}", why(s)));
+    }
+    let mut seen = HashSet::new();
+    let mut prefixes = Vec::new();
+    for item in &items {
+        let Some(net) = node(item).parse("a CIDR", errs, parse_canonical_cidr) else {
+            continue;
+        };
+        if seen.insert(net) {
+            prefixes.push(net);
+        } else {
+            errs.push(
+                &item.0,
+                format!("{} is listed twice", quoted(&net.to_string())),
+            );
+        }
+    }
+    prefixes
+}
+
+/// A CIDR whose host bits are zero: `10.0.0.1/8` is a typo more often than not.
+fn parse_canonical_cidr(s: &str) -> Result<IpNet, String> {
+    let net: IpNet = s
+        .parse()
+        .map_err(|_| "is not a CIDR (address/length, e.g. 10.0.0.0/8)".to_owned())?;
+    let canonical = net.trunc();
+    if canonical != net {
+        return Err(format!("has host bits set (did you mean {canonical}?)"));
+    }
+    Ok(net)
+}
+
+fn parse_next_hops(n: Node<'_, '_>, errs: &mut Errors) -> Option<NextHops> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["ipv4", "ipv6"], errs);
+    let ipv4 = Lookup::of(&obj, "ipv4", errs, |n, e| {
+        next_hop(n, e, "IPv4", |s| s.parse::<Ipv4Addr>().ok())
+    });
+    let ipv6 = Lookup::of(&obj, "ipv6", errs, |n, e| {
+        next_hop(n, e, "IPv6", |s| s.parse::<Ipv6Addr>().ok())
+    });
+    Some(NextHops {
+        ipv4: ipv4.known(NextHopConfig::SelfAddress)?,
+        ipv6: ipv6.known(NextHopConfig::SelfAddress)?,
+    })
+}
+
+fn next_hop<A: Into<IpAddr> + Copy>(
+    n: Node<'_, '_>,
+    errs: &mut Errors,
+    family: &str,
+    parse: impl Fn(&str) -> Option<A>,
+) -> Option<NextHopConfig<A>> {
+    let expected = format!("self, node or an {family} address");
+    n.parse(&expected, errs, |s| match s {
+        "self" => Ok(NextHopConfig::SelfAddress),
+        "node" => Ok(NextHopConfig::Node),
+        other => match parse(other) {
+            Some(a) if is_unicast(a.into()) => Ok(NextHopConfig::Address(a)),
+            Some(_) => Err(format!("is not allowed (a unicast {family} address)")),
+            None => Err(format!("is not {expected}")),
+        },
+    })
+}
+
+/// Neither unspecified, multicast nor broadcast: usable as a peer or next hop.
+pub(crate) fn is_unicast(addr: IpAddr) -> bool {
+    let broadcast = matches!(addr, IpAddr::V4(v4) if v4.is_broadcast());
+    !(addr.is_unspecified() || addr.is_multicast() || broadcast)
+}
+
+fn parse_admin(n: Node<'_, '_>, errs: &mut Errors) -> Option<AdminConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["listen"], errs);
+    let listen = Lookup::of(&obj, "listen", errs, |n, e| {
+        n.parse("a socket address (ip:port)", e, |s| {
+            s.parse::<SocketAddr>()
+                .map_err(|_| "is not a socket address (ip:port, e.g. 127.0.0.1:9180)".to_owned())
+        })
+    });
+    Some(AdminConfig {
+        listen: listen.known(AdminConfig::default().listen)?,
+    })
+}
+
+fn parse_status(n: Node<'_, '_>, errs: &mut Errors) -> Option<StatusConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["publish", "minInterval"], errs);
+    let defaults = StatusConfig::default();
+    let publish = Lookup::of(&obj, "publish", errs, boolean);
+    let min_interval = Lookup::of(&obj, "minInterval", errs, |n, e| {
+        n.int(1, 3600, "1..3600 seconds", e)
+    });
+    Some(StatusConfig {
+        publish: publish.known(defaults.publish)?,
+        min_interval: min_interval
+            .optional()?
+            .map_or(defaults.min_interval, Duration::from_secs),
+    })
+}
+
+fn parse_log(n: Node<'_, '_>, errs: &mut Errors) -> Option<LogConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["format", "level"], errs);
+    let format = Lookup::of(&obj, "format", errs, |n, e| {
+        n.parse("text or json", e, |s| match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err("is not one of text, json".to_owned()),
+        })
+    });
+    let level = Lookup::of(&obj, "level", errs, |n, e| {
+        n.parse("a log level", e, |s| match s {
+            "trace" => Ok(LogLevel::Trace),
+            "debug" => Ok(LogLevel::Debug),
+            "info" => Ok(LogLevel::Info),
+            "warn" => Ok(LogLevel::Warn),
+            "error" => Ok(LogLevel::Error),
+            _ => Err("is not one of trace, debug, info, warn, error".to_owned()),
+        })
+    });
+    Some(LogConfig {
+        format: format.known(LogFormat::default())?,
+        level: level.known(LogLevel::default())?,
+    })
+}

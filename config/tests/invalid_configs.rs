@@ -1,0 +1,486 @@
+//! Invalid configs and the exact errors they produce, one row per rule.
+
+mod common;
+
+use common::{invalid, with_ibgp_peer, with_peer, with_top};
+
+const TWO_PEERS: &str = "asn: 65001
+allowedPrefixes: [10.0.0.0/8]
+peers:
+  - {name: tor1, address: 192.0.2.1, asn: 65000}
+  - {name: tor2, address: 192.0.2.2, asn: 65000, holdTime: 2}
+";
+
+/// `(rule, yaml, expected error lines)`.
+fn table() -> Vec<(&'static str, String, &'static str)> {
+    let file_source = |peer: &str| {
+        format!(
+            "asn: 65001\nsource: {{kind: file, path: /etc/cidrs.yaml}}\npeers:\n  - {{name: tor1, address: 192.0.2.1, asn: 65000, {peer}}}\n"
+        )
+    };
+    let base = |top: &str, allowed: &str| {
+        format!("{top}\n{allowed}\npeers:\n  - {{name: tor1, address: 192.0.2.1, asn: 65000}}\n")
+    };
+    vec![
+        // hold time (RFC 4271 §4.2)
+        (
+            "hold_time_1_or_2",
+            TWO_PEERS.to_owned(),
+            "peers[1].holdTime: 2 is not allowed (0 or 3..65535)",
+        ),
+        (
+            "hold_time_over_16_bits",
+            with_peer("holdTime: 70000"),
+            "peers[0].holdTime: 70000 is not allowed (0 or 3..65535)",
+        ),
+        (
+            "hold_time_whole_seconds",
+            with_peer("holdTime: 90.5"),
+            "peers[0].holdTime: 90.5 is not a whole number",
+        ),
+        (
+            "keepalive_below_hold",
+            with_peer("holdTime: 90, keepaliveTime: 90"),
+            "peers[0].keepaliveTime: 90 is not allowed (1..89, below holdTime 90)",
+        ),
+        (
+            "keepalive_zero_with_hold",
+            with_peer("keepaliveTime: 0"),
+            "peers[0].keepaliveTime: 0 is not allowed (1..89, below holdTime 90)",
+        ),
+        (
+            "keepalive_zero_when_hold_zero",
+            with_peer("holdTime: 0, keepaliveTime: 30"),
+            "peers[0].keepaliveTime: 30 is not allowed (must be 0 when holdTime is 0)",
+        ),
+        // unknown keys and wrong types
+        (
+            "unknown_key_suggests_near_miss",
+            with_peer("holdtime: 90"),
+            "peers[0].holdtime: unknown key (did you mean holdTime?)",
+        ),
+        (
+            "unknown_top_level_key",
+            with_top("frobnicate: 1"),
+            "frobnicate: unknown key",
+        ),
+        (
+            "unknown_top_level_key_near_miss",
+            with_top("allowedPrefix: []"),
+            "allowedPrefix: unknown key (did you mean allowedPrefixes?)",
+        ),
+        (
+            "unknown_key_small_mapping_lists_keys",
+            with_top("log: {fmt: json}"),
+            "log.fmt: unknown key (expected one of format, level)",
+        ),
+        (
+            "asn_not_a_number",
+            base("asn: abc", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: \"abc\" is not a number",
+        ),
+        (
+            "asn_quoted_number",
+            base("asn: \"65001\"", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: \"65001\" is not a number (remove the quotes)",
+        ),
+        (
+            "bool_wrong_type",
+            with_peer("passive: \"true\""),
+            "peers[0].passive: \"true\" is not a boolean (true or false)",
+        ),
+        (
+            "peers_not_a_list",
+            "asn: 65001\nallowedPrefixes: [10.0.0.0/8]\npeers: {tor1: {}}\n".to_owned(),
+            "peers: {\"tor1\":{}} is not a list",
+        ),
+        (
+            "document_not_a_mapping",
+            "- asn\n".to_owned(),
+            "(top level): [\"asn\"] is not a mapping",
+        ),
+        // YAML syntax
+        (
+            "yaml_syntax_error_has_position",
+            "asn: 65001\npeers: [\n".to_owned(),
+            "line 2, column 8: unclosed bracket '['",
+        ),
+        (
+            "yaml_duplicate_key",
+            "asn: 65001\nasn: 65002\n".to_owned(),
+            "line 2, column 1: duplicate mapping key: asn",
+        ),
+        // AS numbers (RFC 6793)
+        (
+            "asn_required",
+            base("", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: required",
+        ),
+        (
+            "asn_zero",
+            base("asn: 0", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: 0 is not allowed (1..4294967295 except 23456)",
+        ),
+        (
+            "asn_over_32_bits",
+            base("asn: 4294967296", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: 4294967296 is not allowed (1..4294967295 except 23456)",
+        ),
+        (
+            "asn_as_trans_local",
+            base("asn: 23456", "allowedPrefixes: [10.0.0.0/8]"),
+            "asn: 23456 is not allowed (AS_TRANS is reserved by RFC 6793)",
+        ),
+        (
+            "asn_as_trans_peer",
+            with_peer("asn: 23456").replace("asn: 65000, ", ""),
+            "peers[0].asn: 23456 is not allowed (AS_TRANS is reserved by RFC 6793)",
+        ),
+        // router id (RFC 6286)
+        (
+            "router_id_non_zero",
+            with_top("routerId: 0.0.0.0"),
+            "routerId: \"0.0.0.0\" is not allowed (must be non-zero, RFC 6286)",
+        ),
+        (
+            "router_id_ipv4",
+            with_top("routerId: 2001:db8::1"),
+            "routerId: \"2001:db8::1\" is not an IPv4 address",
+        ),
+        (
+            "node_name_dns_subdomain",
+            with_top("nodeName: Node_A"),
+            "nodeName: \"Node_A\" is not a valid node name (a DNS subdomain: lowercase a-z, 0-9, '-' and '.', up to 253)",
+        ),
+        // peer identity
+        (
+            "peers_required",
+            "asn: 65001\nallowedPrefixes: [10.0.0.0/8]\n".to_owned(),
+            "peers: required (at least one peer)",
+        ),
+        (
+            "peers_non_empty",
+            "asn: 65001\nallowedPrefixes: [10.0.0.0/8]\npeers: []\n".to_owned(),
+            "peers: must not be empty (at least one peer)",
+        ),
+        (
+            "peer_address_required",
+            "asn: 65001\nallowedPrefixes: [10.0.0.0/8]\npeers:\n  - {name: tor1, asn: 65000}\n"
+                .to_owned(),
+            "peers[0].address: required",
+        ),
+        (
+            "peer_name_non_empty",
+            with_peer("name: \"\"").replace("name: tor1, ", ""),
+            "peers[0].name: must not be empty",
+        ),
+        (
+            "peer_name_dns_label",
+            with_peer("name: Tor_1").replace("name: tor1, ", ""),
+            "peers[0].name: \"Tor_1\" is not a valid peer name (1..63 of a-z, 0-9 and '-', starting and ending alphanumeric)",
+        ),
+        (
+            "peer_names_unique",
+            TWO_PEERS
+                .replace("tor2", "tor1")
+                .replace(", holdTime: 2", ""),
+            "peers[1].name: \"tor1\" is already used by peers[0]",
+        ),
+        (
+            "peer_duplicates_name_the_first_use",
+            format!("{TWO_PEERS}  - {{name: tor1, address: 192.0.2.1, asn: 65000}}\n")
+                .replace(", holdTime: 2", ""),
+            "peers[2].name: \"tor1\" is already used by peers[0]\n\
+             peers[2].address: \"192.0.2.1\" port 179 is already used by peers[0]",
+        ),
+        (
+            "peer_endpoints_unique",
+            TWO_PEERS
+                .replace("192.0.2.2", "192.0.2.1")
+                .replace(", holdTime: 2", ""),
+            "peers[1].address: \"192.0.2.1\" port 179 is already used by peers[0]",
+        ),
+        (
+            "peer_address_unicast",
+            with_peer("address: 224.0.0.5").replace("address: 192.0.2.1, ", ""),
+            "peers[0].address: \"224.0.0.5\" is not allowed (a unicast address)",
+        ),
+        (
+            "peer_address_not_link_local",
+            with_peer("address: \"fe80::1\"").replace("address: 192.0.2.1, ", ""),
+            "peers[0].address: \"fe80::1\" is not allowed (link-local peers need an interface scope, which is not supported)",
+        ),
+        (
+            "port_range",
+            with_peer("port: 0"),
+            "peers[0].port: 0 is not allowed (1..65535)",
+        ),
+        (
+            "local_address_differs_from_peer",
+            with_peer("localAddress: 192.0.2.1"),
+            "peers[0].localAddress: \"192.0.2.1\" is not allowed (equals the peer address)",
+        ),
+        (
+            "local_address_same_family",
+            with_peer("localAddress: \"2001:db8::10\""),
+            "peers[0].localAddress: \"2001:db8::10\" is not allowed (must be of the same family as the peer address 192.0.2.1)",
+        ),
+        // families
+        (
+            "families_non_empty",
+            with_peer("families: []"),
+            "peers[0].families: must not be empty (ipv4-unicast, ipv6-unicast)",
+        ),
+        (
+            "families_unique",
+            with_peer("families: [ipv4-unicast, ipv4-unicast]"),
+            "peers[0].families[1]: \"ipv4-unicast\" is listed twice",
+        ),
+        (
+            "families_known",
+            with_peer("families: [l2vpn-evpn]"),
+            "peers[0].families[0]: \"l2vpn-evpn\" is not one of ipv4-unicast, ipv6-unicast",
+        ),
+        // timers and transport
+        (
+            "connect_retry_base_at_least_1",
+            with_peer("connectRetry: {base: 0}"),
+            "peers[0].connectRetry.base: 0 is not allowed (1..3600 seconds)",
+        ),
+        (
+            "connect_retry_max_at_least_base",
+            with_peer("connectRetry: {base: 10, max: 5}"),
+            "peers[0].connectRetry.max: 5 is not allowed (at least base, 10)",
+        ),
+        (
+            "password_file_non_empty",
+            with_peer("passwordFile: \"\""),
+            "peers[0].passwordFile: must not be empty",
+        ),
+        (
+            "ttl_security_excludes_multihop",
+            with_peer("ttlSecurity: true, ebgpMultihop: 2"),
+            "peers[0].ebgpMultihop: 2 is not allowed (ttlSecurity and ebgpMultihop above 1 cannot be combined, as in FRR)",
+        ),
+        (
+            "ebgp_multihop_range",
+            with_peer("ebgpMultihop: 0"),
+            "peers[0].ebgpMultihop: 0 is not allowed (1..255)",
+        ),
+        (
+            "ebgp_multihop_not_for_ibgp",
+            with_ibgp_peer("ebgpMultihop: 2"),
+            "peers[0].ebgpMultihop: 2 is not allowed (eBGP only; iBGP sessions always use TTL 255)",
+        ),
+        (
+            "graceful_restart_time_12_bits",
+            with_peer("gracefulRestart: {restartTime: 5000}"),
+            "peers[0].gracefulRestart.restartTime: 5000 is not allowed (0..4095, a 12-bit field in RFC 4724)",
+        ),
+        // route attributes
+        (
+            "local_pref_ibgp_only",
+            with_peer("localPref: 100"),
+            "peers[0].localPref: 100 is not allowed (LOCAL_PREF is iBGP only, and peer asn 65000 differs from local asn 65001)",
+        ),
+        (
+            "med_unsigned",
+            with_peer("med: -1"),
+            "peers[0].med: -1 is not allowed (0..4294967295)",
+        ),
+        (
+            "med_32_bits",
+            with_peer("med: 4294967296"),
+            "peers[0].med: 4294967296 is not allowed (0..4294967295)",
+        ),
+        (
+            "as_path_prepend_range",
+            with_peer("asPathPrepend: 11"),
+            "peers[0].asPathPrepend: 11 is not allowed (0..10)",
+        ),
+        (
+            "as_path_prepend_ebgp_only",
+            with_ibgp_peer("asPathPrepend: 2"),
+            "peers[0].asPathPrepend: 2 is not allowed (prepending is eBGP only; this peer is iBGP)",
+        ),
+        (
+            "community_halves_16_bit",
+            with_peer("communities: [\"65536:1\"]"),
+            "peers[0].communities[0]: \"65536:1\" is not a community (A:B with A and B in 0..65535, or no-export, no-advertise, no-export-subconfed)",
+        ),
+        (
+            "community_unique",
+            with_peer("communities: [no-export, no-export]"),
+            "peers[0].communities[1]: \"no-export\" is listed twice",
+        ),
+        (
+            "large_community_three_parts",
+            with_peer("largeCommunities: [\"1:2\"]"),
+            "peers[0].largeCommunities[0]: \"1:2\" is not a large community (A:B:C, each in 0..4294967295)",
+        ),
+        // node selector
+        (
+            "node_selector_not_in_file_mode",
+            file_source("nodeSelector: {matchLabels: {rack: r1}}"),
+            "peers[0].nodeSelector: {\"matchLabels\":{\"rack\":\"r1\"}} is not allowed (source.kind file has no Node labels to select on)",
+        ),
+        (
+            "node_selector_operator_known",
+            with_peer(
+                "nodeSelector: {matchExpressions: [{key: rack, operator: Equals, values: [r1]}]}",
+            ),
+            "peers[0].nodeSelector.matchExpressions[0].operator: \"Equals\" is not one of In, NotIn, Exists, DoesNotExist",
+        ),
+        (
+            "node_selector_in_needs_values",
+            with_peer("nodeSelector: {matchExpressions: [{key: rack, operator: In}]}"),
+            "peers[0].nodeSelector.matchExpressions[0].values: required and non-empty for In",
+        ),
+        (
+            "node_selector_exists_takes_no_values",
+            with_peer(
+                "nodeSelector: {matchExpressions: [{key: rack, operator: Exists, values: [r1]}]}",
+            ),
+            "peers[0].nodeSelector.matchExpressions[0].values: must be empty for Exists",
+        ),
+        (
+            "node_selector_label_value_string",
+            with_peer("nodeSelector: {matchLabels: {rack: 1}}"),
+            "peers[0].nodeSelector.matchLabels.rack: 1 is not a string (quote it: \"1\")",
+        ),
+        (
+            "node_selector_label_key_syntax",
+            with_peer("nodeSelector: {matchLabels: {\"-rack\": r1}}"),
+            "peers[0].nodeSelector.matchLabels[\"-rack\"]: \"-rack\" is not a valid label key ([prefix/]name; name up to 63 of a-z, A-Z, 0-9, '-', '_', '.', starting and ending alphanumeric)",
+        ),
+        // source and announce guard
+        (
+            "source_kind_known",
+            with_top("source: {kind: crd}"),
+            "source.kind: \"crd\" is not one of node-spec, ipam-crd, cilium-node, file",
+        ),
+        (
+            "source_path_required_for_file",
+            with_top("source: {kind: file}"),
+            "source.path: required when source.kind is file",
+        ),
+        (
+            "source_path_only_for_file",
+            with_top("source: {kind: ipam-crd, path: /etc/cidrs.yaml}"),
+            "source.path: \"/etc/cidrs.yaml\" is not allowed (only source.kind file reads a path, not ipam-crd)",
+        ),
+        (
+            "allowed_prefixes_required",
+            base("asn: 65001", ""),
+            "allowedPrefixes: required when source.kind is ipam-crd (the announce guard only announces pod CIDRs inside these)",
+        ),
+        (
+            "allowed_prefixes_non_empty",
+            base(
+                "asn: 65001\nsource: {kind: node-spec}",
+                "allowedPrefixes: []",
+            ),
+            "allowedPrefixes: must not be empty when source.kind is node-spec (the announce guard only announces pod CIDRs inside these)",
+        ),
+        (
+            "allowed_prefixes_canonical",
+            base("asn: 65001", "allowedPrefixes: [10.0.0.1/8]"),
+            "allowedPrefixes[0]: \"10.0.0.1/8\" has host bits set (did you mean 10.0.0.0/8?)",
+        ),
+        (
+            "allowed_prefixes_are_cidrs",
+            base("asn: 65001", "allowedPrefixes: [10.0.0.0]"),
+            "allowedPrefixes[0]: \"10.0.0.0\" is not a CIDR (address/length, e.g. 10.0.0.0/8)",
+        ),
+        (
+            "allowed_prefixes_unique",
+            base(
+                "asn: 65001",
+                "allowedPrefixes: [10.0.0.0/8, \"fd00::/8\", 10.0.0.0/8]",
+            ),
+            "allowedPrefixes[2]: \"10.0.0.0/8\" is listed twice",
+        ),
+        (
+            "next_hop_family",
+            with_top("nextHop: {ipv4: \"2001:db8::1\"}"),
+            "nextHop.ipv4: \"2001:db8::1\" is not self, node or an IPv4 address",
+        ),
+        (
+            "next_hop_keyword",
+            with_top("nextHop: {ipv6: me}"),
+            "nextHop.ipv6: \"me\" is not self, node or an IPv6 address",
+        ),
+        (
+            "next_hop_unicast",
+            with_top("nextHop: {ipv4: 0.0.0.0}"),
+            "nextHop.ipv4: \"0.0.0.0\" is not allowed (a unicast IPv4 address)",
+        ),
+        // admin, status, log
+        (
+            "admin_listen_socket_address",
+            with_top("admin: {listen: \"localhost:9180\"}"),
+            "admin.listen: \"localhost:9180\" is not a socket address (ip:port, e.g. 127.0.0.1:9180)",
+        ),
+        (
+            "status_min_interval_at_least_1",
+            with_top("status: {minInterval: 0}"),
+            "status.minInterval: 0 is not allowed (1..3600 seconds)",
+        ),
+        (
+            "log_format_known",
+            with_top("log: {format: xml}"),
+            "log.format: \"xml\" is not one of text, json",
+        ),
+        (
+            "log_level_known",
+            with_top("log: {level: verbose}"),
+            "log.level: \"verbose\" is not one of trace, debug, info, warn, error",
+        ),
+        // all errors at once, in schema order
+        (
+            "all_errors_are_collected",
+            format!(
+                "{}frobnicate: 1\n",
+                with_peer("port: 0, holdTime: 2, med: x")
+            ),
+            "frobnicate: unknown key\npeers[0].port: 0 is not allowed (1..65535)\npeers[0].holdTime: 2 is not allowed (0 or 3..65535)\npeers[0].med: \"x\" is not a number",
+        ),
+    ]
+}
+
+#[test]
+fn invalid_configs_report_exact_errors() {
+    let mut failures = Vec::new();
+    for (rule, yaml, expected) in table() {
+        let got = invalid(&yaml).to_string();
+        if got != expected {
+            failures.push(format!(
+                "{rule}:\n  expected: {expected}\n  got:      {got}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn invalid_table_has_one_row_per_rule() {
+    let rows = table();
+    assert!(rows.len() >= 30);
+    let mut rules: Vec<_> = rows.iter().map(|r| r.0).collect();
+    rules.sort_unstable();
+    rules.dedup();
+    assert_eq!(rules.len(), rows.len(), "duplicate rule names");
+}
+
+#[test]
+fn every_field_error_names_its_path() {
+    for (rule, yaml, _) in table() {
+        for error in invalid(&yaml).errors() {
+            let line = error.to_string();
+            assert!(
+                line.contains(": ") && !line.starts_with(": "),
+                "{rule}: {line}"
+            );
+        }
+    }
+}
