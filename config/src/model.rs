@@ -6,6 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::num::NonZeroU8;
+
+use bgp_proto::transport::TtlSecurity;
 use bgp_proto::{Asn, Family, HoldTime, RouterId};
 use ipnet::IpNet;
 
@@ -161,20 +164,17 @@ impl PeerConfig {
         self.session_type == SessionType::Internal
     }
 
-    /// The IP TTL to send with: 255 for GTSM and iBGP, else the eBGP hop limit.
-    pub fn outgoing_ttl(&self) -> u8 {
-        match (self.ttl_security, self.ebgp_multihop) {
-            (true, _) | (false, None) => IBGP_TTL,
-            (false, Some(hops)) => hops,
+    /// The TTL policy of the session's socket (one source of truth: `bgp_proto::transport`):
+    /// GTSM sends 255 and requires 254 (RFC 5082); otherwise the multihop TTL for eBGP and
+    /// 255 for iBGP.
+    pub fn ttl_security(&self) -> TtlSecurity {
+        if self.ttl_security {
+            return TtlSecurity::Gtsm;
         }
+        let ttl = self.ebgp_multihop.unwrap_or(IBGP_TTL);
+        NonZeroU8::new(ttl).map_or(TtlSecurity::Gtsm, TtlSecurity::Ttl)
     }
 
-    /// The minimum TTL to accept (`IP_MINTTL`), set only with GTSM.
-    pub fn min_incoming_ttl(&self) -> Option<u8> {
-        self.ttl_security.then_some(255)
-    }
-
-    /// Whether this peer applies to a node with these labels.
     pub fn applies_to(&self, node_labels: &BTreeMap<String, String>) -> bool {
         self.node_selector
             .as_ref()

@@ -85,18 +85,19 @@ fn ibgp_peer_uses_ttl_255_and_may_set_local_pref() {
     let peer = &config.peers[0];
     assert!(peer.is_ibgp());
     assert_eq!(peer.ebgp_multihop, None);
-    assert_eq!(peer.outgoing_ttl(), 255);
+    assert_eq!(peer.ttl_security().send_ttl(), 255);
     assert_eq!(peer.local_pref, Some(200));
 }
 
 #[test]
 fn ebgp_ttl_follows_multihop_and_gtsm_sends_255() {
     let multihop = valid(&with_peer("ebgpMultihop: 3"));
-    assert_eq!(multihop.peers[0].outgoing_ttl(), 3);
-    assert_eq!(multihop.peers[0].min_incoming_ttl(), None);
+    assert_eq!(multihop.peers[0].ttl_security().send_ttl(), 3);
+    assert_eq!(multihop.peers[0].ttl_security().min_ttl(), 0);
     let gtsm = valid(&with_peer("ttlSecurity: true"));
-    assert_eq!(gtsm.peers[0].outgoing_ttl(), 255);
-    assert_eq!(gtsm.peers[0].min_incoming_ttl(), Some(255));
+    assert_eq!(gtsm.peers[0].ttl_security().send_ttl(), 255);
+    // RFC 5082 as the issue specifies it: accept TTL 254 and up.
+    assert_eq!(gtsm.peers[0].ttl_security().min_ttl(), 254);
 }
 
 #[test]

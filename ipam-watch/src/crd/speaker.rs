@@ -1,0 +1,169 @@
+//! `NodeBGPStatus`: what one node's speaker announces to each peer, published (rate limited)
+//! by `podcidr-bgp speaker` so `podcidr-bgp diff`, `peers` and `routes` work from a laptop.
+//! Plain data only: no BGP code lives in this crate.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::schema;
+
+/// A node's speaker report. Name = node name; owned by the Node.
+#[allow(clippy::duplicated_attributes)] // see PodCIDRPoolSpec
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[kube(
+    group = "podcidr.io",
+    version = "v1alpha1",
+    kind = "NodeBGPStatus",
+    plural = "nodebgpstatuses",
+    shortname = "nbs",
+    category = "podcidr",
+    status = "SpeakerReport",
+    derive = "PartialEq",
+    doc = "What the podcidr-bgp speaker on the node of the same name announces to each peer.",
+    printcolumn(name = "Source", type_ = "string", json_path = ".status.source"),
+    printcolumn(name = "Announced", type_ = "string", json_path = ".status.announced"),
+    printcolumn(
+        name = "Mismatch",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"SourceMismatch\")].status"
+    ),
+    printcolumn(name = "Updated", type_ = "date", json_path = ".status.updatedAt")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBGPStatusSpec {
+    /// The node this speaker runs on.
+    pub node_name: String,
+}
+
+/// The speaker's report, written to the status subresource.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpeakerReport {
+    /// The configured pod-CIDR source (`node-spec`, `ipam-crd`, `cilium-node`, `file`).
+    #[serde(default)]
+    pub source: String,
+    /// The source finished its initial list; before that nothing is withdrawn.
+    #[serde(default)]
+    pub source_ready: bool,
+    /// CIDRs the source assigns to this node.
+    #[serde(default)]
+    pub allocated: Vec<String>,
+    /// CIDRs that passed the announce guard.
+    #[serde(default)]
+    pub announced: Vec<String>,
+    /// CIDRs the guard refused, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedCidr>,
+    /// The Node's own `spec.podCIDRs` (the other view), when the source has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_spec_pod_cidrs: Vec<String>,
+    /// One entry per configured peer that applies to this node.
+    #[serde(default)]
+    pub peers: Vec<PeerReport>,
+    /// `Ready`, `SourceMismatch`, `Refused`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
+    /// RFC 3339 time of this report; `diff` calls a report older than its threshold stale.
+    #[serde(default)]
+    pub updated_at: String,
+    /// Version of the speaker binary.
+    #[serde(default)]
+    pub speaker_version: String,
+}
+
+/// A CIDR the announce guard refused.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedCidr {
+    pub cidr: String,
+    /// `outside-allowed-prefixes`, `default-route`, `conflict`, `invalid`,
+    /// `family-not-negotiated`, `next-hop-family`.
+    pub reason: String,
+    /// The peer that refused it, for per-peer reasons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+}
+
+/// One BGP session.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerReport {
+    pub name: String,
+    pub address: String,
+    pub asn: u32,
+    /// RFC 4271 state: Idle, Connect, Active, OpenSent, OpenConfirm, Established.
+    pub state: String,
+    /// RFC 3339 time the session entered `state`.
+    #[serde(default)]
+    pub since: String,
+    /// Negotiated hold time in seconds (absent until OPEN was exchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_time: Option<u16>,
+    /// Negotiated keepalive interval in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keepalive_time: Option<u16>,
+    /// Negotiated families.
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// Capabilities the peer sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Prefixes advertised, per family.
+    #[serde(default)]
+    pub prefixes_sent: BTreeMap<String, u64>,
+    /// The advertised routes with their attributes.
+    #[serde(default)]
+    pub routes: Vec<RouteReport>,
+    #[serde(default)]
+    pub messages_sent: u64,
+    #[serde(default)]
+    pub messages_received: u64,
+    /// Times the session left Established.
+    #[serde(default)]
+    pub flaps: u64,
+    /// Why the session last went down or failed to come up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_notification_sent: Option<NotificationReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_notification_received: Option<NotificationReport>,
+}
+
+/// One advertised route.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteReport {
+    pub prefix: String,
+    pub next_hop: String,
+    #[serde(default)]
+    pub as_path: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub med: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_pref: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub large_communities: Vec<String>,
+}
+
+/// A NOTIFICATION as operators read it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationReport {
+    pub code: u8,
+    pub subcode: u8,
+    /// e.g. `Cease/Administrative Shutdown`.
+    pub name: String,
+    /// RFC 9003 shutdown communication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339.
+    pub at: String,
+}
