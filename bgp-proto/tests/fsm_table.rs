@@ -738,6 +738,14 @@ fn peer_removal_sends_cease_peer_deconfigured_rfc4486() {
 }
 
 #[test]
+fn peer_settings_change_sends_cease_other_configuration_change_rfc4486() {
+    let mut s = Session::new(cfg());
+    to_established(&mut s, peer_open(PEER, 90, both_families()));
+    let out = s.handle(Input::Stop(StopReason::ConfigurationChange));
+    assert_eq!(sent_notification(&out), Some((6, 6)));
+}
+
+#[test]
 fn graceful_restart_stop_closes_without_notification_rfc4724_4() {
     let mut s = Session::new(cfg());
     to_established(&mut s, peer_open(PEER, 90, both_families()));

@@ -4,7 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin;
 mod decode;
+mod logging;
+mod metrics;
+mod speaker;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,16 +23,44 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the per-node BGP speaker (a DaemonSet next to the CNI).
+    Speaker(speaker::SpeakerArgs),
     /// Decode hex-encoded BGP messages into one JSON object per message.
     Decode(decode::DecodeArgs),
+    /// Print the CustomResourceDefinitions (YAML) for `kubectl apply -f -`.
+    Crds,
     /// Run the whole flow in-process on an embedded default (no cluster needed).
     Demo,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("podcidr-bgp: cannot start the async runtime: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Speaker(args) => runtime().block_on(speaker::run(args)),
         Command::Decode(args) => decode::run(&args),
+        Command::Crds => match ipam_watch::crd::crds_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("podcidr-bgp crds: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Demo => {
             println!(
                 "podcidr-bgp demo: not built yet. When it lands it starts an in-process fake \

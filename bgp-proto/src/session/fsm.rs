@@ -170,6 +170,10 @@ impl Session {
                 StopReason::Deconfigured => {
                     Some(Notification::new(n::CEASE, cease::PEER_DECONFIGURED))
                 }
+                StopReason::ConfigurationChange => Some(Notification::new(
+                    n::CEASE,
+                    cease::OTHER_CONFIGURATION_CHANGE,
+                )),
                 // RFC 4724: no NOTIFICATION, so the peer keeps our routes as stale.
                 StopReason::GracefulRestart => None,
             };

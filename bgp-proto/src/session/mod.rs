@@ -134,6 +134,9 @@ pub enum StopReason {
     Shutdown(String),
     /// The peer was removed from the configuration: Cease/Peer De-configured.
     Deconfigured,
+    /// The peer's session settings changed and it is reset: Cease/Other Configuration
+    /// Change (RFC 4486 §4).
+    ConfigurationChange,
     /// Our process restarts and wants graceful restart: close without a NOTIFICATION so the
     /// peer keeps our routes as stale.
     GracefulRestart,
@@ -178,6 +181,9 @@ impl std::fmt::Display for DownReason {
                 write!(f, "administrative shutdown: {m}")
             }
             DownReason::Stopped(StopReason::Deconfigured) => f.write_str("peer de-configured"),
+            DownReason::Stopped(StopReason::ConfigurationChange) => {
+                f.write_str("configuration changed")
+            }
             DownReason::Stopped(StopReason::GracefulRestart) => f.write_str("graceful restart"),
             DownReason::HoldTimerExpired => f.write_str("hold timer expired"),
             DownReason::SendHoldTimerExpired => {

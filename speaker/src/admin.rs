@@ -1,0 +1,168 @@
+//! The local admin endpoint: `/livez`, `/readyz`, `/metrics`, `/debug/peers`, `/debug/routes`,
+//! `/debug/status`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use ipam_watch::crd::SpeakerReport;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::metrics::Metrics;
+
+/// The main loop must tick within this many seconds for `/livez`.
+const LIVENESS_WINDOW: u64 = 60;
+
+#[derive(Debug)]
+pub struct AdminState {
+    pub node: String,
+    pub metrics: Arc<Metrics>,
+    /// Config valid and source synced. A down router does not clear it.
+    pub ready: AtomicBool,
+    /// Unix seconds of the main loop's last tick.
+    pub heartbeat: AtomicU64,
+    pub report: std::sync::Mutex<Arc<SpeakerReport>>,
+}
+
+impl AdminState {
+    pub fn new(node: String, metrics: Arc<Metrics>) -> Self {
+        AdminState {
+            node,
+            metrics,
+            ready: AtomicBool::new(false),
+            heartbeat: AtomicU64::new(now()),
+            report: std::sync::Mutex::new(Arc::new(SpeakerReport::default())),
+        }
+    }
+
+    pub fn beat(&self) {
+        self.heartbeat.store(now(), Ordering::Relaxed);
+    }
+
+    pub fn set_report(&self, r: Arc<SpeakerReport>) {
+        if let Ok(mut cur) = self.report.lock() {
+            *cur = r;
+        }
+    }
+
+    fn report(&self) -> Arc<SpeakerReport> {
+        self.report
+            .lock()
+            .map(|r| Arc::clone(&r))
+            .unwrap_or_default()
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn text(status: StatusCode, body: String, content_type: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    if let Ok(v) = content_type.parse() {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_response(v: serde_json::Value) -> Response<Full<Bytes>> {
+    text(StatusCode::OK, format!("{v:#}\n"), "application/json")
+}
+
+pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    if method != Method::GET {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET only\n".into(),
+            "text/plain",
+        );
+    }
+    match path {
+        "/livez" => {
+            let age = now().saturating_sub(state.heartbeat.load(Ordering::Relaxed));
+            if age <= LIVENESS_WINDOW {
+                text(StatusCode::OK, "ok\n".into(), "text/plain")
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("main loop stalled for {age}s\n"),
+                    "text/plain",
+                )
+            }
+        }
+        "/readyz" => {
+            if state.ready.load(Ordering::Relaxed) {
+                text(StatusCode::OK, "ready\n".into(), "text/plain")
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "pod-CIDR source not synced yet\n".into(),
+                    "text/plain",
+                )
+            }
+        }
+        "/metrics" => text(
+            StatusCode::OK,
+            state.metrics.encode(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        "/debug/peers" => {
+            let report = state.report();
+            let peers: Vec<serde_json::Value> = report
+                .peers
+                .iter()
+                .map(|p| {
+                    let mut v = serde_json::to_value(p).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("routes");
+                    }
+                    v
+                })
+                .collect();
+            json_response(json!({"node": state.node, "peers": peers}))
+        }
+        "/debug/routes" => {
+            let report = state.report();
+            let peers: Vec<serde_json::Value> = report
+                .peers
+                .iter()
+                .map(|p| json!({"name": p.name, "address": p.address, "state": p.state, "routes": p.routes}))
+                .collect();
+            json_response(json!({"node": state.node, "peers": peers}))
+        }
+        "/debug/status" => json_response(json!({"node": state.node, "status": *state.report()})),
+        _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
+    }
+}
+
+/// Serves until the task is aborted.
+pub async fn serve(listener: TcpListener, state: Arc<AdminState>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let resp = handle(&state, req.method(), req.uri().path());
+                async move { Ok::<_, Infallible>(resp) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,194 @@
+//! Prometheus metrics (text format on `/metrics`). Names are the contract in the issue.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabel {
+    pub peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerFamilyLabel {
+    pub peer: String,
+    pub family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotificationLabel {
+    pub direction: String,
+    pub code: String,
+    pub subcode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub session_up: Family<PeerLabel, Gauge>,
+    pub session_state: Family<PeerLabel, Gauge>,
+    pub announced_prefixes: Family<PeerFamilyLabel, Gauge>,
+    pub updates_sent: Family<PeerLabel, Counter>,
+    pub notifications: Family<NotificationLabel, Counter>,
+    pub guard_refused: Family<ReasonLabel, Counter>,
+    pub source_mismatch: Gauge,
+    pub source_ready: Gauge,
+    pub config_reloads: Family<ResultLabel, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            session_up: Family::default(),
+            session_state: Family::default(),
+            announced_prefixes: Family::default(),
+            updates_sent: Family::default(),
+            notifications: Family::default(),
+            guard_refused: Family::default(),
+            source_mismatch: Gauge::default(),
+            source_ready: Gauge::default(),
+            config_reloads: Family::default(),
+        };
+        registry.register(
+            "podcidr_bgp_session_up",
+            "1 when the BGP session is Established",
+            m.session_up.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_session_state",
+            "RFC 4271 session state: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established",
+            m.session_state.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_announced_prefixes",
+            "Prefixes advertised to the peer, per family",
+            m.announced_prefixes.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_updates_sent",
+            "UPDATE messages sent",
+            m.updates_sent.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_notifications",
+            "NOTIFICATION messages sent and received",
+            m.notifications.clone(),
+        );
+        registry.register(
+            "podcidr_guard_refused",
+            "Pod CIDRs the announce guard refused, by reason (counted when a refusal appears)",
+            m.guard_refused.clone(),
+        );
+        registry.register(
+            "podcidr_source_mismatch",
+            "1 while the chosen source and Node.spec.podCIDRs disagree",
+            m.source_mismatch.clone(),
+        );
+        registry.register(
+            "podcidr_source_ready",
+            "1 once the pod-CIDR source has synced",
+            m.source_ready.clone(),
+        );
+        registry.register(
+            "podcidr_config_reloads",
+            "Config reloads by result",
+            m.config_reloads.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn peer(name: &str) -> PeerLabel {
+        PeerLabel {
+            peer: name.to_owned(),
+        }
+    }
+
+    pub fn notification(&self, direction: &str, code: u8, subcode: u8) {
+        self.notifications
+            .get_or_create(&NotificationLabel {
+                direction: direction.to_owned(),
+                code: code.to_string(),
+                subcode: subcode.to_string(),
+            })
+            .inc();
+    }
+
+    /// Forgets a removed peer's series.
+    pub fn remove_peer(&self, name: &str) {
+        let label = Self::peer(name);
+        self.session_up.remove(&label);
+        self.session_state.remove(&label);
+        self.updates_sent.remove(&label);
+        for family in ["ipv4-unicast", "ipv6-unicast"] {
+            self.announced_prefixes.remove(&PeerFamilyLabel {
+                peer: name.to_owned(),
+                family: family.to_owned(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_match_the_contract() {
+        let m = Metrics::new();
+        m.session_up.get_or_create(&Metrics::peer("tor1")).set(1);
+        m.session_state.get_or_create(&Metrics::peer("tor1")).set(6);
+        m.announced_prefixes
+            .get_or_create(&PeerFamilyLabel {
+                peer: "tor1".into(),
+                family: "ipv4-unicast".into(),
+            })
+            .set(2);
+        m.updates_sent.get_or_create(&Metrics::peer("tor1")).inc();
+        m.notification("sent", 6, 2);
+        m.guard_refused
+            .get_or_create(&ReasonLabel {
+                reason: "outside-allowed-prefixes".into(),
+            })
+            .inc();
+        let text = m.encode();
+        for line in [
+            "podcidr_bgp_session_up{peer=\"tor1\"} 1",
+            "podcidr_bgp_session_state{peer=\"tor1\"} 6",
+            "podcidr_bgp_announced_prefixes{peer=\"tor1\",family=\"ipv4-unicast\"} 2",
+            "podcidr_bgp_updates_sent_total{peer=\"tor1\"} 1",
+            "podcidr_bgp_notifications_total{direction=\"sent\",code=\"6\",subcode=\"2\"} 1",
+            "podcidr_guard_refused_total{reason=\"outside-allowed-prefixes\"} 1",
+            "podcidr_source_mismatch 0",
+            "podcidr_source_ready 0",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The speaker's report: one JSON shape for the `NodeBGPStatus` object, `/debug/peers` and
+//! `/debug/routes`, so `diff`, `peers` and `routes` read the same thing from either place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bgp_proto::message::attribute::{format_community, format_large_community};
+use bgp_proto::session::{NotificationRecord, RouteSet, SessionStatus, State};
+use bgp_proto::{Asn, Family};
+use ipam_watch::crd::{NotificationReport, PeerReport, RefusedCidr, RouteReport, SpeakerReport};
+use ipam_watch::source::DesiredSet;
+use ipnet::IpNet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use podcidr_config::PeerConfig;
+
+use super::guard::Guarded;
+use super::routes::PeerRefusal;
+
+pub fn rfc3339(unix: u64) -> String {
+    Timestamp::from_second(i64::try_from(unix).unwrap_or(0))
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn notification(r: &NotificationRecord) -> NotificationReport {
+    NotificationReport {
+        code: r.code,
+        subcode: r.subcode,
+        name: r.name.clone(),
+        message: r.message.clone(),
+        at: rfc3339(r.at),
+    }
+}
+
+/// One peer as the report shows it.
+pub struct PeerView<'a> {
+    pub config: &'a PeerConfig,
+    pub status: &'a SessionStatus,
+    pub routes: &'a Arc<RouteSet>,
+    pub refused: &'a [(IpNet, PeerRefusal)],
+}
+
+pub fn peer_report(local_asn: Asn, v: &PeerView<'_>) -> PeerReport {
+    let s = v.status;
+    let neg = s.negotiated.as_ref();
+    let established = s.state == State::Established;
+    let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
+    let ibgp = v.config.is_ibgp();
+    let routes = if established {
+        v.routes
+            .iter()
+            .filter(|(p, _)| {
+                families.contains(&match p {
+                    IpNet::V4(_) => Family::IPV4_UNICAST,
+                    IpNet::V6(_) => Family::IPV6_UNICAST,
+                })
+            })
+            .map(|(p, a)| RouteReport {
+                prefix: p.to_string(),
+                next_hop: a.next_hop.to_string(),
+                as_path: if ibgp {
+                    Vec::new()
+                } else {
+                    vec![local_asn.0; 1 + usize::from(a.as_path_prepend)]
+                },
+                med: a.med,
+                local_pref: if ibgp {
+                    Some(a.local_pref.unwrap_or(100))
+                } else {
+                    None
+                },
+                communities: a.communities.iter().map(|c| format_community(*c)).collect(),
+                large_communities: a
+                    .large_communities
+                    .iter()
+                    .map(format_large_community)
+                    .collect(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    PeerReport {
+        name: v.config.name.clone(),
+        address: v.config.address.to_string(),
+        asn: v.config.asn.0,
+        state: s.state.as_str().to_owned(),
+        since: rfc3339(s.since),
+        hold_time: neg.map(|n| n.hold_time.seconds()),
+        keepalive_time: neg.map(|n| u16::try_from(n.keepalive.as_secs()).unwrap_or(u16::MAX)),
+        families: families.iter().map(|f| f.name()).collect(),
+        capabilities: neg
+            .map(|n| {
+                n.peer_capabilities
+                    .iter()
+                    .map(|c| (*c).to_owned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        prefixes_sent: s
+            .advertised
+            .iter()
+            .map(|(k, v)| (k.clone(), *v as u64))
+            .collect::<BTreeMap<_, _>>(),
+        routes,
+        messages_sent: s.sent.messages.values().sum(),
+        messages_received: s.received.messages.values().sum(),
+        flaps: s.flaps,
+        last_error: s.last_error.clone(),
+        last_notification_sent: s.last_notification_sent.as_ref().map(notification),
+        last_notification_received: s.last_notification_received.as_ref().map(notification),
+    }
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String, now: u64) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: if ok { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: Time(
+            Timestamp::from_second(i64::try_from(now).unwrap_or(0)).unwrap_or_default(),
+        ),
+        observed_generation: None,
+    }
+}
+
+/// The whole report. `updated_at` is left empty: the publisher stamps it.
+pub fn report(
+    source: &str,
+    local_asn: Asn,
+    desired: &DesiredSet,
+    guarded: Option<&Guarded>,
+    peers: &[PeerView<'_>],
+    now: u64,
+) -> SpeakerReport {
+    let mut refused: Vec<RefusedCidr> = guarded
+        .map(|g| {
+            g.refused
+                .iter()
+                .map(|r| RefusedCidr {
+                    cidr: r.value.clone(),
+                    reason: r.reason.as_str().to_owned(),
+                    peer: None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for p in peers {
+        refused.extend(p.refused.iter().map(|(cidr, reason)| RefusedCidr {
+            cidr: cidr.to_string(),
+            reason: reason.as_str().to_owned(),
+            peer: Some(p.config.name.clone()),
+        }));
+    }
+    let mut conditions = vec![condition(
+        "Ready",
+        desired.ready,
+        if desired.ready {
+            "SourceSynced"
+        } else {
+            "SourceNotSynced"
+        },
+        desired
+            .last_error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default(),
+        now,
+    )];
+    conditions.push(match &desired.mismatch {
+        Some(m) => condition(
+            "SourceMismatch",
+            true,
+            "NodeSpecDiffers",
+            format!(
+                "{source} says {}, Node.spec.podCIDRs says {}; announcing {source}",
+                join(&m.chosen),
+                join(&m.node_spec)
+            ),
+            now,
+        ),
+        None => condition("SourceMismatch", false, "Agree", String::new(), now),
+    });
+    conditions.push(condition(
+        "Refused",
+        !refused.is_empty(),
+        if refused.is_empty() {
+            "NothingRefused"
+        } else {
+            "CidrsRefused"
+        },
+        refused
+            .iter()
+            .map(|r| format!("{} ({})", r.cidr, r.reason))
+            .collect::<Vec<_>>()
+            .join(", "),
+        now,
+    ));
+    SpeakerReport {
+        source: source.to_owned(),
+        source_ready: desired.ready,
+        allocated: desired.cidrs.iter().map(ToString::to_string).collect(),
+        announced: guarded
+            .map(|g| g.announce.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        refused,
+        node_spec_pod_cidrs: desired
+            .mismatch
+            .as_ref()
+            .map(|m| m.node_spec.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        peers: peers.iter().map(|p| peer_report(local_asn, p)).collect(),
+        conditions,
+        updated_at: String::new(),
+        speaker_version: env!("CARGO_PKG_VERSION").to_owned(),
+    }
+}
+
+fn join(v: &[IpNet]) -> String {
+    if v.is_empty() {
+        return "nothing".to_owned();
+    }
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reports compare equal when only timestamps differ (so an unchanged speaker does not write).
+pub fn same_content(a: &SpeakerReport, b: &SpeakerReport) -> bool {
+    let strip = |r: &SpeakerReport| {
+        let mut r = r.clone();
+        r.updated_at.clear();
+        for c in &mut r.conditions {
+            c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        r
+    };
+    strip(a) == strip(b)
+}

@@ -1,0 +1,225 @@
+//! From the guarded CIDRs to the route set each peer should advertise: next hop per family
+//! and the peer's attributes.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::Arc;
+
+use bgp_proto::Family;
+use bgp_proto::session::{OriginKind, RouteAttributes, RouteSet};
+use ipnet::IpNet;
+use podcidr_config::{NextHopConfig, NextHops, PeerConfig};
+
+/// Addresses the next-hop policy can use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAddresses {
+    /// The Node's first InternalIP of each family (from the API; empty in file mode).
+    pub internal_v4: Option<Ipv4Addr>,
+    pub internal_v6: Option<Ipv6Addr>,
+}
+
+/// Why a prefix is not offered to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PeerRefusal {
+    /// The peer is not configured for this family.
+    FamilyNotCarried,
+    /// No usable next hop of the prefix's family (e.g. `nextHop.ipv6: node` and the Node has
+    /// no IPv6 InternalIP).
+    NoNextHop,
+}
+
+impl PeerRefusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerRefusal::FamilyNotCarried => "family-not-carried",
+            PeerRefusal::NoNextHop => "no-next-hop",
+        }
+    }
+}
+
+/// The source address the kernel would use towards `dst` (a routing lookup; UDP `connect`
+/// sends nothing).
+pub fn route_source(dst: IpAddr) -> Option<IpAddr> {
+    let bind: SocketAddr = match dst {
+        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let sock = UdpSocket::bind(bind).ok()?;
+    sock.connect((dst, 179)).ok()?;
+    sock.local_addr()
+        .ok()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_unspecified())
+}
+
+/// `self` for one family: the peer's local address when it is of that family, else the
+/// source address towards the peer, else the node's address of that family. Lookups are
+/// injected so this stays testable.
+fn self_address(
+    peer: &PeerConfig,
+    v6: bool,
+    lookup: &dyn Fn(IpAddr) -> Option<IpAddr>,
+    node: &NodeAddresses,
+) -> Option<IpAddr> {
+    let same_family = |a: &IpAddr| a.is_ipv6() == v6;
+    peer.local_address
+        .filter(same_family)
+        .or_else(|| {
+            same_family(&peer.address)
+                .then(|| lookup(peer.address))
+                .flatten()
+        })
+        .or(if v6 {
+            node.internal_v6.map(IpAddr::V6)
+        } else {
+            node.internal_v4.map(IpAddr::V4)
+        })
+}
+
+/// Next hop per family for one peer.
+pub fn next_hops(
+    policy: &NextHops,
+    peer: &PeerConfig,
+    node: &NodeAddresses,
+    lookup: &dyn Fn(IpAddr) -> Option<IpAddr>,
+) -> (Option<IpAddr>, Option<IpAddr>) {
+    let v4 = match policy.ipv4 {
+        NextHopConfig::SelfAddress => self_address(peer, false, lookup, node),
+        NextHopConfig::Node => node.internal_v4.map(IpAddr::V4),
+        NextHopConfig::Address(a) => Some(IpAddr::V4(a)),
+    };
+    let v6 = match policy.ipv6 {
+        NextHopConfig::SelfAddress => self_address(peer, true, lookup, node),
+        NextHopConfig::Node => node.internal_v6.map(IpAddr::V6),
+        NextHopConfig::Address(a) => Some(IpAddr::V6(a)),
+    };
+    (v4, v6)
+}
+
+fn attributes(peer: &PeerConfig, next_hop: IpAddr) -> RouteAttributes {
+    RouteAttributes {
+        next_hop,
+        origin: OriginKind::Igp,
+        as_path_prepend: peer.as_path_prepend,
+        med: peer.med,
+        local_pref: peer.local_pref,
+        communities: peer.communities.iter().map(|c| c.0).collect(),
+        large_communities: peer
+            .large_communities
+            .iter()
+            .map(|c| c.to_array())
+            .collect(),
+        extended_communities: Vec::new(),
+    }
+}
+
+/// The routes for one peer, and what it refuses.
+pub fn peer_routes(
+    announce: &[IpNet],
+    peer: &PeerConfig,
+    (nh_v4, nh_v6): (Option<IpAddr>, Option<IpAddr>),
+) -> (RouteSet, Vec<(IpNet, PeerRefusal)>) {
+    let v4 = nh_v4.map(|nh| Arc::new(attributes(peer, nh)));
+    let v6 = nh_v6.map(|nh| Arc::new(attributes(peer, nh)));
+    let mut set = RouteSet::new();
+    let mut refused = Vec::new();
+    for prefix in announce {
+        let (family, attrs) = match prefix {
+            IpNet::V4(_) => (Family::IPV4_UNICAST, &v4),
+            IpNet::V6(_) => (Family::IPV6_UNICAST, &v6),
+        };
+        if !peer.families.contains(&family) {
+            refused.push((*prefix, PeerRefusal::FamilyNotCarried));
+            continue;
+        }
+        match attrs {
+            Some(a) => {
+                set.insert(*prefix, Arc::clone(a));
+            }
+            None => refused.push((*prefix, PeerRefusal::NoNextHop)),
+        }
+    }
+    (set, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use podcidr_config::Config;
+
+    fn config(extra: &str) -> Config {
+        let yaml = format!(
+            "asn: 65010\nsource: {{kind: file, path: /x}}\n{extra}\npeers:\n  - name: tor1\n    address: 192.0.2.1\n    asn: 65000\n    communities: [\"65000:100\"]\n    med: 10\n"
+        );
+        Config::from_yaml_str(&yaml).unwrap()
+    }
+
+    fn lookup(_: IpAddr) -> Option<IpAddr> {
+        Some("192.0.2.10".parse().unwrap())
+    }
+
+    #[test]
+    fn self_next_hop_is_the_source_address_towards_the_peer() {
+        let c = config("");
+        let node = NodeAddresses {
+            internal_v4: None,
+            internal_v6: Some("2001:db8::10".parse().unwrap()),
+        };
+        let (v4, v6) = next_hops(&c.next_hop, &c.peers[0], &node, &lookup);
+        assert_eq!(v4, Some("192.0.2.10".parse().unwrap()));
+        // An IPv4 session has no IPv6 source address: the node's IPv6 address, never mapped.
+        assert_eq!(v6, Some("2001:db8::10".parse().unwrap()));
+    }
+
+    #[test]
+    fn ipv6_prefix_without_ipv6_next_hop_is_refused_not_sent_mapped() {
+        let c = config("");
+        let (set, refused) = peer_routes(
+            &[
+                "198.19.1.0/24".parse().unwrap(),
+                "fd00:19:1::/64".parse().unwrap(),
+            ],
+            &c.peers[0],
+            (Some("192.0.2.10".parse().unwrap()), None),
+        );
+        assert_eq!(set.len(), 1);
+        assert_eq!(
+            refused,
+            vec![("fd00:19:1::/64".parse().unwrap(), PeerRefusal::NoNextHop)]
+        );
+        let attrs = set.values().next().unwrap();
+        assert_eq!(attrs.med, Some(10));
+        assert_eq!(attrs.communities, vec![(65000 << 16) | 100]);
+    }
+
+    #[test]
+    fn family_the_peer_does_not_carry_is_refused() {
+        let yaml = "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - name: tor1\n    address: 192.0.2.1\n    asn: 65000\n    families: [ipv4-unicast]\n";
+        let c = Config::from_yaml_str(yaml).unwrap();
+        let (_, refused) = peer_routes(
+            &["fd00:19:1::/64".parse().unwrap()],
+            &c.peers[0],
+            (None, Some("2001:db8::10".parse().unwrap())),
+        );
+        assert_eq!(refused[0].1, PeerRefusal::FamilyNotCarried);
+    }
+
+    #[test]
+    fn node_next_hop_uses_the_internal_ip() {
+        let c = config("nextHop: {ipv4: node, ipv6: 2001:db8::99}");
+        let node = NodeAddresses {
+            internal_v4: Some("198.18.0.7".parse().unwrap()),
+            internal_v6: None,
+        };
+        let (v4, v6) = next_hops(&c.next_hop, &c.peers[0], &node, &lookup);
+        assert_eq!(v4, Some("198.18.0.7".parse().unwrap()));
+        assert_eq!(v6, Some("2001:db8::99".parse().unwrap()));
+    }
+
+    #[test]
+    fn route_source_of_loopback_is_loopback() {
+        assert_eq!(
+            route_source("127.0.0.1".parse().unwrap()),
+            Some("127.0.0.1".parse().unwrap())
+        );
+    }
+}
