@@ -16,6 +16,7 @@
 
 pub mod builder;
 pub mod codec;
+pub mod collector;
 pub mod error;
 pub mod iana;
 pub mod message;

@@ -67,6 +67,11 @@ impl RouterId {
         (!addr.is_unspecified()).then_some(RouterId(addr))
     }
 
+    /// An identifier that is non-zero by construction.
+    pub const fn from_nonzero(v: std::num::NonZeroU32) -> Self {
+        RouterId(Ipv4Addr::from_bits(v.get()))
+    }
+
     pub fn addr(self) -> Ipv4Addr {
         self.0
     }
