@@ -1,1 +1,124 @@
-//! End-to-end tests live in `tests/tests/`.
+//! Real-router test fixtures: BIRD 2 and GoBGP started as BGP peers on loopback.
+//!
+//! Each daemon gets its own `127.x.y.z` address (see [`net`]), its own temp dir (removed on
+//! drop) and is stopped by PID on drop. Queries report what the router itself sees:
+//! [`Bird::protocol`], [`Bird::routes`], [`Gobgp::neighbor`], [`Gobgp::rib`].
+//!
+//! ```no_run
+//! use integration_tests::{Bird, BirdConfig, BirdNeighbor, StaticRoute, net};
+//! use std::time::Duration;
+//!
+//! let ours = net::alloc_v4(); // the address our speaker binds
+//! let bird = Bird::start(
+//!     BirdConfig::new(net::alloc_v4(), 65001)
+//!         .neighbor(BirdNeighbor::new("spk", ours, 65000).passive(true).graceful_restart(30))
+//!         .static_route(StaticRoute::new("198.51.100.0/24").community(65001, 7)),
+//! );
+//! let peer = bird.peer_addr("spk"); // where our speaker connects: addr, port, AS
+//! // ... start the speaker against `peer` from `ours` ...
+//! bird.wait_established("spk", Duration::from_secs(10));
+//! let routes = bird.routes(&integration_tests::RouteQuery::protocol("spk"));
+//! # let _ = (peer, routes);
+//! ```
+
+pub mod bird;
+pub mod bird_config;
+pub mod bird_parse;
+pub mod gobgp;
+pub mod net;
+mod process;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use bird::{Bird, BirdConfig, BirdNeighbor, Export, KernelConfig, RouteQuery, StaticRoute};
+pub use bird_parse::{BirdRoute, ChannelInfo, ProtocolInfo};
+pub use gobgp::{
+    Family, Gobgp, GobgpConfig, GobgpNeighbor, GobgpNeighborState, GobgpPath, GobgpRoute,
+};
+
+const INSTALL_HINT: &str =
+    "run `scripts/install-test-deps.sh` (as root) to install bird2 and gobgpd";
+
+/// Where our speaker should connect to reach a test peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestPeerAddr {
+    pub addr: IpAddr,
+    pub port: u16,
+    /// The peer's own AS number.
+    pub asn: u32,
+}
+
+impl TestPeerAddr {
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.addr, self.port)
+    }
+}
+
+/// Looks a binary up in `PATH` and the usual sbin dirs (a non-login `PATH` may lack them).
+pub(crate) fn find_bin(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(
+            [
+                "/usr/sbin",
+                "/usr/bin",
+                "/sbin",
+                "/bin",
+                "/usr/local/sbin",
+                "/usr/local/bin",
+            ]
+            .iter()
+            .map(PathBuf::from),
+        )
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// True when `bird` and `birdc` are installed.
+pub fn bird_available() -> bool {
+    find_bin("bird").is_some() && find_bin("birdc").is_some()
+}
+
+/// True when `gobgpd` and `gobgp` are installed.
+pub fn gobgp_available() -> bool {
+    find_bin("gobgpd").is_some() && find_bin("gobgp").is_some()
+}
+
+/// Panics (never skips) when BIRD is missing, naming the install script.
+pub fn require_bird() {
+    assert!(
+        bird_available(),
+        "BIRD 2 (`bird`, `birdc`) not found: {INSTALL_HINT}"
+    );
+}
+
+/// Panics (never skips) when GoBGP is missing, naming the install script.
+pub fn require_gobgp() {
+    assert!(
+        gobgp_available(),
+        "GoBGP (`gobgpd`, `gobgp`) not found: {INSTALL_HINT}"
+    );
+}
+
+/// Panics unless both BIRD 2 and GoBGP are installed.
+pub fn require_daemons() {
+    require_bird();
+    require_gobgp();
+}
+
+/// Polls `f` every 25 ms until it returns true or `timeout` passes; returns the last result.
+/// The timeout is an upper bound for a slow CI machine, not a claim about speed.
+pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}

@@ -1,0 +1,329 @@
+//! A real forwarding topology in network namespaces the test creates: a ToR running BIRD with
+//! a kernel protocol, three nodes each running `podcidr-bgp speaker` with pod addresses on
+//! their loopback. After announcement the ToR reaches every pod over IPv4 and IPv6; taking
+//! one node down removes only its routes. Addresses: 198.18.0.0/15 and fd00::/8 only.
+//! Skipped with a message where network namespaces are not permitted.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Proc, TempDir};
+
+struct Netns {
+    names: Vec<String>,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn in_ns(ns: &str, cmd: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+fn netns_permitted(probe: &str) -> bool {
+    let ok = Command::new("ip")
+        .args(["netns", "add", probe])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let _ = Command::new("ip").args(["netns", "del", probe]).status();
+    }
+    ok && which("bird") && which("ping")
+}
+
+fn which(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn birdc(ns: &str, sock: &str, cmd: &str) -> String {
+    String::from_utf8_lossy(&in_ns(ns, &["birdc", "-s", sock, cmd]).stdout).into_owned()
+}
+
+/// BIRD is another process: poll its control socket, bounded.
+fn wait_bird(ns: &str, sock: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = birdc(ns, sock, "show route");
+        if pred(&out) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; BIRD routes:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn ping(ns: &str, addr: &str) -> bool {
+    let v6 = addr.contains(':');
+    let mut args = vec!["ping", "-c", "1", "-W", "2"];
+    if v6 {
+        args.insert(1, "-6");
+    }
+    args.push(addr);
+    in_ns(ns, &args).status.success()
+}
+
+#[test]
+fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
+    let tag = format!("pcb{}", std::process::id() % 100_000);
+    if !netns_permitted(&format!("{tag}-probe")) {
+        eprintln!("SKIPPED: network namespaces (ip netns), bird or ping are not available here");
+        return;
+    }
+    let tor = format!("{tag}-tor");
+    let nodes: Vec<String> = (1..=3).map(|i| format!("{tag}-n{i}")).collect();
+    let _ns = Netns {
+        names: std::iter::once(tor.clone()).chain(nodes.clone()).collect(),
+    };
+    ip(&["netns", "add", &tor]);
+    ip(&["-n", &tor, "link", "set", "lo", "up"]);
+    in_ns(
+        &tor,
+        &[
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+            "net.ipv6.conf.all.forwarding=1",
+        ],
+    );
+    let dir = TempDir::new("netns");
+    let mut speakers = Vec::new();
+    let mut bird_conf = format!(
+        "log \"{}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n\
+         protocol kernel k4 {{ ipv4 {{ import none; export all; }}; }}\n\
+         protocol kernel k6 {{ ipv6 {{ import none; export all; }}; }}\n",
+        dir.path("bird.log").display()
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        let i = i + 1;
+        ip(&["netns", "add", node]);
+        ip(&["-n", node, "link", "set", "lo", "up"]);
+        // Both ends are created inside namespaces: nothing appears in the root namespace.
+        ip(&[
+            "-n",
+            &tor,
+            "link",
+            "add",
+            &format!("to-n{i}"),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            node,
+        ]);
+        ip(&[
+            "-n",
+            &tor,
+            "addr",
+            "add",
+            &format!("198.18.{i}.1/24"),
+            "dev",
+            &format!("to-n{i}"),
+        ]);
+        ip(&[
+            "-n",
+            &tor,
+            "addr",
+            "add",
+            &format!("fd00:18:{i}::1/64"),
+            "dev",
+            &format!("to-n{i}"),
+            "nodad",
+        ]);
+        ip(&["-n", &tor, "link", "set", &format!("to-n{i}"), "up"]);
+        ip(&[
+            "-n",
+            node,
+            "addr",
+            "add",
+            &format!("198.18.{i}.2/24"),
+            "dev",
+            "eth0",
+        ]);
+        ip(&[
+            "-n",
+            node,
+            "addr",
+            "add",
+            &format!("fd00:18:{i}::2/64"),
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        ip(&["-n", node, "link", "set", "eth0", "up"]);
+        // The node's pods: addresses on its loopback inside its pod CIDRs.
+        ip(&[
+            "-n",
+            node,
+            "addr",
+            "add",
+            &format!("198.19.{i}.1/32"),
+            "dev",
+            "lo",
+        ]);
+        ip(&[
+            "-n",
+            node,
+            "addr",
+            "add",
+            &format!("fd00:19:{i}::1/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ]);
+        bird_conf.push_str(&format!(
+            "protocol bgp node{i} {{ local 198.18.{i}.1 as 65000; neighbor 198.18.{i}.2 as 64512;\n  \
+             ipv4 {{ import all; export none; }}; ipv6 {{ import all; export none; }}; }}\n"
+        ));
+        let cidrs = dir.path(&format!("cidrs{i}.yaml"));
+        std::fs::write(
+            &cidrs,
+            format!("nodes:\n  node{i}: [198.19.{i}.0/24, fd00:19:{i}::/64]\n"),
+        )
+        .unwrap();
+        let cfg = dir.path(&format!("speaker{i}.yaml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "nodeName: node{i}\nasn: 64512\nrouterId: 198.18.{i}.2\n\
+                 source: {{kind: file, path: {}}}\n\
+                 nextHop: {{ipv4: self, ipv6: \"fd00:18:{i}::2\"}}\n\
+                 peers:\n  - name: tor\n    address: 198.18.{i}.1\n    asn: 65000\n    holdTime: 9\n    \
+                 connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n",
+                cidrs.display()
+            ),
+        )
+        .unwrap();
+        speakers.push((node.clone(), cfg, dir.path(&format!("speaker{i}.log"))));
+    }
+    let conf = dir.path("bird.conf");
+    std::fs::write(&conf, bird_conf).unwrap();
+    let sock = dir.path("bird.sock").display().to_string();
+    let mut bird = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &tor,
+            "bird",
+            "-f",
+            "-c",
+            conf.to_str().unwrap(),
+            "-s",
+            &sock,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut procs: Vec<Proc> = speakers
+        .iter()
+        .map(|(ns, cfg, log)| {
+            // `ip netns exec NS podcidr-bgp …`: the speaker runs inside the node's namespace.
+            let out = std::fs::File::create(log).unwrap();
+            let child = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    common::BIN,
+                    "speaker",
+                    "--final",
+                    "--config",
+                    cfg.to_str().unwrap(),
+                ])
+                .stdout(Stdio::from(out.try_clone().unwrap()))
+                .stderr(Stdio::from(out))
+                .spawn()
+                .unwrap();
+            Proc {
+                child,
+                log: log.clone(),
+            }
+        })
+        .collect();
+
+    let routes = wait_bird(&tor, &sock, "six pod routes", |out| {
+        (1..=3).all(|i| {
+            out.contains(&format!("198.19.{i}.0/24")) && out.contains(&format!("fd00:19:{i}::/64"))
+        })
+    });
+    assert!(
+        routes.contains("via 198.18.2.2"),
+        "IPv4 next hop is the node's address:\n{routes}"
+    );
+    assert!(
+        routes.contains("via fd00:18:2::2"),
+        "IPv6 next hop is a real IPv6 address:\n{routes}"
+    );
+    for i in 1..=3 {
+        assert!(
+            ping(&tor, &format!("198.19.{i}.1")),
+            "ToR cannot reach node{i}'s pod over IPv4"
+        );
+        assert!(
+            ping(&tor, &format!("fd00:19:{i}::1")),
+            "ToR cannot reach node{i}'s pod over IPv6"
+        );
+    }
+
+    // Take node2 down: its speaker stops with Cease, the ToR withdraws only node2's routes.
+    procs[1].signal(libc::SIGTERM);
+    assert!(
+        procs[1].wait_exit(Duration::from_secs(20)).is_some(),
+        "speaker exits on SIGTERM"
+    );
+    let routes = wait_bird(&tor, &sock, "node2's routes withdrawn", |out| {
+        !out.contains("198.19.2.0/24")
+    });
+    assert!(!routes.contains("fd00:19:2::/64"), "{routes}");
+    for i in [1, 3] {
+        assert!(routes.contains(&format!("198.19.{i}.0/24")), "{routes}");
+        assert!(
+            ping(&tor, &format!("198.19.{i}.1")),
+            "node{i}'s pods stay reachable over IPv4"
+        );
+        assert!(
+            ping(&tor, &format!("fd00:19:{i}::1")),
+            "node{i}'s pods stay reachable over IPv6"
+        );
+    }
+    assert!(!ping(&tor, "198.19.2.1"), "node2's pods are gone");
+    let log = std::fs::read_to_string(dir.path("bird.log")).unwrap_or_default();
+    assert!(
+        log.contains("Administrative shutdown") || log.contains("podcidr-bgp speaker stopping"),
+        "BIRD logged our Cease:\n{log}"
+    );
+    let _ = bird.kill();
+    let _ = bird.wait();
+    drop(procs);
+}
