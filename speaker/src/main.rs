@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod cli;
 mod decode;
 mod logging;
 mod metrics;
@@ -27,6 +28,12 @@ enum Command {
     Speaker(speaker::SpeakerArgs),
     /// Decode hex-encoded BGP messages into one JSON object per message.
     Decode(decode::DecodeArgs),
+    /// Compare what IPAM allocated, what the Nodes say and what each speaker announces.
+    Diff(cli::DiffArgs),
+    /// BGP sessions of each node's speaker: state, uptime, hold time, families, prefixes sent.
+    Peers(cli::PeersArgs),
+    /// Routes each node's speaker advertises, per peer, with next hop and attributes.
+    Routes(cli::RoutesArgs),
     /// Print the CustomResourceDefinitions (YAML) for `kubectl apply -f -`.
     Crds,
     /// Run the whole flow in-process on an embedded default (no cluster needed).
@@ -51,6 +58,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Speaker(args) => runtime().block_on(speaker::run(args)),
         Command::Decode(args) => decode::run(&args),
+        Command::Diff(args) => runtime().block_on(cli::run_diff(args)),
+        Command::Peers(args) => runtime().block_on(cli::run_peers(args)),
+        Command::Routes(args) => runtime().block_on(cli::run_routes(args)),
         Command::Crds => match ipam_watch::crd::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");

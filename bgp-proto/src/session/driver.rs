@@ -33,6 +33,12 @@ use super::{DownReason, Input, Output, Session, State, StopReason, Timer};
 pub trait Connector: Send + 'static {
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
     fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Self::Stream>> + Send>>;
+
+    /// Why an attempt that got no answer within `after` failed, in operator terms. Called
+    /// when the ConnectRetry timer abandons an attempt still in flight.
+    fn no_response(&self, after: Duration) -> String {
+        format!("no response from the peer within {after:?}")
+    }
 }
 
 /// What happened, for logs and metrics.
@@ -99,6 +105,7 @@ pub fn spawn<C: Connector>(
         timers: BTreeMap::new(),
         conn: None,
         connecting: None,
+        connect_started: Instant::now(),
         wire: WireOptions::default(),
         stopping: false,
     };
@@ -148,6 +155,7 @@ struct Driver<C: Connector> {
     timers: BTreeMap<Timer, Instant>,
     conn: Option<Connection<C::Stream>>,
     connecting: Option<Connecting<C::Stream>>,
+    connect_started: Instant,
     wire: WireOptions,
     stopping: bool,
 }
@@ -336,6 +344,7 @@ impl<C: Connector> Driver<C> {
                 Output::Connect => {
                     self.status.send_modify(|s| s.connect_attempts += 1);
                     self.connecting = Some(self.connector.connect());
+                    self.connect_started = Instant::now();
                 }
                 Output::Send(msg) => {
                     let start = batch.len();
@@ -354,7 +363,12 @@ impl<C: Connector> Driver<C> {
                 }
                 Output::Disconnect => {
                     self.flush(&mut batch);
-                    self.connecting = None;
+                    if self.connecting.take().is_some() {
+                        // A silent peer (filtered SYNs, MD5 or GTSM mismatch) never fails the
+                        // connect by itself: say so instead of retrying quietly.
+                        let why = self.connector.no_response(self.connect_started.elapsed());
+                        self.status.send_modify(|s| s.last_error = Some(why));
+                    }
                     self.detach();
                 }
                 Output::ArmTimer(t, d) => {
@@ -497,6 +511,16 @@ pub struct TcpConnector {
 
 impl Connector for TcpConnector {
     type Stream = tokio::net::TcpStream;
+
+    fn no_response(&self, after: Duration) -> String {
+        crate::transport::TransportError::no_response(
+            self.peer,
+            after,
+            self.options.md5.is_some(),
+            self.options.ttl.is_gtsm(),
+        )
+        .to_string()
+    }
 
     fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Self::Stream>> + Send>> {
         let peer = self.peer;

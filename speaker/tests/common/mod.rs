@@ -139,3 +139,4 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+pub mod speaker;

@@ -1,0 +1,583 @@
+//! `diff`, pure core: allocations, Node specs and speaker reports in, one verdict per node
+//! and prefix out. No kube client, no clock (the caller passes `now`), so it is table-tested.
+//!
+//! Rows of a node, in this order:
+//! - each allocated prefix: `conflict` > `no-speaker` / `stale-status` > `not-announced` >
+//!   `source-mismatch` > `ok` (the first that applies is the verdict, the rest go to `also`);
+//! - each prefix the speaker announces that is not allocated to the node:
+//!   `announced-not-allocated` (`stale-status` first when the report is stale);
+//! - each `Node.spec.podCIDRs` prefix that is neither allocated nor announced, when the Node
+//!   and IPAM disagree: `source-mismatch`.
+//!
+//! A prefix counts as announced when every Established session of its family carries it.
+//! With no Established session at all it is `not-announced`: a down peer is drift.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ipam_watch::crd::{PeerReport, SpeakerReport};
+use ipam_watch::source::SourceKind;
+use ipnet::IpNet;
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+/// Default for `--stale-after`: five heartbeats of the speaker (it re-publishes every 60 s).
+pub const DEFAULT_STALE_AFTER_SECS: u64 = 300;
+
+/// The verdict of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Allocated and announced to every Established peer of its family.
+    Ok,
+    /// Allocated, but not announced (to some or all peers).
+    NotAnnounced,
+    /// Announced by the node's speaker, but IPAM does not allocate it to that node.
+    AnnouncedNotAllocated,
+    /// `Node.spec.podCIDRs` and IPAM disagree.
+    SourceMismatch,
+    /// Two nodes' allocations overlap (or the allocator marked the object as conflicting).
+    Conflict,
+    /// The speaker's report is older than `--stale-after`.
+    StaleStatus,
+    /// The node has an allocation but no `NodeBGPStatus`.
+    NoSpeaker,
+}
+
+impl Verdict {
+    /// Every verdict, in the order summaries list them.
+    pub const ALL: [Verdict; 7] = [
+        Self::Ok,
+        Self::NotAnnounced,
+        Self::AnnouncedNotAllocated,
+        Self::SourceMismatch,
+        Self::Conflict,
+        Self::StaleStatus,
+        Self::NoSpeaker,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::NotAnnounced => "not-announced",
+            Self::AnnouncedNotAllocated => "announced-not-allocated",
+            Self::SourceMismatch => "source-mismatch",
+            Self::Conflict => "conflict",
+            Self::StaleStatus => "stale-status",
+            Self::NoSpeaker => "no-speaker",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything `diff` knows about one node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeInput {
+    pub name: String,
+    /// What IPAM allocated; `None` when there is no IPAM object for the node.
+    pub allocated: Option<Vec<IpNet>>,
+    /// The allocator marked the allocation `Allocated=False/Conflict`.
+    pub allocator_conflict: bool,
+    /// `Node.spec.podCIDRs`; `None` when the Node object does not exist.
+    pub node_spec: Option<Vec<IpNet>>,
+    /// The speaker's published report; `None` when there is none.
+    pub speaker: Option<SpeakerReport>,
+}
+
+/// The whole cluster, as plain data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffInput {
+    /// Where `allocated` came from (`node-spec` never reports a source mismatch).
+    pub source: SourceKind,
+    pub nodes: Vec<NodeInput>,
+    /// Unix seconds.
+    pub now: i64,
+    pub stale_after_secs: u64,
+}
+
+/// One peer of the node, as seen for one prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerCell {
+    pub name: String,
+    pub address: String,
+    pub state: String,
+    /// The peer's advertised routes include the prefix.
+    pub announced: bool,
+    pub next_hop: Option<String>,
+}
+
+/// Another node's allocation that overlaps this row's prefix.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ConflictRef {
+    pub node: String,
+    pub prefix: String,
+}
+
+/// One output row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffRow {
+    pub node: String,
+    pub prefix: String,
+    pub verdict: Verdict,
+    /// Further verdicts that also apply, in precedence order.
+    pub also: Vec<Verdict>,
+    pub detail: String,
+    /// What IPAM allocated to the node.
+    pub allocated: Vec<String>,
+    /// The Node's `spec.podCIDRs`.
+    pub node_spec: Vec<String>,
+    /// Peers whose advertised routes include the prefix.
+    pub announced_to: Vec<String>,
+    pub peers: Vec<PeerCell>,
+    /// Age of the speaker report; `None` without a report or a valid `updatedAt`.
+    pub status_age_seconds: Option<u64>,
+    pub conflicts_with: Vec<ConflictRef>,
+}
+
+impl DiffRow {
+    pub fn is_ok(&self) -> bool {
+        self.verdict == Verdict::Ok
+    }
+}
+
+/// Count of rows per verdict, serialized in [`Verdict::ALL`] order with every key present.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerdictCounts(pub BTreeMap<Verdict, usize>);
+
+impl VerdictCounts {
+    pub fn get(&self, v: Verdict) -> usize {
+        self.0.get(&v).copied().unwrap_or(0)
+    }
+}
+
+impl Serialize for VerdictCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(Verdict::ALL.len()))?;
+        for v in Verdict::ALL {
+            map.serialize_entry(v.as_str(), &self.get(v))?;
+        }
+        map.end()
+    }
+}
+
+/// Totals over a set of rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub rows: usize,
+    pub nodes: usize,
+    /// Rows whose verdict is not `ok`.
+    pub problems: usize,
+    pub nodes_with_problems: usize,
+    pub verdicts: VerdictCounts,
+}
+
+pub fn summarize(rows: &[DiffRow]) -> Summary {
+    let mut counts = BTreeMap::new();
+    for r in rows {
+        *counts.entry(r.verdict).or_insert(0) += 1;
+    }
+    let nodes: BTreeSet<&str> = rows.iter().map(|r| r.node.as_str()).collect();
+    let bad: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| !r.is_ok())
+        .map(|r| r.node.as_str())
+        .collect();
+    Summary {
+        rows: rows.len(),
+        nodes: nodes.len(),
+        problems: rows.iter().filter(|r| !r.is_ok()).count(),
+        nodes_with_problems: bad.len(),
+        verdicts: VerdictCounts(counts),
+    }
+}
+
+fn family(p: &IpNet) -> &'static str {
+    match p {
+        IpNet::V4(_) => "ipv4-unicast",
+        IpNet::V6(_) => "ipv6-unicast",
+    }
+}
+
+fn parse(s: &str) -> Option<IpNet> {
+    s.parse::<IpNet>().ok().map(|n| n.trunc())
+}
+
+fn strings(v: &[IpNet]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+fn join(v: &[IpNet]) -> String {
+    if v.is_empty() {
+        "nothing".to_owned()
+    } else {
+        strings(v).join(",")
+    }
+}
+
+/// Address range of a prefix as integers, with the family, for overlap checks.
+fn range(p: &IpNet) -> (u8, u128, u128) {
+    match p {
+        IpNet::V4(n) => (
+            4,
+            u128::from(u32::from(n.network())),
+            u128::from(u32::from(n.broadcast())),
+        ),
+        IpNet::V6(n) => (6, u128::from(n.network()), u128::from(n.broadcast())),
+    }
+}
+
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    let (fa, sa, ea) = range(a);
+    let (fb, sb, eb) = range(b);
+    fa == fb && sa <= eb && sb <= ea
+}
+
+/// (node index, prefix) → other nodes' overlapping allocations. CIDRs either nest or are
+/// disjoint, so one sorted sweep with a stack of enclosing prefixes finds every pair.
+fn find_conflicts(nodes: &[NodeInput]) -> BTreeMap<(usize, IpNet), Vec<ConflictRef>> {
+    let mut items: Vec<(u8, u128, u128, usize, IpNet)> = nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| {
+            n.allocated.iter().flatten().map(move |p| {
+                let (f, s, e) = range(p);
+                (f, s, e, i, *p)
+            })
+        })
+        .collect();
+    items.sort_by_key(|&(f, s, e, i, _)| (f, s, std::cmp::Reverse(e), i));
+    let mut out: BTreeMap<(usize, IpNet), Vec<ConflictRef>> = BTreeMap::new();
+    let mut stack: Vec<usize> = Vec::new();
+    for k in 0..items.len() {
+        let (f, s, _, node, prefix) = items[k];
+        while let Some(&t) = stack.last() {
+            if items[t].0 != f || items[t].2 < s {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        for &t in &stack {
+            let (.., other, other_prefix) = items[t];
+            if other != node {
+                out.entry((node, prefix)).or_default().push(ConflictRef {
+                    node: nodes[other].name.clone(),
+                    prefix: other_prefix.to_string(),
+                });
+                out.entry((other, other_prefix))
+                    .or_default()
+                    .push(ConflictRef {
+                        node: nodes[node].name.clone(),
+                        prefix: prefix.to_string(),
+                    });
+            }
+        }
+        stack.push(k);
+    }
+    for v in out.values_mut() {
+        v.sort();
+        v.dedup();
+    }
+    out
+}
+
+/// Seconds since the report's `updatedAt`; `None` when it is missing or unparseable.
+fn status_age(report: &SpeakerReport, now: i64) -> Option<u64> {
+    let at: k8s_openapi::jiff::Timestamp = report.updated_at.parse().ok()?;
+    Some(u64::try_from(now.saturating_sub(at.as_second())).unwrap_or(0))
+}
+
+fn is_established(p: &PeerReport) -> bool {
+    p.state == "Established"
+}
+
+fn route_of<'a>(p: &'a PeerReport, prefix: &IpNet) -> Option<&'a str> {
+    p.routes
+        .iter()
+        .find(|r| parse(&r.prefix).as_ref() == Some(prefix))
+        .map(|r| r.next_hop.as_str())
+}
+
+/// Whether the peer can carry the prefix's family (unknown families count as yes).
+fn carries_family(p: &PeerReport, prefix: &IpNet) -> bool {
+    p.families.is_empty() || p.families.iter().any(|f| f == family(prefix))
+}
+
+fn peer_cells(report: &SpeakerReport, prefix: &IpNet) -> Vec<PeerCell> {
+    report
+        .peers
+        .iter()
+        .map(|p| {
+            let nh = route_of(p, prefix);
+            PeerCell {
+                name: p.name.clone(),
+                address: p.address.clone(),
+                state: p.state.clone(),
+                announced: nh.is_some(),
+                next_hop: nh.map(str::to_owned),
+            }
+        })
+        .collect()
+}
+
+fn states(peers: &[&PeerReport]) -> String {
+    peers
+        .iter()
+        .map(|p| format!("{} {}", p.name, p.state))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why an allocated prefix is not announced, or `None` when it is.
+fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
+    let all: Vec<&PeerReport> = report.peers.iter().collect();
+    let est: Vec<&PeerReport> = all.iter().copied().filter(|p| is_established(p)).collect();
+    let fam: Vec<&PeerReport> = est
+        .iter()
+        .copied()
+        .filter(|p| carries_family(p, prefix))
+        .collect();
+    let missing: Vec<&PeerReport> = fam
+        .iter()
+        .copied()
+        .filter(|p| route_of(p, prefix).is_none())
+        .collect();
+    if !fam.is_empty() && missing.is_empty() {
+        return None;
+    }
+    let in_set = report
+        .announced
+        .iter()
+        .any(|a| parse(a).as_ref() == Some(prefix));
+    if !in_set {
+        let refused = report
+            .refused
+            .iter()
+            .find(|r| r.peer.is_none() && parse(&r.cidr).as_ref() == Some(prefix));
+        let speaker_has: Vec<IpNet> = report.allocated.iter().filter_map(|a| parse(a)).collect();
+        return Some(match refused {
+            Some(r) => format!("refused by the speaker's announce guard ({})", r.reason),
+            None if !report.source_ready => "the speaker's source is not synced yet".to_owned(),
+            None if !speaker_has.contains(prefix) => format!(
+                "the speaker's source ({}) says {}",
+                if report.source.is_empty() {
+                    "?"
+                } else {
+                    &report.source
+                },
+                join(&speaker_has)
+            ),
+            None => "not in the speaker's announced set".to_owned(),
+        });
+    }
+    if all.is_empty() {
+        return Some("no BGP peers configured for this node".to_owned());
+    }
+    if est.is_empty() {
+        return Some(format!("no Established session: {}", states(&all)));
+    }
+    if fam.is_empty() {
+        return Some(format!("no Established session carries {}", family(prefix)));
+    }
+    let names: Vec<String> = missing
+        .iter()
+        .map(|p| {
+            let why = report.refused.iter().find(|r| {
+                r.peer.as_deref() == Some(p.name.as_str())
+                    && parse(&r.cidr).as_ref() == Some(prefix)
+            });
+            match why {
+                Some(r) => format!("{} (refused: {})", p.name, r.reason),
+                None => p.name.clone(),
+            }
+        })
+        .collect();
+    Some(format!("missing on Established {}", names.join(", ")))
+}
+
+fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
+    let to: Vec<&str> = report
+        .peers
+        .iter()
+        .filter(|p| route_of(p, prefix).is_some())
+        .map(|p| p.name.as_str())
+        .collect();
+    let down: Vec<&PeerReport> = report.peers.iter().filter(|p| !is_established(p)).collect();
+    let mut s = format!("announced to {}", to.join(", "));
+    if !down.is_empty() {
+        s.push_str(&format!("; not Established: {}", states(&down)));
+    }
+    s
+}
+
+/// Every row for the cluster, nodes sorted by name.
+pub fn diff(input: &DiffInput) -> Vec<DiffRow> {
+    let conflicts = find_conflicts(&input.nodes);
+    let mut order: Vec<usize> = (0..input.nodes.len()).collect();
+    order.sort_by(|&a, &b| input.nodes[a].name.cmp(&input.nodes[b].name));
+    let mut rows = Vec::new();
+    for i in order {
+        node_rows(input, i, &conflicts, &mut rows);
+    }
+    rows
+}
+
+fn node_rows(
+    input: &DiffInput,
+    i: usize,
+    conflicts: &BTreeMap<(usize, IpNet), Vec<ConflictRef>>,
+    rows: &mut Vec<DiffRow>,
+) {
+    let n = &input.nodes[i];
+    let allocated = n.allocated.clone().unwrap_or_default();
+    let node_spec = n.node_spec.clone().unwrap_or_default();
+    let mismatch = input.source != SourceKind::NodeSpec
+        && !node_spec.is_empty()
+        && allocated.iter().collect::<BTreeSet<_>>() != node_spec.iter().collect::<BTreeSet<_>>();
+    let report = n.speaker.as_ref();
+    let age = report.and_then(|r| status_age(r, input.now));
+    let stale = report.is_some() && age.is_none_or(|a| a > input.stale_after_secs);
+    let stale_note = match age {
+        Some(a) => format!(
+            "status is {a}s old (--stale-after {}s)",
+            input.stale_after_secs
+        ),
+        None => "status has no valid updatedAt".to_owned(),
+    };
+    let mismatch_note = format!(
+        "Node.spec.podCIDRs says {}, IPAM says {}",
+        join(&node_spec),
+        join(&allocated)
+    );
+    // `note` trails the verdict reasons (or is the whole detail of an `ok` row).
+    let row = |prefix: &IpNet, verdicts: Vec<(Verdict, String)>, note: Option<String>| {
+        let (verdict, also) = match verdicts.split_first() {
+            None => (Verdict::Ok, Vec::new()),
+            Some(((v, _), rest)) => (*v, rest.iter().map(|(v, _)| *v).collect()),
+        };
+        let detail = verdicts
+            .iter()
+            .map(|(_, d)| d.clone())
+            .chain(note)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let peers = report.map(|r| peer_cells(r, prefix)).unwrap_or_default();
+        DiffRow {
+            node: n.name.clone(),
+            prefix: prefix.to_string(),
+            verdict,
+            also,
+            detail,
+            allocated: strings(&allocated),
+            node_spec: strings(&node_spec),
+            announced_to: peers
+                .iter()
+                .filter(|p| p.announced)
+                .map(|p| p.name.clone())
+                .collect(),
+            peers,
+            status_age_seconds: age,
+            conflicts_with: conflicts.get(&(i, *prefix)).cloned().unwrap_or_default(),
+        }
+    };
+
+    for prefix in &allocated {
+        let mut v = Vec::new();
+        if let Some(others) = conflicts.get(&(i, *prefix)) {
+            let list: Vec<String> = others
+                .iter()
+                .map(|c| format!("{} {}", c.node, c.prefix))
+                .collect();
+            v.push((Verdict::Conflict, format!("overlaps {}", list.join(", "))));
+        } else if n.allocator_conflict {
+            v.push((
+                Verdict::Conflict,
+                "the allocator marked it Allocated=False/Conflict".to_owned(),
+            ));
+        }
+        match report {
+            None => v.push((
+                Verdict::NoSpeaker,
+                "no NodeBGPStatus for this node (speaker not running, or status.publish is false)"
+                    .to_owned(),
+            )),
+            Some(r) => {
+                if stale {
+                    v.push((Verdict::StaleStatus, stale_note.clone()));
+                }
+                if let Some(why) = announce_problem(r, prefix) {
+                    v.push((Verdict::NotAnnounced, why));
+                }
+            }
+        }
+        if mismatch && !node_spec.contains(prefix) {
+            v.push((Verdict::SourceMismatch, mismatch_note.clone()));
+        }
+        let fine = v.iter().all(|(k, _)| *k != Verdict::NotAnnounced);
+        let note = report
+            .filter(|_| fine && !stale)
+            .map(|r| announced_note(r, prefix));
+        rows.push(row(prefix, v, note));
+    }
+
+    let mut extra: BTreeSet<IpNet> = BTreeSet::new();
+    if let Some(r) = report {
+        extra.extend(r.announced.iter().filter_map(|a| parse(a)));
+        extra.extend(
+            r.peers
+                .iter()
+                .flat_map(|p| &p.routes)
+                .filter_map(|rt| parse(&rt.prefix)),
+        );
+    }
+    extra.retain(|p| !allocated.contains(p));
+    for prefix in &extra {
+        let mut v = Vec::new();
+        if stale {
+            v.push((Verdict::StaleStatus, stale_note.clone()));
+        }
+        let owners: Vec<String> = input
+            .nodes
+            .iter()
+            .filter(|o| o.name != n.name)
+            .filter(|o| o.allocated.iter().flatten().any(|q| overlaps(q, prefix)))
+            .map(|o| o.name.clone())
+            .collect();
+        let mut why = format!(
+            "the speaker announces it; IPAM allocates {}",
+            join(&allocated)
+        );
+        if !owners.is_empty() {
+            why.push_str(&format!(" (it belongs to {})", owners.join(", ")));
+        }
+        v.push((Verdict::AnnouncedNotAllocated, why));
+        if mismatch && node_spec.contains(prefix) {
+            v.push((Verdict::SourceMismatch, mismatch_note.clone()));
+        }
+        rows.push(row(prefix, v, None));
+    }
+
+    if mismatch {
+        for prefix in node_spec
+            .iter()
+            .filter(|p| !allocated.contains(p) && !extra.contains(p))
+        {
+            rows.push(row(
+                prefix,
+                vec![(Verdict::SourceMismatch, mismatch_note.clone())],
+                None,
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "diff_tests.rs"]
+mod tests;

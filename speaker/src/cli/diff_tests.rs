@@ -1,0 +1,545 @@
+//! Truth table of the `diff` core: every verdict, the precedence between them, and the
+//! overlap sweep against brute force.
+
+use super::*;
+use ipam_watch::crd::{RefusedCidr, RouteReport};
+
+/// 2026-01-01T00:16:40Z.
+const NOW: i64 = 1_767_225_600 + 1000;
+const FRESH: &str = "2026-01-01T00:15:00Z"; // 100 s before NOW
+const OLD: &str = "2026-01-01T00:05:00Z"; // 700 s before NOW
+
+fn nets(v: &[&str]) -> Vec<IpNet> {
+    v.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn peer(name: &str, state: &str, routes: &[&str]) -> PeerReport {
+    let established = state == "Established";
+    PeerReport {
+        name: name.into(),
+        address: format!("192.0.2.{}", name.len()),
+        asn: 65000,
+        state: state.into(),
+        families: if established {
+            vec!["ipv4-unicast".into(), "ipv6-unicast".into()]
+        } else {
+            Vec::new()
+        },
+        routes: routes
+            .iter()
+            .map(|p| RouteReport {
+                prefix: (*p).into(),
+                next_hop: "192.0.2.10".into(),
+                ..RouteReport::default()
+            })
+            .collect(),
+        ..PeerReport::default()
+    }
+}
+
+fn report(announced: &[&str], peers: Vec<PeerReport>, updated_at: &str) -> SpeakerReport {
+    SpeakerReport {
+        source: "ipam-crd".into(),
+        source_ready: true,
+        allocated: announced.iter().map(|s| (*s).into()).collect(),
+        announced: announced.iter().map(|s| (*s).into()).collect(),
+        peers,
+        updated_at: updated_at.into(),
+        ..SpeakerReport::default()
+    }
+}
+
+fn node(
+    name: &str,
+    allocated: Option<&[&str]>,
+    spec: Option<&[&str]>,
+    speaker: Option<SpeakerReport>,
+) -> NodeInput {
+    NodeInput {
+        name: name.into(),
+        allocated: allocated.map(nets),
+        allocator_conflict: false,
+        node_spec: spec.map(nets),
+        speaker,
+    }
+}
+
+fn input(nodes: Vec<NodeInput>) -> DiffInput {
+    DiffInput {
+        source: SourceKind::IpamCrd,
+        nodes,
+        now: NOW,
+        stale_after_secs: DEFAULT_STALE_AFTER_SECS,
+    }
+}
+
+/// (node, prefix, verdict, also) per row.
+fn table(i: &DiffInput) -> Vec<(String, String, Verdict, Vec<Verdict>)> {
+    diff(i)
+        .into_iter()
+        .map(|r| (r.node, r.prefix, r.verdict, r.also))
+        .collect()
+}
+
+fn one(i: &DiffInput) -> DiffRow {
+    let rows = diff(i);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    rows.into_iter().next().unwrap()
+}
+
+fn row(n: &str, p: &str, v: Verdict, also: &[Verdict]) -> (String, String, Verdict, Vec<Verdict>) {
+    (n.into(), p.into(), v, also.to_vec())
+}
+
+const P: &str = "10.5.113.0/24";
+const Q: &str = "10.5.112.0/24";
+
+fn healthy(spec: &[&str]) -> NodeInput {
+    let r = report(&[P], vec![peer("tor1", "Established", &[P])], FRESH);
+    node("master1", Some(&[P]), Some(spec), Some(r))
+}
+
+#[test]
+fn ok_when_announced_to_every_established_peer() {
+    let r = one(&input(vec![healthy(&[P])]));
+    assert_eq!((r.verdict, r.also.as_slice()), (Verdict::Ok, &[][..]));
+    assert_eq!(r.detail, "announced to tor1");
+    assert_eq!(r.announced_to, ["tor1"]);
+    assert_eq!(r.status_age_seconds, Some(100));
+    assert_eq!(r.peers[0].next_hop.as_deref(), Some("192.0.2.10"));
+}
+
+#[test]
+fn ok_with_a_down_peer_next_to_an_established_one_but_says_so() {
+    let peers = vec![
+        peer("tor1", "Established", &[P]),
+        peer("tor2", "Active", &[]),
+    ];
+    let n = node(
+        "a",
+        Some(&[P]),
+        Some(&[P]),
+        Some(report(&[P], peers, FRESH)),
+    );
+    let r = one(&input(vec![n]));
+    assert_eq!(r.verdict, Verdict::Ok);
+    assert_eq!(r.detail, "announced to tor1; not Established: tor2 Active");
+}
+
+#[test]
+fn not_announced_to_one_established_peer_names_it() {
+    let peers = vec![
+        peer("tor1", "Established", &[P]),
+        peer("tor2", "Established", &[]),
+    ];
+    let mut rep = report(&[P], peers, FRESH);
+    rep.refused.push(RefusedCidr {
+        cidr: P.into(),
+        reason: "next-hop-family".into(),
+        peer: Some("tor2".into()),
+    });
+    let r = one(&input(vec![node("a", Some(&[P]), None, Some(rep))]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        r.detail,
+        "missing on Established tor2 (refused: next-hop-family)"
+    );
+    assert_eq!(r.announced_to, ["tor1"]);
+}
+
+#[test]
+fn zero_established_peers_is_not_announced_naming_the_states() {
+    let peers = vec![peer("tor1", "Active", &[]), peer("tor2", "Connect", &[])];
+    let n = node("a", Some(&[P]), None, Some(report(&[P], peers, FRESH)));
+    let r = one(&input(vec![n]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        r.detail,
+        "no Established session: tor1 Active, tor2 Connect"
+    );
+}
+
+#[test]
+fn no_peers_is_not_announced() {
+    let n = node("a", Some(&[P]), None, Some(report(&[P], vec![], FRESH)));
+    let r = one(&input(vec![n]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(r.detail, "no BGP peers configured for this node");
+}
+
+#[test]
+fn guard_refusal_and_unsynced_source_explain_not_announced() {
+    let mut rep = report(&[], vec![peer("tor1", "Established", &[])], FRESH);
+    rep.allocated = vec![P.into()];
+    rep.refused.push(RefusedCidr {
+        cidr: P.into(),
+        reason: "outside-allowed-prefixes".into(),
+        peer: None,
+    });
+    let r = one(&input(vec![node("a", Some(&[P]), None, Some(rep.clone()))]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        r.detail,
+        "refused by the speaker's announce guard (outside-allowed-prefixes)"
+    );
+
+    rep.refused.clear();
+    rep.source_ready = false;
+    let r = one(&input(vec![node("a", Some(&[P]), None, Some(rep))]));
+    assert_eq!(r.detail, "the speaker's source is not synced yet");
+}
+
+#[test]
+fn family_without_an_established_session_is_not_announced() {
+    let v6 = "fd00:5::/64";
+    let mut tor = peer("tor1", "Established", &[P]);
+    tor.families = vec!["ipv4-unicast".into()];
+    let n = node(
+        "a",
+        Some(&[P, v6]),
+        None,
+        Some(report(&[P, v6], vec![tor], FRESH)),
+    );
+    let rows = diff(&input(vec![n]));
+    assert_eq!(rows[0].verdict, Verdict::Ok);
+    assert_eq!(rows[1].verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        rows[1].detail,
+        "no Established session carries ipv6-unicast"
+    );
+}
+
+#[test]
+fn classic_incident_with_a_correct_speaker_is_source_mismatch_on_both_values() {
+    let t = table(&input(vec![healthy(&[Q])]));
+    assert_eq!(
+        t,
+        [
+            row("master1", P, Verdict::SourceMismatch, &[]),
+            row("master1", Q, Verdict::SourceMismatch, &[]),
+        ]
+    );
+    let rows = diff(&input(vec![healthy(&[Q])]));
+    assert_eq!(
+        rows[0].detail,
+        "Node.spec.podCIDRs says 10.5.112.0/24, IPAM says 10.5.113.0/24; announced to tor1"
+    );
+    assert_eq!(rows[0].allocated, [P]);
+    assert_eq!(rows[0].node_spec, [Q]);
+    assert!(rows[1].announced_to.is_empty());
+}
+
+#[test]
+fn classic_incident_with_a_speaker_announcing_node_spec() {
+    // The outage: the speaker trusts Node.spec, IPAM (what the CNI uses) says otherwise.
+    let mut rep = report(&[Q], vec![peer("tor1", "Established", &[Q])], FRESH);
+    rep.source = "node-spec".into();
+    let t = table(&input(vec![node(
+        "master1",
+        Some(&[P]),
+        Some(&[Q]),
+        Some(rep),
+    )]));
+    assert_eq!(
+        t,
+        [
+            row(
+                "master1",
+                P,
+                Verdict::NotAnnounced,
+                &[Verdict::SourceMismatch]
+            ),
+            row(
+                "master1",
+                Q,
+                Verdict::AnnouncedNotAllocated,
+                &[Verdict::SourceMismatch]
+            ),
+        ]
+    );
+    let rows = diff(&input(vec![node(
+        "master1",
+        Some(&[P]),
+        Some(&[Q]),
+        Some(report(&[Q], vec![peer("tor1", "Established", &[Q])], FRESH)),
+    )]));
+    assert!(
+        rows[0]
+            .detail
+            .starts_with("the speaker's source (ipam-crd) says 10.5.112.0/24"),
+        "{}",
+        rows[0].detail
+    );
+}
+
+#[test]
+fn announced_not_allocated_names_the_owner() {
+    let a = node(
+        "a",
+        Some(&[P]),
+        None,
+        Some(report(
+            &[P],
+            vec![peer("tor1", "Established", &[P, "10.5.114.0/24"])],
+            FRESH,
+        )),
+    );
+    let b = node("b", Some(&["10.5.114.0/24"]), None, None);
+    let rows = diff(&input(vec![b, a]));
+    let t: Vec<_> = rows
+        .iter()
+        .map(|r| (r.node.as_str(), r.prefix.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            ("a", P, Verdict::Ok),
+            ("a", "10.5.114.0/24", Verdict::AnnouncedNotAllocated),
+            ("b", "10.5.114.0/24", Verdict::NoSpeaker),
+        ]
+    );
+    assert_eq!(
+        rows[1].detail,
+        "the speaker announces it; IPAM allocates 10.5.113.0/24 (it belongs to b)"
+    );
+    assert_eq!(rows[1].announced_to, ["tor1"]);
+}
+
+#[test]
+fn node_spec_source_and_empty_node_spec_never_mismatch() {
+    let mut i = input(vec![healthy(&[Q])]);
+    i.source = SourceKind::NodeSpec;
+    assert_eq!(table(&i), [row("master1", P, Verdict::Ok, &[])]);
+    assert_eq!(
+        table(&input(vec![healthy(&[])])),
+        [row("master1", P, Verdict::Ok, &[])]
+    );
+    // Node object missing altogether.
+    let mut n = healthy(&[]);
+    n.node_spec = None;
+    assert_eq!(
+        table(&input(vec![n])),
+        [row("master1", P, Verdict::Ok, &[])]
+    );
+}
+
+#[test]
+fn overlapping_allocations_conflict_on_both_nodes() {
+    let a = node("a", Some(&["10.5.0.0/23"]), None, None);
+    let b = node("b", Some(&["10.5.1.0/24", "fd00::/64"]), None, None);
+    let c = node("c", Some(&["10.5.2.0/24", "fd00:1::/64"]), None, None);
+    let rows = diff(&input(vec![a, b, c]));
+    let t: Vec<_> = rows
+        .iter()
+        .map(|r| (r.node.as_str(), r.prefix.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            ("a", "10.5.0.0/23", Verdict::Conflict),
+            ("b", "10.5.1.0/24", Verdict::Conflict),
+            ("b", "fd00::/64", Verdict::NoSpeaker),
+            ("c", "10.5.2.0/24", Verdict::NoSpeaker),
+            ("c", "fd00:1::/64", Verdict::NoSpeaker),
+        ]
+    );
+    assert_eq!(rows[0].also, [Verdict::NoSpeaker]);
+    assert_eq!(
+        rows[0].conflicts_with,
+        [ConflictRef {
+            node: "b".into(),
+            prefix: "10.5.1.0/24".into()
+        }]
+    );
+    assert_eq!(
+        rows[1].detail,
+        "overlaps a 10.5.0.0/23; no NodeBGPStatus for this node (speaker not running, or \
+         status.publish is false)"
+    );
+}
+
+#[test]
+fn identical_allocations_conflict_and_own_overlaps_do_not() {
+    let mut a = healthy(&[P]);
+    a.name = "a".into();
+    let mut b = healthy(&[P]);
+    b.name = "b".into();
+    assert_eq!(
+        table(&input(vec![a, b])),
+        [
+            row("a", P, Verdict::Conflict, &[]),
+            row("b", P, Verdict::Conflict, &[]),
+        ]
+    );
+    let own = node("a", Some(&["10.0.0.0/23", "10.0.1.0/24"]), None, None);
+    assert!(
+        diff(&input(vec![own]))
+            .iter()
+            .all(|r| r.verdict == Verdict::NoSpeaker)
+    );
+}
+
+#[test]
+fn allocator_marked_conflict_is_conflict() {
+    let mut n = healthy(&[P]);
+    n.allocator_conflict = true;
+    let r = one(&input(vec![n]));
+    assert_eq!(r.verdict, Verdict::Conflict);
+    assert!(
+        r.detail
+            .starts_with("the allocator marked it Allocated=False/Conflict")
+    );
+}
+
+#[test]
+fn stale_status_overrides_speaker_verdicts_but_not_conflict() {
+    // Fresh enough at the threshold, stale past it.
+    let mut i = input(vec![healthy(&[P])]);
+    i.stale_after_secs = 100;
+    assert_eq!(one(&i).verdict, Verdict::Ok);
+    i.stale_after_secs = 99;
+    let r = one(&i);
+    assert_eq!(r.verdict, Verdict::StaleStatus);
+    assert_eq!(r.detail, "status is 100s old (--stale-after 99s)");
+
+    let peers = vec![peer("tor1", "Active", &["10.9.9.0/24"])];
+    let n = node("a", Some(&[P]), Some(&[Q]), Some(report(&[], peers, OLD)));
+    assert_eq!(
+        table(&input(vec![n])),
+        [
+            row(
+                "a",
+                P,
+                Verdict::StaleStatus,
+                &[Verdict::NotAnnounced, Verdict::SourceMismatch]
+            ),
+            row(
+                "a",
+                "10.9.9.0/24",
+                Verdict::StaleStatus,
+                &[Verdict::AnnouncedNotAllocated]
+            ),
+            row("a", Q, Verdict::SourceMismatch, &[]),
+        ]
+    );
+
+    let mut a = node("a", Some(&[P]), None, Some(report(&[P], vec![], "")));
+    a.allocator_conflict = true;
+    let r = one(&input(vec![a]));
+    assert_eq!(
+        (r.verdict, r.also.as_slice()),
+        (
+            Verdict::Conflict,
+            &[Verdict::StaleStatus, Verdict::NotAnnounced][..]
+        )
+    );
+    assert!(r.detail.contains("status has no valid updatedAt"));
+    assert_eq!(r.status_age_seconds, None);
+}
+
+#[test]
+fn no_speaker_only_for_nodes_with_something_to_say() {
+    let t = table(&input(vec![
+        node("a", Some(&[P]), Some(&[P]), None),
+        node("idle", None, Some(&[]), None),
+        node("empty", Some(&[]), None, None),
+    ]));
+    assert_eq!(t, [row("a", P, Verdict::NoSpeaker, &[])]);
+}
+
+#[test]
+fn summary_counts_every_verdict() {
+    let rows = diff(&input(vec![
+        healthy(&[Q]),
+        node("b", Some(&["10.5.114.0/24"]), None, None),
+    ]));
+    let s = summarize(&rows);
+    assert_eq!(
+        (s.rows, s.nodes, s.problems, s.nodes_with_problems),
+        (3, 2, 3, 2)
+    );
+    assert_eq!(s.verdicts.get(Verdict::SourceMismatch), 2);
+    assert_eq!(s.verdicts.get(Verdict::NoSpeaker), 1);
+    let json = serde_json::to_value(&s).unwrap();
+    let keys: Vec<&String> = json["verdicts"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        Verdict::ALL
+            .iter()
+            .map(|v| v.as_str().to_owned())
+            .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn verdict_names_are_the_contract() {
+    for v in Verdict::ALL {
+        assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+    }
+    let names: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ok",
+            "not-announced",
+            "announced-not-allocated",
+            "source-mismatch",
+            "conflict",
+            "stale-status",
+            "no-speaker"
+        ]
+    );
+}
+
+#[test]
+fn sweep_finds_the_same_pairs_as_brute_force() {
+    // Deterministic pseudo-random prefixes in a small space, so many nest or repeat.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        seed >> 33
+    };
+    let nodes: Vec<NodeInput> = (0..40)
+        .map(|i| {
+            let prefixes: Vec<IpNet> = (0..(next() % 3))
+                .map(|_| {
+                    let len = 20 + (next() % 9) as u8;
+                    let addr = std::net::Ipv4Addr::from(0x0a05_0000 | ((next() as u32) & 0xfff0));
+                    IpNet::new(addr.into(), len).unwrap().trunc()
+                })
+                .collect();
+            NodeInput {
+                name: format!("n{i:02}"),
+                allocated: Some(prefixes),
+                ..NodeInput::default()
+            }
+        })
+        .collect();
+    let fast = find_conflicts(&nodes);
+    let mut slow: BTreeMap<(usize, IpNet), Vec<ConflictRef>> = BTreeMap::new();
+    for (i, a) in nodes.iter().enumerate() {
+        for (j, b) in nodes.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            for p in a.allocated.iter().flatten() {
+                for q in b.allocated.iter().flatten() {
+                    if overlaps(p, q) {
+                        slow.entry((i, *p)).or_default().push(ConflictRef {
+                            node: b.name.clone(),
+                            prefix: q.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for v in slow.values_mut() {
+        v.sort();
+        v.dedup();
+    }
+    assert!(!slow.is_empty());
+    assert_eq!(fast, slow);
+}

@@ -1,0 +1,239 @@
+//! Admin commands: `diff`, `peers`, `routes`. They read the cluster through a kubeconfig (or
+//! one speaker's admin endpoint), so they run from a laptop.
+//!
+//! Entry points for other commands (e.g. `demo`): [`diff_cluster`] (load + compare),
+//! [`render::render_table`] / [`render::render_json`] (to a `String`).
+//!
+//! Exit status of `diff`: 0 every row ok, 1 drift found, 2 could not run (reason on stderr).
+
+pub mod diff;
+mod http;
+pub mod load;
+mod peers;
+pub mod render;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use ipam_watch::source::SourceKind;
+use kube::Client;
+
+pub use diff::{DEFAULT_STALE_AFTER_SECS, DiffRow, Summary};
+pub use load::{KubeArgs, LoadError};
+pub use peers::{PeersArgs, RoutesArgs, run_peers, run_routes};
+pub use render::TableStyle;
+
+/// Output format (`-o`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Aligned columns for humans.
+    #[default]
+    Table,
+    /// The table with more columns.
+    Wide,
+    /// One JSON document.
+    Json,
+}
+
+/// Where `diff` reads IPAM allocations from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffSource {
+    /// `NodePodCIDR.spec.podCIDRs` (podcidr-bgp's allocator).
+    #[default]
+    IpamCrd,
+    /// The Nodes' own `spec.podCIDRs` (host-scope IPAM).
+    NodeSpec,
+    /// `CiliumNode.spec.ipam.podCIDRs` (Cilium cluster-pool IPAM).
+    CiliumNode,
+}
+
+impl From<DiffSource> for SourceKind {
+    fn from(s: DiffSource) -> Self {
+        match s {
+            DiffSource::IpamCrd => SourceKind::IpamCrd,
+            DiffSource::NodeSpec => SourceKind::NodeSpec,
+            DiffSource::CiliumNode => SourceKind::CiliumNode,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Verdicts: ok, not-announced, announced-not-allocated, source-mismatch, \
+conflict, stale-status, no-speaker (see docs/operator-guide.md).\n\
+Exit status: 0 every row ok, 1 drift found, 2 could not run."
+)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Where IPAM allocations are read from.
+    #[arg(long, value_enum, default_value_t = DiffSource::IpamCrd)]
+    pub source: DiffSource,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Only this node (conflicts are still checked against every node).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Leave out `ok` rows (the summary and the exit status still count them).
+    #[arg(long)]
+    pub only_problems: bool,
+    /// A speaker status older than this is `stale-status` (e.g. `300`, `90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    pub stale_after: u64,
+}
+
+/// Seconds from `300`, `300s`, `5m` or `1h`.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 300, 90s, 5m, 1h)"))?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// What `diff` reads and concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiffOptions {
+    pub source: SourceKind,
+    pub stale_after_secs: u64,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            source: SourceKind::IpamCrd,
+            stale_after_secs: DEFAULT_STALE_AFTER_SECS,
+        }
+    }
+}
+
+/// The result of one `diff` run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffReport {
+    pub source: SourceKind,
+    /// Unix seconds the comparison was made at.
+    pub now: i64,
+    pub stale_after_secs: u64,
+    /// Every node name seen (Node, IPAM object or status), sorted.
+    pub nodes: Vec<String>,
+    pub rows: Vec<DiffRow>,
+}
+
+impl DiffReport {
+    pub fn summary(&self) -> Summary {
+        diff::summarize(&self.rows)
+    }
+
+    /// Keeps only `node`'s rows.
+    pub fn retain_node(&mut self, node: &str) {
+        self.rows.retain(|r| r.node == node);
+    }
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub fn rfc3339(unix: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Lists everything `diff` needs through `client` and compares it now.
+pub async fn diff_cluster(client: &Client, options: &DiffOptions) -> Result<DiffReport, LoadError> {
+    let now = unix_now();
+    let input = load::load_input(client, options.source, now, options.stale_after_secs).await?;
+    let nodes = input.nodes.iter().map(|n| n.name.clone()).collect();
+    Ok(DiffReport {
+        source: options.source,
+        now,
+        stale_after_secs: options.stale_after_secs,
+        nodes,
+        rows: diff::diff(&input),
+    })
+}
+
+/// Colour only for a terminal, and never with `NO_COLOR` set.
+pub fn use_color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn fail(cmd: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("podcidr-bgp {cmd}: {e}");
+    ExitCode::from(2)
+}
+
+pub async fn run_diff(args: DiffArgs) -> ExitCode {
+    let client = match args.kube.client().await {
+        Ok(c) => c,
+        Err(e) => return fail("diff", e),
+    };
+    let options = DiffOptions {
+        source: args.source.into(),
+        stale_after_secs: args.stale_after,
+    };
+    let limit = args.kube.timeout();
+    let mut report = match tokio::time::timeout(limit, diff_cluster(&client, &options)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return fail("diff", e),
+        Err(_) => return fail("diff", LoadError::Timeout(limit)),
+    };
+    if let Some(node) = &args.node {
+        if !report.nodes.contains(node) {
+            return fail(
+                "diff",
+                format!("node {node:?} not found (no Node, allocation or NodeBGPStatus)"),
+            );
+        }
+        report.retain_node(node);
+    }
+    let out = match args.output {
+        Output::Json => render::render_json(&report, args.only_problems),
+        Output::Table | Output::Wide => render::render_table(
+            &report,
+            TableStyle {
+                wide: args.output == Output::Wide,
+                color: use_color(),
+                only_problems: args.only_problems,
+            },
+        ),
+    };
+    print!("{out}");
+    if report.summary().problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("300"), Ok(300));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("5m"), Ok(300));
+        assert_eq!(parse_duration("1h"), Ok(3600));
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,436 @@
+//! The speaker against BIRD 2 (Debian package, started by the test on loopback), with
+//! assertions on what BIRD itself reports.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use common::speaker::{Peer, Speaker, write_cidrs};
+use common::{TempDir, poll};
+use integration_tests::{Bird, BirdConfig, BirdNeighbor, net};
+use ipnet::IpNet;
+
+const OUR_ASN: u32 = 4_200_000_001;
+const T: Duration = Duration::from_secs(30);
+
+fn bird_with(neighbors: Vec<BirdNeighbor>) -> Bird {
+    integration_tests::require_bird();
+    let mut cfg = BirdConfig::new(net::alloc_v4(), 65001);
+    for n in neighbors {
+        cfg = cfg.neighbor(n);
+    }
+    Bird::start(cfg)
+}
+
+fn peer(
+    bird: &Bird,
+    proto: &str,
+    name: &'static str,
+    ours: impl Into<IpAddr>,
+    extra: &str,
+) -> Peer {
+    let a = bird.peer_addr(proto);
+    Peer {
+        name,
+        address: a.addr,
+        port: a.port,
+        asn: a.asn,
+        local: ours.into(),
+        extra: extra.to_owned(),
+    }
+}
+
+fn prefixes(bird: &Bird, proto: &str) -> BTreeSet<IpNet> {
+    bird.routes_from(proto)
+        .into_iter()
+        .map(|r| r.prefix)
+        .collect()
+}
+
+fn set(p: &[&str]) -> BTreeSet<IpNet> {
+    p.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn wait_prefixes(bird: &Bird, proto: &str, want: &[&str], speaker: &Speaker) {
+    let want = set(want);
+    let ok = bird.wait_until(T, |b| prefixes(b, proto) == want);
+    assert!(
+        ok,
+        "BIRD has {:?}, want {want:?}\n{}\n{}",
+        prefixes(bird, proto),
+        bird.diagnostics(),
+        speaker.proc.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announces_both_families_on_one_session_withdraws_exactly_and_answers_route_refresh() {
+    let ours = net::alloc_v4();
+    let bird = bird_with(vec![BirdNeighbor::new("spk", ours, OUR_ASN).passive(true)]);
+    let dir = TempDir::new("interop-basic");
+    let top = "allowedPrefixes: [198.19.0.0/16, fd00::/8]\nnextHop: {ipv4: self, ipv6: \"2001:db8::31\"}\n";
+    let s = Speaker::start(
+        dir,
+        &[
+            "198.19.1.0/24",
+            "198.19.2.0/24",
+            "fd00:19:1::/64",
+            "10.1.0.0/24",
+        ],
+        top,
+        &[peer(&bird, "spk", "bird", ours, "")],
+        &[],
+    );
+    wait_prefixes(
+        &bird,
+        "spk",
+        &["198.19.1.0/24", "198.19.2.0/24", "fd00:19:1::/64"],
+        &s,
+    );
+    let routes = bird.routes_from("spk");
+    let v4 = routes
+        .iter()
+        .find(|r| r.prefix.to_string() == "198.19.1.0/24")
+        .unwrap();
+    assert_eq!(
+        v4.next_hop,
+        Some(IpAddr::V4(ours)),
+        "nextHop self is our session address"
+    );
+    assert_eq!(v4.as_path, vec![OUR_ASN]);
+    let v6 = routes
+        .iter()
+        .find(|r| r.prefix.to_string() == "fd00:19:1::/64")
+        .unwrap();
+    assert_eq!(
+        v6.next_hop,
+        Some("2001:db8::31".parse().unwrap()),
+        "a real IPv6 next hop, not IPv4-mapped"
+    );
+    assert!(
+        s.proc.log().contains("outside-allowed-prefixes"),
+        "the guard refusal is logged"
+    );
+
+    // Route refresh from the router gets the whole table again.
+    let received = |b: &Bird| {
+        b.protocol("spk")
+            .channel("ipv4")
+            .and_then(|c| c.import_updates.first().copied().flatten())
+            .unwrap_or(0)
+    };
+    let before = received(&bird);
+    bird.reload_in("spk");
+    assert!(
+        bird.wait_until(T, |b| received(b) >= before + 2),
+        "no re-send after ROUTE-REFRESH\n{}",
+        bird.diagnostics()
+    );
+
+    // Withdrawal removes exactly what left the file.
+    write_cidrs(&s.dir, &["198.19.1.0/24", "fd00:19:1::/64"]);
+    wait_prefixes(&bird, "spk", &["198.19.1.0/24", "fd00:19:1::/64"], &s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn md5_matching_establishes_and_a_mismatch_says_check_the_password() {
+    let good = net::alloc_v4();
+    let bad = net::alloc_v4();
+    // Two routers: one with our password, one with another.
+    let bird = bird_with(vec![
+        BirdNeighbor::new("good", good, OUR_ASN)
+            .passive(true)
+            .password("s3cret"),
+    ]);
+    let other = bird_with(vec![
+        BirdNeighbor::new("bad", bad, OUR_ASN)
+            .passive(true)
+            .password("different"),
+    ]);
+    let dir = TempDir::new("interop-md5");
+    std::fs::write(dir.path("key"), "s3cret\n").unwrap();
+    let key = format!("    passwordFile: {}\n", dir.path("key").display());
+    let peers = [
+        peer(&bird, "good", "good", good, &key),
+        peer(&other, "bad", "bad", bad, &key),
+    ];
+    let s = Speaker::start(dir, &["198.19.7.0/24"], "", &peers, &[]);
+    wait_prefixes(&bird, "good", &["198.19.7.0/24"], &s);
+    let p = s
+        .wait_peer("bad", T, |p| {
+            p["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("check the MD5 password"))
+        })
+        .await;
+    assert_ne!(p["state"], "Established");
+    assert!(!other.protocol("bad").is_established());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib() {
+    let ours = net::alloc_v4();
+    let mut bird = bird_with(vec![
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .passive(true)
+            .graceful_restart(60),
+    ]);
+    let dir = TempDir::new("interop-gr");
+    let gr = "    gracefulRestart: {enabled: true, restartTime: 60}\n";
+    let mut s = Speaker::start(
+        dir,
+        &["198.19.1.0/24", "198.19.2.0/24"],
+        "",
+        &[peer(&bird, "spk", "bird", ours, gr)],
+        &[],
+    );
+    wait_prefixes(&bird, "spk", &["198.19.1.0/24", "198.19.2.0/24"], &s);
+
+    s.proc.signal(libc::SIGKILL);
+    s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
+    assert!(
+        bird.wait_until(T, |b| b.protocol("spk").gr_active),
+        "BIRD keeps our routes for the restart time\n{}",
+        bird.diagnostics()
+    );
+    let stale = bird.routes_from("spk");
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    assert!(stale.iter().all(|r| r.stale), "{stale:?}");
+
+    // Come back with one prefix changed; 198.19.1.0/24 must never disappear meanwhile.
+    let Speaker { dir, admin, .. } = s;
+    write_cidrs(&dir, &["198.19.1.0/24", "198.19.3.0/24"]);
+    let s = Speaker::spawn(dir, admin, &[]);
+    let want = set(&["198.19.1.0/24", "198.19.3.0/24"]);
+    let kept: IpNet = "198.19.1.0/24".parse().unwrap();
+    let mut never_dropped = true;
+    let done = bird.wait_until(T, |b| {
+        let now = prefixes(b, "spk");
+        never_dropped &= now.contains(&kept);
+        now == want && !b.protocol("spk").gr_active
+    });
+    assert!(
+        done,
+        "after End-of-RIB BIRD holds exactly the new set\n{}\n{}",
+        bird.diagnostics(),
+        s.proc.log()
+    );
+    assert!(
+        never_dropped,
+        "the unchanged prefix was dropped during the restart"
+    );
+    assert!(bird.routes_from("spk").iter().all(|r| !r.stale));
+    bird.cont_signal();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_for_graceful_restart_and_final_stop_sends_administrative_shutdown() {
+    let ours = net::alloc_v4();
+    let bird = bird_with(vec![
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .passive(true)
+            .graceful_restart(60),
+    ]);
+    let dir = TempDir::new("interop-stop");
+    let mut s = Speaker::start(
+        dir,
+        &["198.19.4.0/24"],
+        "",
+        &[peer(&bird, "spk", "bird", ours, "")],
+        &[],
+    );
+    wait_prefixes(&bird, "spk", &["198.19.4.0/24"], &s);
+    s.proc.signal(libc::SIGTERM);
+    s.proc
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits on SIGTERM");
+    assert!(
+        bird.wait_until(T, |b| b.protocol("spk").gr_active),
+        "{}",
+        bird.diagnostics()
+    );
+    assert_eq!(
+        prefixes(&bird, "spk"),
+        set(&["198.19.4.0/24"]),
+        "routes kept during our restart"
+    );
+
+    let Speaker { dir, admin, .. } = s;
+    let mut s = Speaker::spawn(dir, admin, &["--final"]);
+    assert!(bird.wait_until(T, |b| b.protocol("spk").is_established()
+        && !b.protocol("spk").gr_active));
+    s.proc.signal(libc::SIGTERM);
+    s.proc
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits on SIGTERM");
+    assert!(
+        bird.wait_until(Duration::from_secs(5), |b| prefixes(b, "spk").is_empty()),
+        "a final stop withdraws at once\n{}",
+        bird.diagnostics()
+    );
+    assert!(
+        bird.wait_until(T, |b| b.log_contains("podcidr-bgp speaker stopping")),
+        "BIRD logged our shutdown communication\n{}",
+        bird.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_router_gets_hold_timer_expired_then_a_reconnect_with_the_full_table() {
+    let ours = net::alloc_v4();
+    let mut bird = bird_with(vec![
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .passive(true)
+            .hold_time(3),
+    ]);
+    let dir = TempDir::new("interop-hold");
+    let s = Speaker::start(
+        dir,
+        &["198.19.5.0/24"],
+        "",
+        &[peer(&bird, "spk", "bird", ours, "    holdTime: 3\n")],
+        &[],
+    );
+    wait_prefixes(&bird, "spk", &["198.19.5.0/24"], &s);
+    bird.stop_signal();
+    let sent = poll(T, || async {
+        s.proc.log().contains("Hold Timer Expired").then_some(())
+    })
+    .await;
+    bird.cont_signal();
+    assert!(
+        sent.is_some(),
+        "we sent Hold Timer Expired\n{}",
+        s.proc.log()
+    );
+    assert!(
+        bird.wait_until(T, |b| b.log_contains("Hold timer expired")),
+        "BIRD received our NOTIFICATION\n{}",
+        bird.log()
+    );
+    // Backoff, reconnect, full table again.
+    assert!(
+        bird.wait_until(T, |b| b.protocol("spk").is_established()),
+        "{}",
+        bird.diagnostics()
+    );
+    wait_prefixes(&bird, "spk", &["198.19.5.0/24"], &s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reload_resets_only_the_changed_peer_and_rejects_a_bad_config() {
+    let a = net::alloc_v4();
+    let b = net::alloc_v4();
+    let bird_a = bird_with(vec![BirdNeighbor::new("a", a, OUR_ASN).passive(true)]);
+    let bird = bird_with(vec![BirdNeighbor::new("b", b, OUR_ASN).passive(true)]);
+    let dir = TempDir::new("interop-reload");
+    let peers = [
+        peer(&bird_a, "a", "tor-a", a, ""),
+        peer(&bird, "b", "tor-b", b, ""),
+    ];
+    let s = Speaker::start(dir, &["198.19.6.0/24"], "", &peers, &[]);
+    wait_prefixes(&bird_a, "a", &["198.19.6.0/24"], &s);
+    wait_prefixes(&bird, "b", &["198.19.6.0/24"], &s);
+    let since_a = bird_a.protocol("a").since;
+    let since_b = bird.protocol("b").since;
+
+    // An invalid config is rejected; nothing flaps.
+    let good = std::fs::read_to_string(s.dir.path("config.yaml")).unwrap();
+    std::fs::write(
+        s.dir.path("config.yaml"),
+        good.replace("asn: 4200000001", "asn: banana"),
+    )
+    .unwrap();
+    s.proc.signal(libc::SIGHUP);
+    let rejected = poll(T, || async {
+        s.proc
+            .log()
+            .contains("config reload rejected")
+            .then_some(())
+    })
+    .await;
+    assert!(rejected.is_some(), "{}", s.proc.log());
+    assert!(
+        s.proc.log().contains("asn: \"banana\""),
+        "the error names the field and value"
+    );
+
+    // Change only tor-b's hold time: tor-b resets, tor-a does not.
+    let idx = good.find("  - name: tor-b").unwrap();
+    let (head, tail) = good.split_at(idx);
+    let tail = tail.replacen(
+        "    connectRetry:",
+        "    holdTime: 60\n    connectRetry:",
+        1,
+    );
+    std::fs::write(s.dir.path("config.yaml"), format!("{head}{tail}")).unwrap();
+    s.proc.signal(libc::SIGHUP);
+    assert!(
+        bird.wait_until(T, |bd| bd.protocol("b").is_established()
+            && bd.protocol("b").since != since_b),
+        "tor-b was reset\n{}",
+        bird.diagnostics()
+    );
+    assert!(
+        bird.wait_until(T, |bd| bd.log_contains("configuration change")),
+        "Cease/Other Configuration Change\n{}",
+        bird.log()
+    );
+    assert_eq!(bird_a.protocol("a").since, since_a, "tor-a did not flap");
+    assert!(bird_a.protocol("a").is_established());
+    wait_prefixes(&bird, "b", &["198.19.6.0/24"], &s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passive_mode_accepts_the_router_and_refuses_unconfigured_addresses() {
+    let ours = net::alloc_v4();
+    let port = integration_tests::net::free_port(IpAddr::V4(ours));
+    let router = net::alloc_v4();
+    integration_tests::require_bird();
+    // BIRD connects to us (it is the active side here).
+    let cfg = BirdConfig::new(router, 65001).neighbor(
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .port(port)
+            .passive(false),
+    );
+    let bird = Bird::start(cfg);
+    let dir = TempDir::new("interop-passive");
+    let p = Peer {
+        name: "bird",
+        address: IpAddr::V4(router),
+        port,
+        asn: 65001,
+        local: IpAddr::V4(ours),
+        extra: "    passive: true\n".into(),
+    };
+    let s = Speaker::start(dir, &["198.19.8.0/24"], "", &[p], &[]);
+    wait_prefixes(&bird, "spk", &["198.19.8.0/24"], &s);
+
+    // A connection from an address that is not a configured peer is closed at once.
+    let stranger = net::alloc_v4();
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind((stranger, 0).into()).unwrap();
+    // Either the handshake is reset or the accepted connection is closed at once.
+    if let Ok(mut conn) = sock.connect((ours, port).into()).await {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf))
+            .await
+            .expect("closed, not left hanging");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    let logged = poll(T, || async {
+        s.proc
+            .log()
+            .contains("unconfigured address refused")
+            .then_some(())
+    })
+    .await;
+    assert!(logged.is_some(), "{}", s.proc.log());
+    assert!(
+        bird.protocol("spk").is_established(),
+        "the configured router is unaffected"
+    );
+}
