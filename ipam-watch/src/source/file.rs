@@ -1,0 +1,242 @@
+//! `file` source: a YAML file mapping node names to CIDRs, reloaded on change.
+//!
+//! ```yaml
+//! nodes:
+//!   node-a: [198.19.1.0/24, fd00:19:1::/64]
+//! ```
+//!
+//! Change detection polls `stat` on a bounded interval (default 2 s) instead of inotify: a
+//! ConfigMap volume updates by swapping a symlinked `..data` directory, which an inotify watch
+//! on the file path does not see, and editors replace files by rename. Following the path and
+//! comparing (device, inode, mtime, ctime, size) catches all of these, costs one `stat` per
+//! tick, and needs no extra dependency. A bad file (or a half-written one) keeps the last good
+//! set and sets `last_error`; the next change is picked up on the next tick.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::stream::{self, StreamExt};
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use super::drive::{Observation, drive, snapshot};
+use super::parse::parse_cidrs;
+use super::{ClusterSet, DesiredSet, Driver, NodeCidrs, PodCidrSource, SourceKind, View};
+
+/// The file could not be used; the previous set stays in force.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// `stat` or `read` failed (missing file, permissions).
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The configured path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not the expected YAML shape (unknown keys included).
+    #[error("invalid pod-CIDR file: {0}")]
+    Parse(#[from] serde_saphyr::Error),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    nodes: BTreeMap<String, Vec<String>>,
+}
+
+/// Parse the file contents into node → CIDRs. Bad CIDRs are reported per node, not fatal;
+/// a bad document shape is.
+pub fn parse_file(text: &str) -> Result<BTreeMap<String, NodeCidrs>, FileError> {
+    let spec: FileSpec = serde_saphyr::from_str(text)?;
+    Ok(spec
+        .nodes
+        .into_iter()
+        .map(|(node, cidrs)| (node, parse_cidrs(cidrs.iter().map(String::as_str))))
+        .collect())
+}
+
+/// Reads a YAML file of node → CIDRs and polls it for changes.
+#[derive(Debug, Clone)]
+pub struct FileSource {
+    path: PathBuf,
+    interval: Duration,
+}
+
+impl FileSource {
+    /// Default time between two `stat` checks.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(2);
+
+    /// A source reading `path`, checked every [`Self::DEFAULT_INTERVAL`].
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            interval: Self::DEFAULT_INTERVAL,
+        }
+    }
+
+    /// Change the polling interval (tests use a short one).
+    pub fn with_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// The file this source reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn observations(&self) -> impl futures::Stream<Item = Observation> + Send + 'static {
+        let path = self.path.clone();
+        let period = self.interval;
+        // The timer is made on first poll, so building a driver needs no runtime.
+        let state = (None::<tokio::time::Interval>, None::<Result<Stamp, String>>);
+        stream::unfold(state, move |(ticks, mut last)| {
+            let path = path.clone();
+            async move {
+                let mut ticks = ticks.unwrap_or_else(|| {
+                    let mut ticks = tokio::time::interval(period);
+                    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    ticks
+                });
+                loop {
+                    ticks.tick().await;
+                    let current = stamp(&path).await;
+                    if last.as_ref() == Some(&current) {
+                        continue;
+                    }
+                    let observations = match &current {
+                        Ok(_) => load(&path).await,
+                        Err(message) => vec![(View::Source, Err(message.clone()))],
+                    };
+                    last = Some(current);
+                    return Some((stream::iter(observations), (Some(ticks), last)));
+                }
+            }
+        })
+        .flatten()
+    }
+}
+
+/// What identifies one version of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+    len: u64,
+}
+
+async fn stamp(path: &Path) -> Result<Stamp, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = tokio::fs::metadata(path).await.map_err(|source| {
+        FileError::Read {
+            path: path.to_owned(),
+            source,
+        }
+        .to_string()
+    })?;
+    Ok(Stamp {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        modified: meta.modified().ok(),
+        changed: (meta.ctime(), meta.ctime_nsec()),
+        len: meta.len(),
+    })
+}
+
+async fn load(path: &Path) -> Vec<Observation> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|source| FileError::Read {
+            path: path.to_owned(),
+            source,
+        });
+    match text.and_then(|text| parse_file(&text)) {
+        Ok(nodes) => snapshot(nodes),
+        Err(error) => vec![(View::Source, Err(format!("{}: {error}", path.display())))],
+    }
+}
+
+impl PodCidrSource for FileSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::File
+    }
+
+    fn watch_node(&self, node: &str) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
+        let (tx, rx) = watch::channel(Arc::default());
+        let node = node.to_owned();
+        let events = self.observations();
+        (rx, Box::pin(drive(events, tx, move |t| t.desired(&node))))
+    }
+
+    fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver) {
+        let (tx, rx) = watch::channel(Arc::default());
+        let events = self.observations();
+        (rx, Box::pin(drive(events, tx, |t| t.cluster())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{InvalidCidr, InvalidReason};
+
+    #[test]
+    fn good_file_parses_per_node() {
+        let nodes = parse_file(
+            "nodes:\n  node-a: [198.19.1.0/24, fd00:19:1::/64]\n  node-b:\n    - 198.19.2.0/24\n",
+        )
+        .unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(
+            nodes["node-a"].valid,
+            vec![
+                "198.19.1.0/24".parse().unwrap(),
+                "fd00:19:1::/64".parse().unwrap()
+            ]
+        );
+        assert_eq!(
+            nodes["node-b"].valid,
+            vec!["198.19.2.0/24".parse().unwrap()]
+        );
+    }
+
+    #[test]
+    fn bad_cidr_in_file_is_reported_not_fatal() {
+        let nodes = parse_file("nodes:\n  node-a: [198.19.1.7/24, 198.19.1.0/24]\n").unwrap();
+        assert_eq!(
+            nodes["node-a"].valid,
+            vec!["198.19.1.0/24".parse().unwrap()]
+        );
+        assert_eq!(
+            nodes["node-a"].invalid,
+            vec![InvalidCidr {
+                value: "198.19.1.7/24".into(),
+                reason: InvalidReason::HostBitsSet
+            }]
+        );
+    }
+
+    #[test]
+    fn empty_node_map_is_valid() {
+        assert!(parse_file("nodes: {}\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_file_shapes_are_rejected() {
+        for text in [
+            "",
+            "nodes: [198.19.1.0/24]\n",
+            "nodes:\n  node-a: 198.19.1.0/24\n",
+            "node: {}\n",
+            "nodes: {}\nextra: 1\n",
+            "nodes:\n  node-a: [198.19.1.0/24\n",
+        ] {
+            assert!(parse_file(text).is_err(), "accepted {text:?}");
+        }
+    }
+}

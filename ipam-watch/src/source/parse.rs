@@ -1,0 +1,375 @@
+//! Pure extractors: one object → the CIDRs it assigns to its node.
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{InvalidCidr, InvalidReason, NodeCidrs};
+use crate::crd::{AllocatedReason, NodePodCIDR, condition};
+
+/// Parse CIDR strings, keeping usable ones and reporting the rest. Families come from parsing,
+/// never from list position.
+pub fn parse_cidrs<'a>(values: impl IntoIterator<Item = &'a str>) -> NodeCidrs {
+    let mut out = NodeCidrs::default();
+    for value in values {
+        match check(value, &out.valid) {
+            Ok(net) => out.valid.push(net),
+            Err(reason) => out.invalid.push(InvalidCidr {
+                value: value.to_owned(),
+                reason,
+            }),
+        }
+    }
+    out
+}
+
+fn check(value: &str, seen: &[IpNet]) -> Result<IpNet, InvalidReason> {
+    let net: IpNet = value.parse().map_err(|_| InvalidReason::Unparseable)?;
+    if net.prefix_len() == 0 {
+        return Err(InvalidReason::DefaultRoute);
+    }
+    if net.trunc() != net {
+        return Err(InvalidReason::HostBitsSet);
+    }
+    if seen.contains(&net) {
+        return Err(InvalidReason::Duplicate);
+    }
+    Ok(net)
+}
+
+/// `node-spec`: `Node.spec.podCIDRs`, or the legacy single `spec.podCIDR` when the list is empty
+/// (clusters that predate dual-stack only set the latter).
+pub fn desired_from_node(node: &Node) -> NodeCidrs {
+    let Some(spec) = &node.spec else {
+        return NodeCidrs::default();
+    };
+    match (&spec.pod_cidrs, &spec.pod_cidr) {
+        (Some(list), _) if !list.is_empty() => parse_cidrs(list.iter().map(String::as_str)),
+        (_, Some(single)) if !single.is_empty() => parse_cidrs([single.as_str()]),
+        _ => NodeCidrs::default(),
+    }
+}
+
+/// `ipam-crd`: `NodePodCIDR.spec.podCIDRs`. A current `Allocated=False/Conflict` verdict from
+/// the allocator excludes every CIDR of the object (it does not say which family clashes); a
+/// verdict about an older generation of the spec is ignored.
+pub fn desired_from_node_pod_cidr(object: &NodePodCIDR) -> NodeCidrs {
+    let mut out = parse_cidrs(object.spec.pod_cidrs.iter().map(String::as_str));
+    if marked_conflicting(object) {
+        let conflicting = out.valid.drain(..).map(|net| InvalidCidr {
+            value: net.to_string(),
+            reason: InvalidReason::Conflict,
+        });
+        out.invalid.splice(0..0, conflicting);
+    }
+    out
+}
+
+fn marked_conflicting(object: &NodePodCIDR) -> bool {
+    let generation = object.metadata.generation;
+    let conditions = object.status.iter().flat_map(|s| &s.conditions);
+    conditions
+        .filter(|c| c.type_ == condition::ALLOCATED)
+        .filter(|c| c.status == "False" && c.reason == AllocatedReason::Conflict.as_str())
+        .any(|c| match (c.observed_generation, generation) {
+            (Some(seen), Some(current)) => seen == current,
+            _ => true,
+        })
+}
+
+/// `cilium-node`: `CiliumNode.spec.ipam.podCIDRs`, read untyped so no Cilium types are needed.
+/// A non-string entry (or a non-list field) is reported as unparseable rather than dropped.
+pub fn desired_from_cilium_node(object: &DynamicObject) -> NodeCidrs {
+    match object.data.pointer("/spec/ipam/podCIDRs") {
+        None | Some(Value::Null) => NodeCidrs::default(),
+        Some(Value::Array(items)) => {
+            let mut out = NodeCidrs::default();
+            for item in items {
+                let parsed = match item {
+                    Value::String(s) => parse_cidrs_after(&out.valid, s),
+                    other => unparseable(other),
+                };
+                out.valid.extend(parsed.valid);
+                out.invalid.extend(parsed.invalid);
+            }
+            out
+        }
+        Some(other) => unparseable(other),
+    }
+}
+
+/// Parse one value in the context of the ones already accepted (for duplicate detection).
+fn parse_cidrs_after(seen: &[IpNet], value: &str) -> NodeCidrs {
+    match check(value, seen) {
+        Ok(net) => NodeCidrs {
+            valid: vec![net],
+            invalid: Vec::new(),
+        },
+        Err(reason) => NodeCidrs {
+            valid: Vec::new(),
+            invalid: vec![InvalidCidr {
+                value: value.to_owned(),
+                reason,
+            }],
+        },
+    }
+}
+
+fn unparseable(value: &Value) -> NodeCidrs {
+    NodeCidrs {
+        valid: Vec::new(),
+        invalid: vec![InvalidCidr {
+            value: value.to_string(),
+            reason: InvalidReason::Unparseable,
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::NodePodCIDRSpec;
+    use k8s_openapi::api::core::v1::NodeSpec;
+    use kube::api::{ApiResource, ObjectMeta};
+    use serde_json::json;
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn node(pod_cidrs: Option<&[&str]>, pod_cidr: Option<&str>) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some("node-a".into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidrs: pod_cidrs.map(|l| l.iter().map(|s| s.to_string()).collect()),
+                pod_cidr: pod_cidr.map(str::to_owned),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn invalid(value: &str, reason: InvalidReason) -> InvalidCidr {
+        InvalidCidr {
+            value: value.into(),
+            reason,
+        }
+    }
+
+    #[test]
+    fn node_ipv4_only() {
+        let got = desired_from_node(&node(Some(&["10.5.112.0/24"]), None));
+        assert_eq!(got.valid, vec![net("10.5.112.0/24")]);
+        assert!(got.invalid.is_empty());
+    }
+
+    #[test]
+    fn node_ipv6_only() {
+        let got = desired_from_node(&node(Some(&["fd00:5::/64"]), None));
+        assert_eq!(got.valid, vec![net("fd00:5::/64")]);
+    }
+
+    #[test]
+    fn node_dual_stack_keeps_object_order_whatever_the_family() {
+        let v6_first = desired_from_node(&node(Some(&["fd00:5::/64", "10.5.112.0/24"]), None));
+        assert_eq!(
+            v6_first.valid,
+            vec![net("fd00:5::/64"), net("10.5.112.0/24")]
+        );
+        assert!(v6_first.invalid.is_empty(), "family by position is no rule");
+    }
+
+    #[test]
+    fn node_falls_back_to_legacy_pod_cidr() {
+        let legacy = desired_from_node(&node(None, Some("10.5.113.0/24")));
+        assert_eq!(legacy.valid, vec![net("10.5.113.0/24")]);
+        let empty_list = desired_from_node(&node(Some(&[]), Some("10.5.113.0/24")));
+        assert_eq!(empty_list.valid, vec![net("10.5.113.0/24")]);
+    }
+
+    #[test]
+    fn node_prefers_pod_cidrs_over_legacy_field() {
+        let got = desired_from_node(&node(Some(&["10.5.112.0/24"]), Some("10.9.9.0/24")));
+        assert_eq!(got.valid, vec![net("10.5.112.0/24")]);
+    }
+
+    #[test]
+    fn node_without_spec_or_cidrs_is_empty() {
+        assert_eq!(desired_from_node(&Node::default()), NodeCidrs::default());
+        assert_eq!(desired_from_node(&node(None, None)), NodeCidrs::default());
+        assert_eq!(
+            desired_from_node(&node(None, Some(""))),
+            NodeCidrs::default()
+        );
+    }
+
+    #[test]
+    fn garbage_is_reported_and_excluded() {
+        let got = desired_from_node(&node(
+            Some(&[
+                "bogus",
+                "10.5.112.0/24",
+                "10.0.0.1",
+                "10.0.0.0/33",
+                " 10.1.0.0/24",
+            ]),
+            None,
+        ));
+        assert_eq!(got.valid, vec![net("10.5.112.0/24")]);
+        let reasons: Vec<_> = got.invalid.iter().map(|i| i.reason).collect();
+        assert_eq!(reasons, vec![InvalidReason::Unparseable; 4]);
+        assert_eq!(got.invalid[0].value, "bogus");
+    }
+
+    #[test]
+    fn host_bits_set_is_reported_and_excluded() {
+        let got = parse_cidrs(["10.5.112.1/24", "fd00:5::1/64"]);
+        assert!(got.valid.is_empty());
+        assert_eq!(
+            got.invalid,
+            vec![
+                invalid("10.5.112.1/24", InvalidReason::HostBitsSet),
+                invalid("fd00:5::1/64", InvalidReason::HostBitsSet),
+            ]
+        );
+    }
+
+    #[test]
+    fn default_route_is_never_a_pod_cidr() {
+        let got = parse_cidrs(["0.0.0.0/0", "::/0", "10.0.0.0/8"]);
+        assert_eq!(got.valid, vec![net("10.0.0.0/8")]);
+        assert_eq!(
+            got.invalid,
+            vec![
+                invalid("0.0.0.0/0", InvalidReason::DefaultRoute),
+                invalid("::/0", InvalidReason::DefaultRoute),
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicates_are_reported_once_kept() {
+        let got = parse_cidrs(["10.5.112.0/24", "fd00::/64", "10.5.112.0/24", "fd00:0::/64"]);
+        assert_eq!(got.valid, vec![net("10.5.112.0/24"), net("fd00::/64")]);
+        assert_eq!(
+            got.invalid,
+            vec![
+                invalid("10.5.112.0/24", InvalidReason::Duplicate),
+                invalid("fd00:0::/64", InvalidReason::Duplicate),
+            ]
+        );
+    }
+
+    #[test]
+    fn node_pod_cidr_object() {
+        let object = NodePodCIDR::new(
+            "node-a",
+            NodePodCIDRSpec {
+                pod_cidrs: vec!["10.5.113.0/24".into(), "fd00:5:1::/64".into(), "x".into()],
+                pool: Some("default".into()),
+            },
+        );
+        let got = desired_from_node_pod_cidr(&object);
+        assert_eq!(got.valid, vec![net("10.5.113.0/24"), net("fd00:5:1::/64")]);
+        assert_eq!(got.invalid, vec![invalid("x", InvalidReason::Unparseable)]);
+    }
+
+    fn conflicted(observed: Option<i64>, generation: Option<i64>) -> NodePodCIDR {
+        use crate::crd::NodePodCIDRStatus;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let mut object = NodePodCIDR::new(
+            "node-a",
+            NodePodCIDRSpec {
+                pod_cidrs: vec!["10.5.113.0/24".into(), "fd00:5:1::/64".into()],
+                pool: None,
+            },
+        );
+        object.metadata.generation = generation;
+        object.status = Some(NodePodCIDRStatus {
+            conditions: vec![Condition {
+                type_: "Allocated".into(),
+                status: "False".into(),
+                reason: "Conflict".into(),
+                message: "10.5.113.0/24 is also held by node-b".into(),
+                observed_generation: observed,
+                last_transition_time: Time(Default::default()),
+            }],
+        });
+        object
+    }
+
+    #[test]
+    fn allocator_conflict_verdict_excludes_every_cidr() {
+        let got = desired_from_node_pod_cidr(&conflicted(Some(3), Some(3)));
+        assert!(got.valid.is_empty());
+        assert_eq!(
+            got.invalid,
+            vec![
+                invalid("10.5.113.0/24", InvalidReason::Conflict),
+                invalid("fd00:5:1::/64", InvalidReason::Conflict),
+            ]
+        );
+        let unversioned = desired_from_node_pod_cidr(&conflicted(None, Some(3)));
+        assert!(unversioned.valid.is_empty());
+    }
+
+    #[test]
+    fn stale_conflict_verdict_is_ignored() {
+        let got = desired_from_node_pod_cidr(&conflicted(Some(2), Some(3)));
+        assert_eq!(got.valid, vec![net("10.5.113.0/24"), net("fd00:5:1::/64")]);
+        assert!(got.invalid.is_empty());
+    }
+
+    fn cilium_node(spec: serde_json::Value) -> DynamicObject {
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("cilium.io", "v2", "CiliumNode"),
+            "ciliumnodes",
+        );
+        DynamicObject::new("node-a", &resource).data(json!({ "spec": spec }))
+    }
+
+    #[test]
+    fn cilium_node_pod_cidrs() {
+        let object = cilium_node(json!({
+            "ipam": { "podCIDRs": ["10.5.113.0/24", "fd00:5:1::/64"] }
+        }));
+        let got = desired_from_cilium_node(&object);
+        assert_eq!(got.valid, vec![net("10.5.113.0/24"), net("fd00:5:1::/64")]);
+    }
+
+    #[test]
+    fn cilium_node_without_ipam_is_empty() {
+        assert_eq!(
+            desired_from_cilium_node(&cilium_node(json!({}))),
+            NodeCidrs::default()
+        );
+        let null = cilium_node(json!({ "ipam": { "podCIDRs": null } }));
+        assert_eq!(desired_from_cilium_node(&null), NodeCidrs::default());
+    }
+
+    #[test]
+    fn cilium_node_malformed_entries_are_reported() {
+        let object = cilium_node(json!({
+            "ipam": { "podCIDRs": [42, "10.5.113.0/24", "10.5.113.0/24", "10.5.114.7/24"] }
+        }));
+        let got = desired_from_cilium_node(&object);
+        assert_eq!(got.valid, vec![net("10.5.113.0/24")]);
+        assert_eq!(
+            got.invalid,
+            vec![
+                invalid("42", InvalidReason::Unparseable),
+                invalid("10.5.113.0/24", InvalidReason::Duplicate),
+                invalid("10.5.114.7/24", InvalidReason::HostBitsSet),
+            ]
+        );
+        let not_a_list = cilium_node(json!({ "ipam": { "podCIDRs": "10.5.113.0/24" } }));
+        assert_eq!(
+            desired_from_cilium_node(&not_a_list).invalid,
+            vec![invalid("\"10.5.113.0/24\"", InvalidReason::Unparseable)]
+        );
+    }
+}

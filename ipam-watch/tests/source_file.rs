@@ -1,0 +1,194 @@
+//! The `file` source reloads on change, keeps the last good set when the file goes bad, and
+//! sees ConfigMap-style updates (atomic rename, `..data` symlink swap). Every wait is a bounded
+//! await on the published channel.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipam_watch::source::{ClusterSet, DesiredSet, FileSource, PodCidrSource, View};
+use ipnet::IpNet;
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+const WAIT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(10);
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("ipam-watch-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Replace `path` atomically, as kubelet and editors do.
+fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn nets(list: &[&str]) -> Vec<IpNet> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+async fn until(
+    rx: &mut watch::Receiver<Arc<DesiredSet>>,
+    what: &str,
+    f: impl FnMut(&Arc<DesiredSet>) -> bool,
+) -> Arc<DesiredSet> {
+    timeout(WAIT, rx.wait_for(f))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .expect("driver alive")
+        .clone()
+}
+
+#[tokio::test]
+async fn rewrite_by_rename_publishes_the_new_set() {
+    let dir = TempDir::new("rename");
+    let path = dir.0.join("cidrs.yaml");
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24, fd00:19:1::/64]\n");
+    let source = FileSource::new(&path).with_interval(POLL);
+    let (mut rx, driver) = source.watch_node("node-a");
+    let driver = tokio::spawn(driver);
+
+    let set = until(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24", "fd00:19:1::/64"]));
+
+    write_atomic(&path, "nodes:\n  node-a: [198.19.2.0/24]\n");
+    let set = until(&mut rx, "reload", |s| {
+        s.cidrs != nets(&["198.19.1.0/24", "fd00:19:1::/64"])
+    })
+    .await;
+    assert_eq!(set.cidrs, nets(&["198.19.2.0/24"]));
+    assert!(set.ready);
+
+    write_atomic(&path, "nodes:\n  node-b: [198.19.3.0/24]\n");
+    let set = until(&mut rx, "withdrawal", |s| s.cidrs.is_empty()).await;
+    assert!(
+        set.ready,
+        "a node missing from a good file has nothing to announce"
+    );
+    driver.abort();
+}
+
+#[tokio::test]
+async fn garbage_keeps_the_last_good_set_and_reports() {
+    let dir = TempDir::new("garbage");
+    let path = dir.0.join("cidrs.yaml");
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
+    let (mut rx, driver) = FileSource::new(&path)
+        .with_interval(POLL)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    until(&mut rx, "first load", |s| s.ready).await;
+
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24\n  nonsense: {\n");
+    let set = until(&mut rx, "error", |s| s.last_error.is_some()).await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]), "last good set kept");
+    assert!(set.ready);
+    let error = set.last_error.clone().unwrap();
+    assert_eq!(error.view, View::Source);
+    assert!(error.message.contains("cidrs.yaml"), "{}", error.message);
+
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\nextra: true\n");
+    let set = until(&mut rx, "unknown key rejected", |s| {
+        s.last_error
+            .as_ref()
+            .is_some_and(|e| e.message != error.message)
+    })
+    .await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]));
+
+    write_atomic(&path, "nodes:\n  node-a: [198.19.9.0/24]\n");
+    let set = until(&mut rx, "recovery", |s| s.last_error.is_none()).await;
+    assert_eq!(set.cidrs, nets(&["198.19.9.0/24"]));
+    driver.abort();
+}
+
+#[tokio::test]
+async fn missing_file_is_not_ready_until_it_appears() {
+    let dir = TempDir::new("missing");
+    let path = dir.0.join("cidrs.yaml");
+    let (mut rx, driver) = FileSource::new(&path)
+        .with_interval(POLL)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    let set = until(&mut rx, "error", |s| s.last_error.is_some()).await;
+    assert!(!set.ready);
+
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
+    let set = until(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]));
+    assert_eq!(set.last_error, None);
+    driver.abort();
+}
+
+#[tokio::test]
+async fn configmap_symlink_swap_is_seen() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("configmap");
+    let root = &dir.0;
+    // kubelet's layout: cidrs.yaml -> ..data/cidrs.yaml, ..data -> ..<timestamp>/
+    std::fs::create_dir(root.join("..v1")).unwrap();
+    std::fs::write(
+        root.join("..v1/cidrs.yaml"),
+        "nodes:\n  node-a: [198.19.1.0/24]\n",
+    )
+    .unwrap();
+    symlink("..v1", root.join("..data")).unwrap();
+    symlink("..data/cidrs.yaml", root.join("cidrs.yaml")).unwrap();
+
+    let (mut rx, driver) = FileSource::new(root.join("cidrs.yaml"))
+        .with_interval(POLL)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    until(&mut rx, "first load", |s| s.ready).await;
+
+    std::fs::create_dir(root.join("..v2")).unwrap();
+    std::fs::write(
+        root.join("..v2/cidrs.yaml"),
+        "nodes:\n  node-a: [198.19.2.0/24]\n",
+    )
+    .unwrap();
+    symlink("..v2", root.join("..data_tmp")).unwrap();
+    std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+
+    let set = until(&mut rx, "swap", |s| s.cidrs == nets(&["198.19.2.0/24"])).await;
+    assert!(set.ready);
+    driver.abort();
+}
+
+#[tokio::test]
+async fn cluster_mode_maps_every_node_in_the_file() {
+    let dir = TempDir::new("cluster");
+    let path = dir.0.join("cidrs.yaml");
+    write_atomic(
+        &path,
+        "nodes:\n  node-a: [198.19.1.0/24]\n  node-b: [198.19.2.0/24, 198.19.2.0/24]\n",
+    );
+    let (mut rx, driver) = FileSource::new(&path).with_interval(POLL).watch_cluster();
+    let driver = tokio::spawn(driver);
+    let set: Arc<ClusterSet> = timeout(WAIT, rx.wait_for(|s| s.ready))
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert_eq!(set.nodes.len(), 2);
+    assert_eq!(set.nodes["node-b"].valid, nets(&["198.19.2.0/24"]));
+    assert_eq!(set.nodes["node-b"].invalid.len(), 1, "duplicate reported");
+    assert!(set.mismatches.is_empty());
+    driver.abort();
+}

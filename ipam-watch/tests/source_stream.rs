@@ -1,0 +1,415 @@
+//! The stream-folding rules of the pod-CIDR sources, driven by fake `watcher::Event` streams.
+//!
+//! The driver future is polled by hand after each event (`now_or_never`), so every
+//! intermediate published value is observed: a transient withdrawal could not hide in a
+//! coalesced update, and nothing needs to sleep.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ipam_watch::crd::{NodePodCIDR, NodePodCIDRSpec};
+use ipam_watch::source::{
+    ClusterSet, DesiredSet, InvalidCidr, InvalidReason, NodeEvents, SourceMismatch, View,
+    desired_from_node, desired_from_node_pod_cidr, run_cluster, run_node,
+};
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
+use kube::api::ObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+type Item<K> = Result<Event<K>, watcher::Error>;
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+fn nets(list: &[&str]) -> Vec<IpNet> {
+    list.iter().map(|s| net(s)).collect()
+}
+
+fn node(name: &str, cidrs: &[&str]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            pod_cidrs: Some(cidrs.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn npc(name: &str, cidrs: &[&str]) -> NodePodCIDR {
+    NodePodCIDR::new(
+        name,
+        NodePodCIDRSpec {
+            pod_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
+            pool: None,
+        },
+    )
+}
+
+/// A per-node driver fed step by step.
+struct Harness<K> {
+    source: mpsc::UnboundedSender<Item<K>>,
+    node_spec: mpsc::UnboundedSender<Item<Node>>,
+    rx: watch::Receiver<Arc<DesiredSet>>,
+    driver: Pin<Box<dyn Future<Output = ()>>>,
+    history: Vec<Arc<DesiredSet>>,
+}
+
+impl<K: kube::Resource + 'static> Harness<K> {
+    fn new(
+        node: &str,
+        extract: fn(&K) -> ipam_watch::source::NodeCidrs,
+        with_node_spec: bool,
+    ) -> Self {
+        let (source, source_rx) = mpsc::unbounded_channel();
+        let (node_spec, node_spec_rx) = mpsc::unbounded_channel();
+        let node_events: Option<NodeEvents> = with_node_spec
+            .then(|| Box::pin(UnboundedReceiverStream::new(node_spec_rx)) as NodeEvents);
+        let (tx, rx) = watch::channel(Arc::default());
+        let driver = Box::pin(run_node(
+            node.to_owned(),
+            UnboundedReceiverStream::new(source_rx),
+            extract,
+            node_events,
+            tx,
+        ));
+        let mut harness = Self {
+            source,
+            node_spec,
+            rx,
+            driver,
+            history: Vec::new(),
+        };
+        harness.poll();
+        harness
+    }
+
+    /// Let the driver consume everything queued; record what it published.
+    fn poll(&mut self) -> Arc<DesiredSet> {
+        assert!(
+            self.driver.as_mut().now_or_never().is_none(),
+            "driver ended early"
+        );
+        if self.rx.has_changed().unwrap() {
+            self.history.push(self.rx.borrow_and_update().clone());
+        }
+        self.rx.borrow().clone()
+    }
+
+    fn send(&mut self, item: Item<K>) -> Arc<DesiredSet> {
+        self.source.send(item).unwrap();
+        self.poll()
+    }
+
+    fn send_node(&mut self, item: Item<Node>) -> Arc<DesiredSet> {
+        self.node_spec.send(item).unwrap();
+        self.poll()
+    }
+}
+
+fn node_spec_harness(name: &str) -> Harness<Node> {
+    Harness::new(name, desired_from_node, false)
+}
+
+fn ipam_harness(name: &str) -> Harness<NodePodCIDR> {
+    Harness::new(name, desired_from_node_pod_cidr, true)
+}
+
+#[test]
+fn not_ready_before_init_done() {
+    let mut h = node_spec_harness("node-a");
+    assert!(!h.poll().ready);
+    assert!(!h.send(Ok(Event::Init)).ready);
+    let set = h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    assert!(
+        !set.ready && set.cidrs.is_empty(),
+        "nothing before InitDone"
+    );
+    let set = h.send(Ok(Event::InitDone));
+    assert!(set.ready);
+    assert_eq!(set.cidrs, nets(&["10.5.112.0/24"]));
+}
+
+#[test]
+fn initial_list_without_own_object_is_ready_and_empty() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    let set = h.send(Ok(Event::InitDone));
+    assert!(set.ready);
+    assert!(set.cidrs.is_empty());
+}
+
+#[test]
+fn relist_does_not_withdraw() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let before = h.history.len();
+
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    assert_eq!(
+        h.history.len(),
+        before,
+        "an identical relist publishes nothing"
+    );
+
+    h.send(Ok(Event::Init));
+    let mid = h.send(Ok(Event::InitApply(node("node-a", &["10.5.113.0/24"]))));
+    assert_eq!(
+        mid.cidrs,
+        nets(&["10.5.112.0/24"]),
+        "old set until InitDone"
+    );
+    let after = h.send(Ok(Event::InitDone));
+    assert_eq!(after.cidrs, nets(&["10.5.113.0/24"]), "swapped in one step");
+    assert!(
+        h.history.iter().all(|s| !s.ready || !s.cidrs.is_empty()),
+        "no ready empty set was ever published: {:?}",
+        h.history
+    );
+}
+
+#[test]
+fn relist_missing_own_object_withdraws_after_init_done() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    assert_eq!(h.send(Ok(Event::Init)).cidrs, nets(&["10.5.112.0/24"]));
+    assert!(h.send(Ok(Event::InitDone)).cidrs.is_empty());
+}
+
+#[test]
+fn delete_of_own_object_withdraws() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let set = h.send(Ok(Event::Delete(node("node-a", &["10.5.112.0/24"]))));
+    assert!(set.ready);
+    assert!(set.cidrs.is_empty());
+}
+
+#[test]
+fn watch_error_keeps_the_last_set() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let set = h.send(Err(watcher::Error::NoResourceVersion));
+    assert!(set.ready);
+    assert_eq!(set.cidrs, nets(&["10.5.112.0/24"]));
+    let error = set.last_error.as_ref().expect("error reported");
+    assert_eq!(error.view, View::Source);
+    // The watcher restarts with Init: that alone does not prove recovery.
+    assert!(h.send(Ok(Event::Init)).last_error.is_some());
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    let recovered = h.send(Ok(Event::InitDone));
+    assert_eq!(recovered.last_error, None);
+    assert_eq!(recovered.cidrs, nets(&["10.5.112.0/24"]));
+}
+
+#[test]
+fn error_before_first_list_stays_not_ready() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    let set = h.send(Err(watcher::Error::NoResourceVersion));
+    assert!(!set.ready);
+    assert!(set.last_error.is_some());
+}
+
+#[test]
+fn bad_cidr_is_reported_and_skipped() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node(
+        "node-a",
+        &["10.5.112.0/24", "10.5.112.9/24", "nonsense"],
+    ))));
+    let set = h.send(Ok(Event::InitDone));
+    assert_eq!(set.cidrs, nets(&["10.5.112.0/24"]));
+    assert_eq!(
+        set.invalid,
+        vec![
+            InvalidCidr {
+                value: "10.5.112.9/24".into(),
+                reason: InvalidReason::HostBitsSet
+            },
+            InvalidCidr {
+                value: "nonsense".into(),
+                reason: InvalidReason::Unparseable
+            },
+        ]
+    );
+}
+
+#[test]
+fn other_nodes_objects_are_ignored() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-b", &["10.5.113.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let set = h.send(Ok(Event::Apply(node("node-c", &["10.5.114.0/24"]))));
+    assert!(set.ready && set.cidrs.is_empty());
+    assert!(
+        h.send(Ok(Event::Delete(node("node-b", &[]))))
+            .cidrs
+            .is_empty()
+    );
+}
+
+#[test]
+fn unchanged_update_does_not_wake_consumers() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let published = h.history.len();
+    // Nodes change all the time (status, labels); only CIDR changes matter.
+    h.send(Ok(Event::Apply(node("node-a", &["10.5.112.0/24"]))));
+    assert_eq!(h.history.len(), published);
+}
+
+#[test]
+fn mismatch_is_detected_and_cleared() {
+    let mut h = ipam_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(npc("node-a", &["10.5.113.0/24"]))));
+    let set = h.send(Ok(Event::InitDone));
+    assert_eq!(
+        set.mismatch, None,
+        "no judgement before the Node view has listed"
+    );
+
+    h.send_node(Ok(Event::Init));
+    h.send_node(Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))));
+    let set = h.send_node(Ok(Event::InitDone));
+    assert_eq!(
+        set.cidrs,
+        nets(&["10.5.113.0/24"]),
+        "the chosen source is announced"
+    );
+    assert_eq!(
+        set.mismatch,
+        Some(SourceMismatch {
+            node: "node-a".into(),
+            chosen: nets(&["10.5.113.0/24"]),
+            node_spec: nets(&["10.5.112.0/24"]),
+        })
+    );
+
+    let set = h.send_node(Ok(Event::Apply(node("node-a", &["10.5.113.0/24"]))));
+    assert_eq!(set.mismatch, None);
+    let set = h.send(Ok(Event::Apply(npc("node-a", &["10.5.114.0/24"]))));
+    assert!(set.mismatch.is_some());
+    let set = h.send(Ok(Event::Apply(npc("node-a", &["10.5.113.0/24"]))));
+    assert_eq!(set.mismatch, None);
+}
+
+#[test]
+fn mismatch_ignores_order_and_empty_node_spec() {
+    let mut h = ipam_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(npc(
+        "node-a",
+        &["10.5.113.0/24", "fd00:5::/64"],
+    ))));
+    h.send(Ok(Event::InitDone));
+    h.send_node(Ok(Event::Init));
+    h.send_node(Ok(Event::InitApply(node("node-a", &[]))));
+    assert_eq!(
+        h.send_node(Ok(Event::InitDone)).mismatch,
+        None,
+        "host IPAM off"
+    );
+    let set = h.send_node(Ok(Event::Apply(node(
+        "node-a",
+        &["fd00:5::/64", "10.5.113.0/24"],
+    ))));
+    assert_eq!(set.mismatch, None, "same set, other order");
+}
+
+#[test]
+fn node_view_error_is_reported_but_keeps_the_set() {
+    let mut h = ipam_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(npc("node-a", &["10.5.113.0/24"]))));
+    h.send(Ok(Event::InitDone));
+    let set = h.send_node(Err(watcher::Error::NoResourceVersion));
+    assert_eq!(set.cidrs, nets(&["10.5.113.0/24"]));
+    assert_eq!(
+        set.last_error.as_ref().map(|e| e.view),
+        Some(View::NodeSpec)
+    );
+}
+
+#[test]
+fn driver_ends_when_every_receiver_is_gone() {
+    let Harness {
+        source,
+        mut driver,
+        rx,
+        ..
+    } = node_spec_harness("node-a");
+    drop(rx);
+    assert!(driver.as_mut().now_or_never().is_some());
+    drop(source);
+}
+
+#[tokio::test]
+async fn cluster_mode_maps_every_node_and_its_mismatch() {
+    let source = futures::stream::iter(vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(npc("node-a", &["10.5.112.0/24"]))),
+        Ok(Event::InitApply(npc("node-b", &["10.5.113.0/24", "bad"]))),
+        Ok(Event::InitDone),
+    ]);
+    let nodes: NodeEvents = Box::pin(futures::stream::iter(vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(node("node-a", &["10.5.112.0/24"]))),
+        Ok(Event::InitApply(node("node-b", &["10.5.200.0/24"]))),
+        Ok(Event::InitApply(node("node-c", &["10.5.201.0/24"]))),
+        Ok(Event::InitDone),
+    ]));
+    // Keep the source open until the Node view has been consumed too.
+    let source = source.chain(futures::stream::pending());
+    let (tx, mut rx) = watch::channel(Arc::<ClusterSet>::default());
+    let driver = tokio::spawn(run_cluster(
+        source,
+        desired_from_node_pod_cidr,
+        Some(nodes),
+        tx,
+    ));
+    let set = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        rx.wait_for(|s| s.ready && s.mismatches.len() == 2),
+    )
+    .await
+    .expect("cluster set published")
+    .unwrap()
+    .clone();
+    driver.abort();
+    assert_eq!(set.nodes.len(), 2);
+    assert_eq!(set.nodes["node-a"].valid, nets(&["10.5.112.0/24"]));
+    assert_eq!(set.nodes["node-b"].invalid.len(), 1);
+    assert_eq!(set.mismatches["node-b"].node_spec, nets(&["10.5.200.0/24"]));
+    assert_eq!(
+        set.mismatches["node-c"].chosen,
+        Vec::<IpNet>::new(),
+        "a node with Node.spec CIDRs but no allocation disagrees too"
+    );
+    assert!(!set.mismatches.contains_key("node-a"));
+}
