@@ -4,12 +4,12 @@
 
 pub mod guard;
 pub mod node;
-mod peers;
+pub mod peers;
 pub mod report;
 pub mod routes;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -63,10 +63,13 @@ pub struct SpeakerArgs {
     /// Seconds between checks of the config file for changes (SIGHUP reloads at once).
     #[arg(long, default_value_t = 2)]
     pub config_poll_seconds: u64,
+    /// Milliseconds between checks of a `file` source for changes (benchmarks use a short one).
+    #[arg(long, default_value_t = 2000)]
+    pub file_poll_ms: u64,
 }
 
 /// Validates config and keys; the error text names every bad field.
-fn load(path: &Path) -> Result<(Config, Vec<PreparedPeer>), String> {
+pub fn load(path: &Path) -> Result<(Config, Vec<PreparedPeer>), String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let prepared = prepare(&config.peers)?;
     Ok((config, prepared))
@@ -92,6 +95,7 @@ fn start_source(
     source: &SourceConfig,
     client: Option<&Client>,
     node: &str,
+    file_poll: Duration,
 ) -> Result<
     (
         watch::Receiver<Arc<DesiredSet>>,
@@ -100,7 +104,9 @@ fn start_source(
     String,
 > {
     let src: Box<dyn PodCidrSource> = match (source, client) {
-        (SourceConfig::File { path }, _) => Box::new(FileSource::new(path.clone())),
+        (SourceConfig::File { path }, _) => {
+            Box::new(FileSource::new(path.clone()).with_interval(file_poll))
+        }
         (SourceConfig::NodeSpec, Some(c)) => Box::new(NodeSpecSource::new(c.clone())),
         (SourceConfig::IpamCrd, Some(c)) => Box::new(IpamCrdSource::new(c.clone())),
         (SourceConfig::CiliumNode, Some(c)) => Box::new(CiliumNodeSource::new(c.clone())),
@@ -148,9 +154,28 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match Speaker::start(args, config, prepared, node_name, client).await {
+    let (Ok(mut sigterm), Ok(mut sigint)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("podcidr-bgp speaker: cannot install signal handlers");
+        return ExitCode::from(2);
+    };
+    let opts = RunOptions {
+        config_path: Some(args.config.clone()),
+        final_stop: args.final_stop,
+        config_poll: Duration::from_secs(args.config_poll_seconds.max(1)),
+        file_poll: Duration::from_millis(args.file_poll_ms.max(1)),
+    };
+    match Speaker::start(config, prepared, node_name, client, opts).await {
         Ok(mut s) => {
-            s.run().await;
+            s.run(async move {
+                tokio::select! {
+                    _ = sigterm.recv() => {}
+                    _ = sigint.recv() => {}
+                }
+            })
+            .await;
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -160,8 +185,20 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
     }
 }
 
-struct Speaker {
-    args: SpeakerArgs,
+/// How a speaker runs besides its config.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Reload from this file on SIGHUP and when it changes (none for in-process speakers).
+    pub config_path: Option<PathBuf>,
+    /// Stop with Cease/Administrative Shutdown instead of closing for graceful restart.
+    pub final_stop: bool,
+    pub config_poll: Duration,
+    /// Polling interval of a `file` source.
+    pub file_poll: Duration,
+}
+
+pub struct Speaker {
+    opts: RunOptions,
     config: Config,
     prepared: BTreeMap<String, PreparedPeer>,
     node_name: String,
@@ -169,6 +206,7 @@ struct Speaker {
     metrics: Arc<Metrics>,
     admin: Arc<AdminState>,
     admin_task: tokio::task::JoinHandle<()>,
+    admin_addr: SocketAddr,
     desired: watch::Receiver<Arc<DesiredSet>>,
     source_task: tokio::task::JoinHandle<()>,
     node: watch::Receiver<NodeInfo>,
@@ -193,22 +231,35 @@ fn stamp(path: &Path) -> Option<FileStamp> {
     Some(FileStamp(m.modified().ok(), m.len(), m.ino()))
 }
 
+impl std::fmt::Debug for Speaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Speaker")
+            .field("node", &self.node_name)
+            .finish()
+    }
+}
+
 impl Speaker {
-    async fn start(
-        args: SpeakerArgs,
+    /// Starts the admin endpoint, the source and the Node watch; sessions start in `run`.
+    pub async fn start(
         config: Config,
         prepared: Vec<PreparedPeer>,
         node_name: String,
         client: Option<Client>,
+        opts: RunOptions,
     ) -> Result<Speaker, String> {
         let metrics = Arc::new(Metrics::new());
         let admin = Arc::new(AdminState::new(node_name.clone(), Arc::clone(&metrics)));
         let listener = tokio::net::TcpListener::bind(config.admin.listen)
             .await
             .map_err(|e| format!("admin.listen {}: {e}", config.admin.listen))?;
-        tracing::info!(listen = %config.admin.listen, "admin endpoint up");
+        let admin_addr = listener
+            .local_addr()
+            .map_err(|e| format!("admin.listen: {e}"))?;
+        tracing::info!(listen = %admin_addr, "admin endpoint up");
         let admin_task = tokio::spawn(admin::serve(listener, Arc::clone(&admin)));
-        let (desired, source_task) = start_source(&config.source, client.as_ref(), &node_name)?;
+        let (desired, source_task) =
+            start_source(&config.source, client.as_ref(), &node_name, opts.file_poll)?;
         let (node, node_task) = match (&client, config.source.is_file()) {
             (Some(c), false) => {
                 let (rx, t) = node::watch_node(c.clone(), &node_name);
@@ -224,10 +275,10 @@ impl Speaker {
             }
         };
         let (events_tx, events) = mpsc::unbounded_channel();
-        let config_stamp = stamp(&args.config);
+        let config_stamp = opts.config_path.as_deref().and_then(stamp);
         tracing::info!(node = %node_name, source = %config.source, peers = config.peers.len(), "speaker starting");
         Ok(Speaker {
-            args,
+            opts,
             prepared: prepared
                 .into_iter()
                 .map(|p| (p.config.name.clone(), p))
@@ -238,6 +289,7 @@ impl Speaker {
             metrics,
             admin,
             admin_task,
+            admin_addr,
             desired,
             source_task,
             node,
@@ -254,26 +306,33 @@ impl Speaker {
         })
     }
 
-    async fn run(&mut self) {
-        let (Ok(mut sighup), Ok(mut sigterm), Ok(mut sigint)) = (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot install signal handlers");
+    /// The admin endpoint's address (useful when the config asked for port 0).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Runs until `shutdown` completes, then stops every session (graceful restart or
+    /// Cease, per [`RunOptions::final_stop`]).
+    pub async fn run(&mut self, shutdown: impl std::future::Future<Output = ()>) {
+        let Ok(mut sighup) = signal(SignalKind::hangup()) else {
+            tracing::error!("cannot install the SIGHUP handler");
             return;
         };
-        let mut poll =
-            tokio::time::interval(Duration::from_secs(self.args.config_poll_seconds.max(1)));
+        let reloadable = self.opts.config_path.is_some();
+        tokio::pin!(shutdown);
+        let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut source_alive = true;
         self.on_node_change().await;
         self.recompute();
         loop {
             tokio::select! {
-                changed = self.desired.changed() => {
+                changed = self.desired.changed(), if source_alive => {
                     if changed.is_err() {
+                        // Keep what is announced; the last known set stays.
                         tracing::error!("pod-CIDR source stopped; keeping announced routes");
-                        std::future::pending::<()>().await;
+                        source_alive = false;
+                        continue;
                     }
                     self.recompute();
                 }
@@ -284,24 +343,23 @@ impl Speaker {
                     }
                 }
                 Some((peer, ev)) = self.events.recv() => self.on_event(&peer, ev),
-                _ = sighup.recv() => self.reload("SIGHUP").await,
-                _ = poll.tick() => {
-                    let now = stamp(&self.args.config);
+                _ = sighup.recv(), if reloadable => self.reload("SIGHUP").await,
+                _ = poll.tick(), if reloadable => {
+                    let now = self.opts.config_path.as_deref().and_then(stamp);
                     if now != self.config_stamp {
                         self.config_stamp = now;
                         self.reload("config file changed").await;
                     }
                 }
                 _ = tick.tick() => self.on_tick().await,
-                _ = sigterm.recv() => break,
-                _ = sigint.recv() => break,
+                _ = &mut shutdown => break,
             }
         }
-        let graceful = !self.args.final_stop;
+        let graceful = !self.opts.final_stop;
         tracing::info!(graceful_restart = graceful, "stopping sessions");
         if let Some(peers) = &mut self.peers {
             peers
-                .shutdown(self.args.final_stop, "podcidr-bgp speaker stopping")
+                .shutdown(self.opts.final_stop, "podcidr-bgp speaker stopping")
                 .await;
         }
         self.source_task.abort();
@@ -604,7 +662,10 @@ impl Speaker {
     }
 
     async fn reload(&mut self, why: &str) {
-        let (new, prepared) = match load(&self.args.config) {
+        let Some(path) = self.opts.config_path.clone() else {
+            return;
+        };
+        let (new, prepared) = match load(&path) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(reason = why, errors = %e, "config reload rejected; keeping the running config");
@@ -620,7 +681,12 @@ impl Speaker {
         let labels = self.node.borrow().labels.clone();
         let changes = diff_peers(&self.config.for_node(&labels), &new.for_node(&labels));
         if changes.settings.source {
-            match start_source(&new.source, self.client.as_ref(), &self.node_name) {
+            match start_source(
+                &new.source,
+                self.client.as_ref(),
+                &self.node_name,
+                self.opts.file_poll,
+            ) {
                 Ok((rx, task)) => {
                     self.source_task.abort();
                     self.desired = rx;
