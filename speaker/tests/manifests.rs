@@ -1,0 +1,208 @@
+//! Every manifest under deploy/ parses, and RBAC grants exactly the verbs the code uses:
+//! the binary runs against the fake API server, which records every (verb, resource) it
+//! was asked for.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Proc, TempDir, free_port};
+use fake_kube::{FakeKube, Gvr, Verb};
+use serde_json::{Value, json};
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml") {
+            out.push(p);
+        }
+    }
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split("\n---")
+        .filter(|d| {
+            d.lines().any(|l| {
+                !l.trim().is_empty() && !l.trim_start().starts_with('#') && l.trim() != "---"
+            })
+        })
+        .map(|d| {
+            serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_manifest_parses_and_names_its_kind() {
+    let mut files = Vec::new();
+    yaml_files(&deploy(), &mut files);
+    assert!(files.len() >= 10, "{files:?}");
+    for f in files
+        .iter()
+        .filter(|f| !f.starts_with(deploy().join("examples")))
+    {
+        for doc in documents(f) {
+            if f.ends_with("kustomization.yaml") {
+                for r in doc["resources"].as_array().unwrap() {
+                    assert!(
+                        deploy().join(r.as_str().unwrap()).exists(),
+                        "kustomization lists missing {r}"
+                    );
+                }
+                continue;
+            }
+            assert!(
+                doc["apiVersion"].is_string() && doc["kind"].is_string(),
+                "{}: {doc}",
+                f.display()
+            );
+            assert!(
+                doc["metadata"]["name"].is_string(),
+                "{}: {doc}",
+                f.display()
+            );
+        }
+    }
+    // The speaker config shipped in the ConfigMap is a valid config.
+    let cm = documents(&deploy().join("speaker/configmap.yaml"));
+    let cfg = cm[0]["data"]["config.yaml"].as_str().unwrap();
+    podcidr_config::Config::from_yaml_str(cfg).unwrap();
+}
+
+fn group_of(resource: &str) -> &'static str {
+    match resource.split('/').next().unwrap() {
+        "nodes" | "events" => "",
+        "leases" => "coordination.k8s.io",
+        "ciliumnodes" => "cilium.io",
+        _ => "podcidr.io",
+    }
+}
+
+fn verb_name(v: Verb) -> &'static str {
+    match v {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Watch => "watch",
+        Verb::Create => "create",
+        Verb::Update => "update",
+        Verb::Patch => "patch",
+        Verb::Delete => "delete",
+        Verb::DeleteCollection => "deletecollection",
+    }
+}
+
+type Grants = BTreeSet<(String, String, String)>;
+
+/// (apiGroup, resource, verb) granted by the named ClusterRole/Role in `file`.
+fn granted(file: &str, role: &str) -> Grants {
+    let mut out = Grants::new();
+    for doc in documents(&deploy().join(file)) {
+        if !matches!(doc["kind"].as_str(), Some("ClusterRole" | "Role"))
+            || doc["metadata"]["name"] != role
+        {
+            continue;
+        }
+        for rule in doc["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        out.insert((
+                            g.as_str().unwrap().into(),
+                            r.as_str().unwrap().into(),
+                            v.as_str().unwrap().into(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn used(fake: &FakeKube) -> Grants {
+    fake.request_counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|((verb, resource), _)| (group_of(&resource).into(), resource, verb_name(verb).into()))
+        .collect()
+}
+
+async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
+    let kubeconfig = dir.path("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig).unwrap();
+    let cfg = dir.path(&format!("{source}.yaml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "nodeName: node-a\nasn: 64512\nrouterId: 192.0.2.40\nsource: {{kind: {source}}}\n\
+             allowedPrefixes: [10.244.0.0/16]\npeers:\n  - name: tor\n    address: 127.0.0.1\n    port: {}\n    asn: 65000\n\
+             admin: {{listen: \"127.0.0.1:{}\"}}\nstatus: {{publish: true, minInterval: 1}}\n",
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let speaker = Proc::spawn(
+        &[
+            "speaker",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &dir.path(&format!("{source}.log")),
+    );
+    let nbs = Gvr::new("podcidr.io/v1alpha1", "nodebgpstatuses");
+    let published = fake
+        .wait_for_object(&nbs, None, "node-a", Duration::from_secs(30), |o| {
+            o.is_some_and(|o| {
+                o["status"]["allocated"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+            })
+        })
+        .await;
+    assert!(
+        published.is_ok(),
+        "{source}: no status published\n{}",
+        speaker.log()
+    );
+    let _ = fake.delete(&nbs, None, "node-a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speaker_rbac_grants_exactly_what_the_speaker_uses() {
+    let fake = FakeKube::start().await.unwrap();
+    fake.insert(
+        &Gvr::nodes(),
+        json!({"metadata": {"name": "node-a"}, "spec": {"podCIDRs": ["10.244.1.0/24"]},
+               "status": {"addresses": [{"type": "InternalIP", "address": "198.18.0.40"}]}}),
+    )
+    .unwrap();
+    fake.insert(
+        &Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs"),
+        json!({"metadata": {"name": "node-a"}, "spec": {"podCIDRs": ["10.244.1.0/24"]}}),
+    )
+    .unwrap();
+    fake.insert(
+        &Gvr::new("cilium.io/v2", "ciliumnodes"),
+        json!({"metadata": {"name": "node-a"}, "spec": {"ipam": {"podCIDRs": ["10.244.1.0/24"]}}}),
+    )
+    .unwrap();
+    let dir = TempDir::new("rbac");
+    for source in ["ipam-crd", "node-spec", "cilium-node"] {
+        run_speaker(source, &fake, &dir).await;
+    }
+    let used = used(&fake);
+    let granted = granted("speaker/rbac.yaml", "podcidr-bgp-speaker");
+    assert_eq!(used, granted, "used (left) vs granted (right)");
+}
