@@ -249,3 +249,23 @@ pub fn decode_stream(mut buf: &[u8], opts: &WireOptions) -> Vec<Result<Decoded, 
     }
     out
 }
+
+/// The fuzzing oracle, shared by the fuzz targets and the regression tests: decoding `bytes`
+/// must not panic, and every message that decodes must re-encode to bytes that decode to
+/// the same message. `Err` describes the first violation.
+pub fn check_round_trip(bytes: &[u8], opts: &WireOptions) -> Result<usize, String> {
+    let mut decoded = 0;
+    for d in decode_stream(bytes, opts).into_iter().flatten() {
+        let again = d
+            .message
+            .to_bytes(opts)
+            .map_err(|e| format!("a decoded {} does not encode: {e}", d.message.type_name()))?;
+        let twice = decode_message(&again, opts)
+            .map_err(|e| format!("a re-encoded {} does not decode: {e}", d.message.type_name()))?;
+        if twice.message != d.message {
+            return Err(format!("{} changed across a round trip", d.message.type_name()));
+        }
+        decoded += 1;
+    }
+    Ok(decoded)
+}
