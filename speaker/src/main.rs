@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod cli;
 mod decode;
+mod demo;
 mod logging;
 mod metrics;
 mod speaker;
@@ -37,7 +38,7 @@ enum Command {
     /// Print the CustomResourceDefinitions (YAML) for `kubectl apply -f -`.
     Crds,
     /// Run the whole flow in-process on an embedded default (no cluster needed).
-    Demo,
+    Demo(demo::DemoArgs),
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -71,15 +72,6 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Demo => {
-            println!(
-                "podcidr-bgp demo: not built yet. When it lands it starts an in-process fake \
-                 Kubernetes API with a few nodes, the cluster-pool allocator, one speaker per node \
-                 and a route collector acting as the ToR; prints allocations, sessions and the \
-                 routing table; injects a Node/NodePodCIDR mismatch and shows `diff` catching it; \
-                 then removes a node and shows only its routes withdrawn."
-            );
-            ExitCode::SUCCESS
-        }
+        Command::Demo(args) => runtime().block_on(demo::run(args)),
     }
 }

@@ -1,0 +1,363 @@
+//! `podcidr-bgp demo`: the whole flow in one process, no cluster, no root, no packages.
+//! A fake Kubernetes API seeded with nodes, the cluster-pool allocator, one speaker per node,
+//! and a route collector acting as the ToR; then the classic incident and a node removal.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bgp_proto::collector::{Collector, CollectorConfig, CollectorRib};
+use fake_kube::{FakeKube, Gvr};
+use ipam_watch::allocator::{
+    self, AllocatorMetrics, AllocatorOptions, Family, LeaseConfig, PodCidrPool,
+};
+use ipnet::IpNet;
+use podcidr_config::Config;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::cli::{self, DiffOptions, TableStyle};
+use crate::speaker::{RunOptions, Speaker, peers::prepare};
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Number of nodes (1..=50).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=50))]
+    pub nodes: u8,
+    /// Keep the final state running this long before exiting (e.g. 30s, 2m).
+    #[arg(long, default_value = "0s", value_parser = cli::parse_duration)]
+    pub duration: u64,
+    /// After the scenario, keep serving the fake API (kubeconfig path printed) until Ctrl-C,
+    /// so `diff`, `peers` and `routes` can be tried by hand.
+    #[arg(long)]
+    pub keep_running: bool,
+}
+
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+const POOL_V4: &str = "10.244.0.0/16";
+const POOL_V6: &str = "fd00:244::/56";
+
+fn npc() -> Gvr {
+    Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs")
+}
+
+fn nbs() -> Gvr {
+    Gvr::new("podcidr.io/v1alpha1", "nodebgpstatuses")
+}
+
+fn node_name(i: u8) -> String {
+    format!("node-{i}")
+}
+
+fn router_id(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, i)
+}
+
+struct RunningSpeaker {
+    admin: std::net::SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn step(n: u32, text: &str) {
+    println!("\n[{n}] {text}");
+}
+
+fn allocated(fake: &FakeKube, node: &str) -> Vec<String> {
+    fake.get(&npc(), None, node)
+        .and_then(|o| o["spec"]["podCIDRs"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn print_table(rib: &CollectorRib) {
+    let names: BTreeMap<Ipv4Addr, String> =
+        (1..=50).map(|i| (router_id(i), node_name(i))).collect();
+    let mut rows: Vec<(IpNet, String, String)> = Vec::new();
+    for (id, t) in rib {
+        for (p, r) in &t.routes {
+            let from = names.get(id).cloned().unwrap_or_else(|| id.to_string());
+            let nh = r.next_hop.map(|n| n.to_string()).unwrap_or_default();
+            rows.push((*p, nh, from));
+        }
+    }
+    rows.sort();
+    println!("    {:<22} {:<16} {}", "PREFIX", "NEXT HOP", "FROM");
+    for (p, nh, from) in rows {
+        println!("    {:<22} {:<16} {}", p.to_string(), nh, from);
+    }
+}
+
+fn speaker_config(i: u8, tor_port: u16) -> String {
+    format!(
+        "nodeName: {node}\nasn: 64512\nrouterId: {rid}\nsource: {{kind: ipam-crd}}\n\
+         allowedPrefixes: [{POOL_V4}, {POOL_V6}]\nnextHop: {{ipv4: node, ipv6: node}}\n\
+         peers:\n  - name: tor\n    address: 127.0.0.1\n    port: {tor_port}\n    asn: 65000\n    \
+         holdTime: 9\n    connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n\
+         admin: {{listen: \"127.0.0.1:0\"}}\nstatus: {{publish: true, minInterval: 1}}\n",
+        node = node_name(i),
+        rid = router_id(i),
+    )
+}
+
+async fn start_speaker(fake: &FakeKube, i: u8, tor_port: u16) -> Result<RunningSpeaker, String> {
+    let config = Config::from_yaml_str(&speaker_config(i, tor_port)).map_err(|e| e.to_string())?;
+    let prepared = prepare(&config.peers)?;
+    let opts = RunOptions {
+        config_path: None,
+        final_stop: true,
+        config_poll: Duration::from_secs(2),
+        file_poll: Duration::from_secs(2),
+    };
+    let mut speaker =
+        Speaker::start(config, prepared, node_name(i), Some(fake.client()), opts).await?;
+    let admin = speaker.admin_addr();
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        speaker
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Ok(RunningSpeaker { admin, stop, task })
+}
+
+/// Waits for the collector, printing progress every second.
+async fn wait_rib(
+    collector: &Collector,
+    what: &str,
+    mut done: impl FnMut(&CollectorRib) -> (usize, usize),
+) -> Result<(), String> {
+    let started = Instant::now();
+    let mut rx = collector.subscribe();
+    let mut last_print = Instant::now();
+    loop {
+        let (have, want) = done(&rx.borrow_and_update());
+        if have >= want {
+            return Ok(());
+        }
+        if last_print.elapsed() >= Duration::from_secs(1) {
+            println!("    … {what}: {have}/{want}");
+            last_print = Instant::now();
+        }
+        if started.elapsed() > STEP_TIMEOUT {
+            return Err(format!("timed out waiting for {what} ({have}/{want})"));
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+    }
+}
+
+pub async fn run(args: DemoArgs) -> ExitCode {
+    match scenario(&args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("podcidr-bgp demo: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn scenario(args: &DemoArgs) -> Result<(), String> {
+    let n = args.nodes;
+    let started = Instant::now();
+    println!(
+        "podcidr-bgp demo: {n} nodes, cluster-pool IPAM ({POOL_V4} /24s, {POOL_V6} /64s), one ToR."
+    );
+
+    step(1, "Kubernetes API (in-process fake) with the nodes");
+    let fake = FakeKube::start()
+        .await
+        .map_err(|e| format!("fake API: {e}"))?;
+    for i in 1..=n {
+        fake.insert(
+            &Gvr::nodes(),
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node_name(i), "labels": {"kubernetes.io/hostname": node_name(i)}},
+                "spec": {},
+                "status": {"addresses": [
+                    {"type": "InternalIP", "address": router_id(i).to_string()},
+                    {"type": "InternalIP", "address": format!("fd00:18::{i}")}
+                ]}
+            }),
+        )
+        .map_err(|e| format!("seeding {}: {e}", node_name(i)))?;
+    }
+    println!("    API at {}; nodes node-1..node-{n}", fake.url());
+
+    step(2, "ToR: a BGP route collector (AS 65000) on loopback");
+    let collector = Collector::start(CollectorConfig::new(
+        "127.0.0.1:0".parse().map_err(|_| "addr")?,
+    ))
+    .await
+    .map_err(|e| format!("collector: {e}"))?;
+    println!("    listening on {}", collector.local_addr());
+
+    step(
+        3,
+        "allocator: restore, then allocate one /24 and one /64 per node",
+    );
+    let pool =
+        PodCidrPool::default_from_flags(&[POOL_V4.to_owned()], 24, &[POOL_V6.to_owned()], 64);
+    let lease = LeaseConfig {
+        namespace: "podcidr-system".into(),
+        name: "podcidr-bgp-allocator".into(),
+        identity: "demo".into(),
+        duration: Duration::from_secs(15),
+    };
+    let mut opts = AllocatorOptions::new(lease);
+    opts.flag_pool = Some(pool);
+    opts.families = vec![Family::V4, Family::V6];
+    let (alloc_stop, alloc_stopped) = oneshot::channel::<()>();
+    let alloc_client = fake.client();
+    let allocator_task = tokio::spawn(async move {
+        let metrics = Arc::new(AllocatorMetrics::new());
+        allocator::run(alloc_client, opts, metrics, async {
+            let _ = alloc_stopped.await;
+        })
+        .await
+    });
+    let mut shown = std::collections::BTreeSet::new();
+    let t0 = Instant::now();
+    while shown.len() < usize::from(n) {
+        let _ = fake
+            .wait_for(Duration::from_secs(1), |f| {
+                (1..=n)
+                    .filter(|i| !allocated(f, &node_name(*i)).is_empty())
+                    .count()
+                    > shown.len()
+            })
+            .await;
+        for i in 1..=n {
+            let a = allocated(&fake, &node_name(i));
+            if !a.is_empty() && shown.insert(i) {
+                println!("    {} → {}", node_name(i), a.join(", "));
+            }
+        }
+        if t0.elapsed() > STEP_TIMEOUT {
+            return Err(format!(
+                "allocations: only {}/{n} after {STEP_TIMEOUT:?}",
+                shown.len()
+            ));
+        }
+    }
+
+    step(
+        4,
+        "speakers: one per node, source ipam-crd, peering with the ToR",
+    );
+    let mut speakers = BTreeMap::new();
+    for i in 1..=n {
+        let s = start_speaker(&fake, i, collector.local_addr().port()).await?;
+        println!(
+            "    {}: speaker admin endpoint http://{}",
+            node_name(i),
+            s.admin
+        );
+        speakers.insert(i, s);
+    }
+    let want = usize::from(n);
+    wait_rib(&collector, "sessions Established", |r| {
+        (r.values().filter(|t| t.established).count(), want)
+    })
+    .await?;
+    println!("    {want} sessions Established");
+    wait_rib(&collector, "routes at the ToR", |r| {
+        (r.values().map(|t| t.routes.len()).sum(), 2 * want)
+    })
+    .await?;
+    println!("    ToR routing table:");
+    print_table(&collector.rib());
+
+    step(
+        5,
+        "the classic incident: kube-controller-manager writes a different Node.spec.podCIDRs",
+    );
+    let victim = node_name(if n >= 2 { 2 } else { 1 });
+    let other = format!("10.244.{}.0/24", 200);
+    fake.update(&Gvr::nodes(), None, &victim, |node| {
+        node["spec"]["podCIDRs"] = json!([other])
+    })
+    .map_err(|e| format!("{victim}: {e}"))?;
+    println!(
+        "    {victim}: Node.spec.podCIDRs = [{other}], NodePodCIDR says {}",
+        allocated(&fake, &victim).join(", ")
+    );
+    let flagged = fake
+        .wait_for_object(&nbs(), None, &victim, STEP_TIMEOUT, |o| {
+            o.is_some_and(|o| {
+                o["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "SourceMismatch" && c["status"] == "True")
+                })
+            })
+        })
+        .await;
+    if flagged.is_err() {
+        return Err(format!("{victim}'s speaker did not report the mismatch"));
+    }
+    println!("    the speaker keeps announcing what IPAM allocated, and reports the mismatch.");
+    println!("    $ podcidr-bgp diff");
+    let report = cli::diff_cluster(&fake.client(), &DiffOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    for line in cli::render::render_table(&report, TableStyle::default()).lines() {
+        println!("    {line}");
+    }
+
+    step(
+        6,
+        format!("node-{n} leaves the cluster: only its routes are withdrawn").as_str(),
+    );
+    let before = collector.prefixes();
+    let gone = node_name(n);
+    let _ = fake.delete(&Gvr::nodes(), None, &gone);
+    if let Some(s) = speakers.remove(&n) {
+        let _ = s.stop.send(());
+        let _ = tokio::time::timeout(STEP_TIMEOUT, s.task).await;
+    }
+    let gone_id = router_id(n);
+    wait_rib(&collector, "withdrawal", |r| {
+        (usize::from(!r.contains_key(&gone_id)), 1)
+    })
+    .await?;
+    let after = collector.prefixes();
+    for p in before.keys().filter(|p| !after.contains_key(p)) {
+        println!("    withdrawn: {p}");
+    }
+    println!("    {} routes remain:", after.len());
+    print_table(&collector.rib());
+
+    if args.duration > 0 {
+        println!("\nkeeping everything running for {}s …", args.duration);
+        tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    }
+    if args.keep_running {
+        let path =
+            std::env::temp_dir().join(format!("podcidr-demo-{}.kubeconfig", std::process::id()));
+        fake.write_kubeconfig(&path).map_err(|e| e.to_string())?;
+        println!("\nfake API: {}  (Ctrl-C to stop)", fake.url());
+        println!("try:  podcidr-bgp diff --kubeconfig {}", path.display());
+        println!("      podcidr-bgp peers --kubeconfig {}", path.display());
+        println!("      podcidr-bgp routes --kubeconfig {}", path.display());
+        if let Some(s) = speakers.values().next() {
+            println!("      podcidr-bgp peers --admin http://{}", s.admin);
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = std::fs::remove_file(&path);
+    }
+
+    for (_, s) in speakers {
+        let _ = s.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.task).await;
+    }
+    let _ = alloc_stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), allocator_task).await;
+    println!("\ndone in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
