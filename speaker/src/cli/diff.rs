@@ -198,6 +198,16 @@ pub fn summarize(rows: &[DiffRow]) -> Summary {
     }
 }
 
+/// `45s`, `12m5s`, `3h4m`, `2d5h`.
+pub fn human_secs(s: u64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
 fn family(p: &IpNet) -> &'static str {
     match p {
         IpNet::V4(_) => "ipv4-unicast",
@@ -330,7 +340,10 @@ fn peer_cells(report: &SpeakerReport, prefix: &IpNet) -> Vec<PeerCell> {
 fn states(peers: &[&PeerReport]) -> String {
     peers
         .iter()
-        .map(|p| format!("{} {}", p.name, p.state))
+        .map(|p| match &p.last_error {
+            Some(e) if !is_established(p) => format!("{} {} ({e})", p.name, p.state),
+            _ => format!("{} {}", p.name, p.state),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -446,10 +459,17 @@ fn node_rows(
     let stale = report.is_some() && age.is_none_or(|a| a > input.stale_after_secs);
     let stale_note = match age {
         Some(a) => format!(
-            "status is {a}s old (--stale-after {}s)",
+            "status is {} old (--stale-after {}s)",
+            human_secs(a),
             input.stale_after_secs
         ),
         None => "status has no valid updatedAt".to_owned(),
+    };
+    // With `node-spec` the "IPAM" view is the Node itself.
+    let ipam = if input.source == SourceKind::NodeSpec {
+        "Node.spec.podCIDRs"
+    } else {
+        "IPAM"
     };
     let mismatch_note = format!(
         "Node.spec.podCIDRs says {}, IPAM says {}",
@@ -551,7 +571,7 @@ fn node_rows(
             .map(|o| o.name.clone())
             .collect();
         let mut why = format!(
-            "the speaker announces it; IPAM allocates {}",
+            "the speaker announces it; {ipam} allocates {}",
             join(&allocated)
         );
         if !owners.is_empty() {

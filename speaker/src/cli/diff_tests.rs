@@ -400,7 +400,7 @@ fn stale_status_overrides_speaker_verdicts_but_not_conflict() {
     i.stale_after_secs = 99;
     let r = one(&i);
     assert_eq!(r.verdict, Verdict::StaleStatus);
-    assert_eq!(r.detail, "status is 100s old (--stale-after 99s)");
+    assert_eq!(r.detail, "status is 1m40s old (--stale-after 99s)");
 
     let peers = vec![peer("tor1", "Active", &["10.9.9.0/24"])];
     let n = node("a", Some(&[P]), Some(&[Q]), Some(report(&[], peers, OLD)));
@@ -542,4 +542,12 @@ fn sweep_finds_the_same_pairs_as_brute_force() {
     }
     assert!(!slow.is_empty());
     assert_eq!(fast, slow);
+}
+
+#[test]
+fn human_durations() {
+    assert_eq!(human_secs(5), "5s");
+    assert_eq!(human_secs(65), "1m5s");
+    assert_eq!(human_secs(3 * 3600 + 240), "3h4m");
+    assert_eq!(human_secs(2 * 86400 + 5 * 3600), "2d5h");
 }

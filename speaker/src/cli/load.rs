@@ -28,11 +28,20 @@ pub enum LoadError {
     },
     #[error("listing {what}: forbidden ({message}); the account needs list on {what}")]
     Forbidden { what: &'static str, message: String },
-    #[error("listing {what}: {source}")]
+    #[error("listing {what}: HTTP {code} {reason}: {message}")]
     Api {
         what: &'static str,
-        #[source]
-        source: kube::Error,
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    /// No HTTP answer at all (connection refused, TLS, DNS, ...).
+    #[error("cannot reach the Kubernetes API{at} (listing {what}): {cause}")]
+    Unreachable {
+        what: &'static str,
+        /// ` at <url>` once known.
+        at: String,
+        cause: String,
     },
     #[error("no answer from the Kubernetes API within {0:?} (--request-timeout)")]
     Timeout(Duration),
@@ -59,7 +68,15 @@ impl KubeArgs {
         Duration::from_secs(self.request_timeout.max(1))
     }
 
-    pub async fn client(&self) -> Result<Client, LoadError> {
+    /// A client and the API server URL (for error messages).
+    pub async fn client(&self) -> Result<(Client, String), LoadError> {
+        let config = self.config().await?;
+        let url = config.cluster_url.to_string();
+        let client = Client::try_from(config).map_err(|e| LoadError::Config(e.to_string()))?;
+        Ok((client, url.trim_end_matches('/').to_owned()))
+    }
+
+    async fn config(&self) -> Result<kube::Config, LoadError> {
         use kube::config::{KubeConfigOptions, Kubeconfig};
         let options = KubeConfigOptions {
             context: self.context.clone(),
@@ -80,7 +97,7 @@ impl KubeArgs {
                 .await
                 .map_err(|e| LoadError::Config(format!("no Kubernetes API configuration: {e}")))?,
         };
-        Client::try_from(config).map_err(|e| LoadError::Config(e.to_string()))
+        Ok(config)
     }
 }
 
@@ -98,7 +115,41 @@ fn api_error(
             what,
             message: s.message.clone(),
         },
-        _ => LoadError::Api { what, source: e },
+        (kube::Error::Api(s), _) => LoadError::Api {
+            what,
+            code: s.code,
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+        },
+        _ => LoadError::Unreachable {
+            what,
+            at: String::new(),
+            cause: chain(&e),
+        },
+    }
+}
+
+/// An error and its sources, `: `-separated, skipping repeats (kube nests the same text).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+impl LoadError {
+    /// Names the API server in an [`LoadError::Unreachable`] error.
+    pub fn at(mut self, url: &str) -> Self {
+        if let LoadError::Unreachable { at, .. } = &mut self {
+            *at = format!(" at {url}");
+        }
+        self
     }
 }
 
@@ -166,6 +217,12 @@ pub async fn load_input(
     now: i64,
     stale_after_secs: u64,
 ) -> Result<DiffInput, LoadError> {
+    if source == SourceKind::File {
+        return Err(LoadError::Config(
+            "the file source has no cluster-wide view; use ipam-crd, node-spec or cilium-node"
+                .to_owned(),
+        ));
+    }
     let nodes_api: Api<Node> = Api::all(client.clone());
     let (nodes, ipam, reports) = tokio::join!(
         async { list_all(&nodes_api).await.map_err(api_error("nodes", None)) },
@@ -249,5 +306,40 @@ async fn ipam_allocations(
         }
         // Read from the Nodes themselves in `load_input`.
         SourceKind::NodeSpec | SourceKind::File => Ok(BTreeMap::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipam_watch::source::parse_cidrs;
+
+    #[test]
+    fn allocator_marked_conflicts_stay_in_the_allocation() {
+        let mut c = parse_cidrs(["10.5.1.0/24", "bogus"]);
+        assert_eq!(
+            allocation(c.clone()),
+            (vec!["10.5.1.0/24".parse().unwrap()], false)
+        );
+        c.invalid.push(ipam_watch::source::InvalidCidr {
+            value: "10.5.2.0/24".into(),
+            reason: InvalidReason::Conflict,
+        });
+        let (cidrs, flagged) = allocation(c);
+        assert!(flagged);
+        assert_eq!(cidrs.len(), 2);
+    }
+
+    #[test]
+    fn unreachable_errors_name_the_server() {
+        let e = LoadError::Unreachable {
+            what: "nodes",
+            at: String::new(),
+            cause: "refused".into(),
+        };
+        assert_eq!(
+            e.at("https://10.0.0.1:6443").to_string(),
+            "cannot reach the Kubernetes API at https://10.0.0.1:6443 (listing nodes): refused"
+        );
     }
 }

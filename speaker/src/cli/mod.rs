@@ -180,7 +180,7 @@ fn fail(cmd: &str, e: impl std::fmt::Display) -> ExitCode {
 }
 
 pub async fn run_diff(args: DiffArgs) -> ExitCode {
-    let client = match args.kube.client().await {
+    let (client, url) = match args.kube.client().await {
         Ok(c) => c,
         Err(e) => return fail("diff", e),
     };
@@ -191,7 +191,7 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
     let limit = args.kube.timeout();
     let mut report = match tokio::time::timeout(limit, diff_cluster(&client, &options)).await {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return fail("diff", e),
+        Ok(Err(e)) => return fail("diff", e.at(&url)),
         Err(_) => return fail("diff", LoadError::Timeout(limit)),
     };
     if let Some(node) = &args.node {

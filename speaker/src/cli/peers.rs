@@ -107,11 +107,12 @@ async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<Node
 }
 
 async fn from_api(args: &ViewArgs) -> Result<Vec<NodePeers>, LoadError> {
-    let client = args.kube.client().await?;
+    let (client, url) = args.kube.client().await?;
     let limit = args.kube.timeout();
     let reports = tokio::time::timeout(limit, speaker_reports(&client))
         .await
-        .map_err(|_| LoadError::Timeout(limit))??;
+        .map_err(|_| LoadError::Timeout(limit))?
+        .map_err(|e| e.at(&url))?;
     Ok(reports
         .into_iter()
         .map(|(node, r)| NodePeers {
@@ -153,6 +154,21 @@ fn short_family(f: &str) -> &str {
 
 fn dash(s: String) -> String {
     if s.is_empty() { "-".to_owned() } else { s }
+}
+
+/// Non-zero counts per family (`ipv4:1,ipv6:1`), `0` when nothing was sent.
+fn sent_cell(p: &PeerReport) -> String {
+    let parts: Vec<String> = p
+        .prefixes_sent
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(f, n)| format!("{}:{n}", short_family(f)))
+        .collect();
+    if parts.is_empty() {
+        "0".to_owned()
+    } else {
+        parts.join(",")
+    }
 }
 
 fn state_cell(state: &str) -> Cell {
@@ -230,14 +246,7 @@ fn render_peers(nodes: &[NodePeers], output: Output, now: i64) -> String {
                         .join(","),
                 )
                 .into(),
-                dash(
-                    p.prefixes_sent
-                        .iter()
-                        .map(|(f, n)| format!("{}:{n}", short_family(f)))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                )
-                .into(),
+                sent_cell(p).into(),
             ];
             if wide {
                 let last_notification = p

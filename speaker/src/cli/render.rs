@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::DiffReport;
+pub use super::diff::human_secs;
 use super::diff::{DiffRow, Verdict, summarize};
 
 const RESET: &str = "\x1b[0m";
@@ -77,16 +78,6 @@ pub fn table(header: &[&str], rows: &[Vec<Cell>], color: bool) -> String {
     out
 }
 
-/// `45s`, `12m5s`, `3h4m`, `2d5h`.
-pub fn human_secs(s: u64) -> String {
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
-    }
-}
-
 fn verdict_color(v: Verdict) -> &'static str {
     match v {
         Verdict::Ok => "\x1b[32m",
@@ -121,8 +112,11 @@ fn peers_cell(r: &DiffRow) -> String {
         .iter()
         .map(|p| match (p.state == "Established", p.announced) {
             (true, true) => format!("{}=Established(sent)", p.name),
-            (true, false) => format!("{}=Established(missing)", p.name),
-            (false, _) => format!("{}={}", p.name, p.state),
+            // "missing" only where the prefix should be there.
+            (true, false) if r.allocated.contains(&r.prefix) => {
+                format!("{}=Established(missing)", p.name)
+            }
+            _ => format!("{}={}", p.name, p.state),
         })
         .collect();
     list_or_dash(&cells)
@@ -271,13 +265,5 @@ mod tests {
         let colored = table(&["N", "V", "D"], &rows, true);
         assert!(colored.contains("\x1b[32mok\x1b[0m         x"));
         assert!(!plain.contains('\x1b'));
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_secs(5), "5s");
-        assert_eq!(human_secs(65), "1m5s");
-        assert_eq!(human_secs(3 * 3600 + 240), "3h4m");
-        assert_eq!(human_secs(2 * 86400 + 5 * 3600), "2d5h");
     }
 }
