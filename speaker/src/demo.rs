@@ -86,7 +86,7 @@ fn print_table(rib: &CollectorRib) {
         }
     }
     rows.sort();
-    println!("    {:<22} {:<16} {}", "PREFIX", "NEXT HOP", "FROM");
+    println!("    {:<22} {:<16} FROM", "PREFIX", "NEXT HOP");
     for (p, nh, from) in rows {
         println!("    {:<22} {:<16} {}", p.to_string(), nh, from);
     }

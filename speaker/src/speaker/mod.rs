@@ -36,6 +36,9 @@ use node::NodeInfo;
 use peers::{LocalIdentity, PeerManager, PreparedPeer, prepare};
 use routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes, route_source};
 
+/// The routes offered to one peer and what it refused.
+type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
+
 /// Field manager for server-side apply.
 const FIELD_MANAGER: &str = "podcidr-bgp-speaker";
 /// A report is re-published at least this often, so `diff` can tell a live speaker from a
@@ -215,7 +218,7 @@ pub struct Speaker {
     events_tx: mpsc::UnboundedSender<(String, SessionEvent)>,
     events: mpsc::UnboundedReceiver<(String, SessionEvent)>,
     guarded: Option<Guarded>,
-    peer_routes: BTreeMap<String, (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>)>,
+    peer_routes: BTreeMap<String, PeerRoutes>,
     refusals_seen: BTreeSet<(String, &'static str)>,
     mismatch_seen: Option<String>,
     config_stamp: Option<FileStamp>,
