@@ -2,6 +2,10 @@
 //! fake API server. Exit status 0 (clean), 1 (drift), 2 (could not run), the JSON schema, and
 //! one end-to-end run against the status a real speaker published.
 
+mod common;
+
+use common::{BIN, Run, TempDir, nbs, npc, run};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,69 +14,13 @@ use fake_kube::{FakeKube, Fault, Gvr, Verb};
 use ipam_watch::crd::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_podcidr-bgp");
 const P: &str = "10.5.113.0/24";
 const Q: &str = "10.5.112.0/24";
-
-/// A temp dir removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("podcidr-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the binary to completion (killed if it outlives the bound).
-async fn run(args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(BIN)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), child)
-        .await
-        .expect("podcidr-bgp did not finish within 60 s")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 async fn diff(kubeconfig: &Path, extra: &[&str]) -> Run {
     let mut args = vec!["diff", "--kubeconfig", kubeconfig.to_str().unwrap()];
     args.extend_from_slice(extra);
     run(&args).await
-}
-
-fn npc() -> Gvr {
-    Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs")
-}
-
-fn nbs() -> Gvr {
-    Gvr::new("podcidr.io/v1alpha1", "nodebgpstatuses")
 }
 
 fn node(name: &str, pod_cidrs: &[&str]) -> Value {

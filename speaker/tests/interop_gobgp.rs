@@ -24,7 +24,10 @@ fn rib(g: &Gobgp) -> BTreeSet<(IpNet, Option<IpAddr>)> {
 }
 
 fn want(items: &[(&str, &str)]) -> BTreeSet<(IpNet, Option<IpAddr>)> {
-    items.iter().map(|(p, nh)| (p.parse().unwrap(), Some(nh.parse().unwrap()))).collect()
+    items
+        .iter()
+        .map(|(p, nh)| (p.parse().unwrap(), Some(nh.parse().unwrap())))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,8 +37,12 @@ async fn gobgp_learns_both_families_with_our_next_hops_md5_and_withdrawals() {
     let listen = net::alloc_v4();
     // GoBGP is the passive side: its own outgoing connects wait 5-9 s.
     let gobgp = Gobgp::start(
-        GobgpConfig::new(listen, 65002)
-            .neighbor(GobgpNeighbor::new(ours, 4_200_000_001).passive(true).ebgp_multihop(Some(2)).auth_password("k3y")),
+        GobgpConfig::new(listen, 65002).neighbor(
+            GobgpNeighbor::new(ours, 4_200_000_001)
+                .passive(true)
+                .ebgp_multihop(Some(2))
+                .auth_password("k3y"),
+        ),
     );
     let dir = TempDir::new("interop-gobgp");
     std::fs::write(dir.path("key"), "k3y").unwrap();
@@ -46,10 +53,19 @@ async fn gobgp_learns_both_families_with_our_next_hops_md5_and_withdrawals() {
         port: a.port,
         asn: a.asn,
         local: IpAddr::V4(ours),
-        extra: format!("    ebgpMultihop: 2\n    passwordFile: {}\n", dir.path("key").display()),
+        extra: format!(
+            "    ebgpMultihop: 2\n    passwordFile: {}\n",
+            dir.path("key").display()
+        ),
     };
     let top = "nextHop: {ipv4: 198.18.0.31, ipv6: \"2001:db8::31\"}\n";
-    let s = Speaker::start(dir, &["198.19.1.0/24", "198.19.2.0/24", "fd00:19:1::/64"], top, &[peer], &[]);
+    let s = Speaker::start(
+        dir,
+        &["198.19.1.0/24", "198.19.2.0/24", "fd00:19:1::/64"],
+        top,
+        &[peer],
+        &[],
+    );
     let expected = want(&[
         ("198.19.1.0/24", "198.18.0.31"),
         ("198.19.2.0/24", "198.18.0.31"),
@@ -63,9 +79,16 @@ async fn gobgp_learns_both_families_with_our_next_hops_md5_and_withdrawals() {
         s.proc.log()
     );
     let paths = gobgp.rib(GobgpFamily::Ipv4);
-    assert!(paths.iter().all(|p| p.as_path == vec![4_200_000_001]), "{paths:?}");
+    assert!(
+        paths.iter().all(|p| p.as_path == vec![4_200_000_001]),
+        "{paths:?}"
+    );
 
     write_cidrs(&s.dir, &["198.19.2.0/24"]);
     let expected = want(&[("198.19.2.0/24", "198.18.0.31")]);
-    assert!(gobgp.wait_until(T, |g| rib(g) == expected), "GoBGP has {:?}", rib(&gobgp));
+    assert!(
+        gobgp.wait_until(T, |g| rib(g) == expected),
+        "GoBGP has {:?}",
+        rib(&gobgp)
+    );
 }

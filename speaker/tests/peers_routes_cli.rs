@@ -1,81 +1,16 @@
 //! `podcidr-bgp peers` and `routes`: from the published `NodeBGPStatus` objects (fake API
 //! server) and from a running speaker's admin endpoint (`--admin URL`).
 
-use std::path::PathBuf;
+mod common;
+
+use common::{BIN, TempDir, free_port, nbs, run};
+
 use std::time::Duration;
 
 use bgp_proto::collector::{Collector, CollectorConfig};
-use fake_kube::{FakeKube, Gvr};
+use fake_kube::FakeKube;
 use ipam_watch::crd::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const BIN: &str = env!("CARGO_BIN_EXE_podcidr-bgp");
-
-/// A temp dir removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("podcidr-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", self.stdout, self.stderr))
-    }
-}
-
-async fn run(args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(BIN)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), child)
-        .await
-        .expect("podcidr-bgp did not finish within 60 s")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn nbs() -> Gvr {
-    Gvr::new("podcidr.io/v1alpha1", "nodebgpstatuses")
-}
 
 fn status(node: &str, peers: Vec<PeerReport>) -> Value {
     let report = SpeakerReport {
@@ -238,17 +173,7 @@ async fn peers_and_routes_from_the_published_status() {
 }
 
 async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, text.split_once("\r\n\r\n")?.1.to_owned()))
+    common::http_get(addr.parse().ok()?, path).await
 }
 
 /// Polls a child's admin endpoint (only it can tell us) every 50 ms, at most `limit`.

@@ -99,6 +99,46 @@ impl Drop for Proc {
     }
 }
 
+/// What a finished `podcidr-bgp` run printed.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+/// Runs the binary to completion (killed if it outlives the bound).
+pub async fn run(args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(BIN)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), child)
+        .await
+        .expect("podcidr-bgp did not finish within 60 s")
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub fn nbs() -> fake_kube::Gvr {
+    fake_kube::Gvr::new("podcidr.io/v1alpha1", "nodebgpstatuses")
+}
+
+pub fn npc() -> fake_kube::Gvr {
+    fake_kube::Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs")
+}
+
 /// A plain HTTP/1.1 GET against a child's admin endpoint.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut s = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
