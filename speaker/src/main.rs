@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod allocator_cmd;
 mod cli;
 mod decode;
 mod demo;
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Run the per-node BGP speaker (a DaemonSet next to the CNI).
     Speaker(speaker::SpeakerArgs),
+    /// Run the cluster-pool allocator (a Deployment with leader election).
+    Allocator(allocator_cmd::AllocatorArgs),
     /// Decode hex-encoded BGP messages into one JSON object per message.
     Decode(decode::DecodeArgs),
     /// Compare what IPAM allocated, what the Nodes say and what each speaker announces.
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Speaker(args) => runtime().block_on(speaker::run(args)),
+        Command::Allocator(args) => runtime().block_on(allocator_cmd::run(args)),
         Command::Decode(args) => decode::run(&args),
         Command::Diff(args) => runtime().block_on(cli::run_diff(args)),
         Command::Peers(args) => runtime().block_on(cli::run_peers(args)),

@@ -27,9 +27,15 @@ mod accounting;
 mod cidr;
 mod core;
 mod free_runs;
+pub mod kube_store;
+pub mod lease;
+mod metrics;
+mod observe;
 mod pool;
+pub mod pool_sync;
 mod prefix_set;
 mod reconcile;
+mod runner;
 mod selector;
 mod status;
 mod store;
@@ -51,3 +57,8 @@ pub use self::status::{
     NodeOutcome, OVERLAPPING, PoolStatus, READY,
 };
 pub use self::store::{FakeStore, Fault, NodePodCidrStore, WriteOutcome};
+
+// The process around the pure core (kube, tokio, clock): see `runner`.
+pub use self::lease::{Clock, LeaderState, LeaseConfig, SystemClock};
+pub use self::metrics::AllocatorMetrics;
+pub use self::runner::{AllocatorOptions, EVENT_NAMESPACE, RunError, run};

@@ -12,9 +12,14 @@ use crate::crd::{AllocatedReason, NodePodCIDR, condition};
 /// never from list position.
 pub fn parse_cidrs<'a>(values: impl IntoIterator<Item = &'a str>) -> NodeCidrs {
     let mut out = NodeCidrs::default();
+    // A set for the duplicate check: a file source may list 100,000 CIDRs (O(n²) otherwise).
+    let mut seen = std::collections::HashSet::new();
     for value in values {
-        match check(value, &out.valid) {
-            Ok(net) => out.valid.push(net),
+        match check(value, |net| seen.contains(net)) {
+            Ok(net) => {
+                seen.insert(net);
+                out.valid.push(net);
+            }
             Err(reason) => out.invalid.push(InvalidCidr {
                 value: value.to_owned(),
                 reason,
@@ -24,7 +29,7 @@ pub fn parse_cidrs<'a>(values: impl IntoIterator<Item = &'a str>) -> NodeCidrs {
     out
 }
 
-fn check(value: &str, seen: &[IpNet]) -> Result<IpNet, InvalidReason> {
+fn check(value: &str, seen: impl Fn(&IpNet) -> bool) -> Result<IpNet, InvalidReason> {
     let net: IpNet = value.parse().map_err(|_| InvalidReason::Unparseable)?;
     if net.prefix_len() == 0 {
         return Err(InvalidReason::DefaultRoute);
@@ -32,7 +37,7 @@ fn check(value: &str, seen: &[IpNet]) -> Result<IpNet, InvalidReason> {
     if net.trunc() != net {
         return Err(InvalidReason::HostBitsSet);
     }
-    if seen.contains(&net) {
+    if seen(&net) {
         return Err(InvalidReason::Duplicate);
     }
     Ok(net)
@@ -101,7 +106,7 @@ pub fn desired_from_cilium_node(object: &DynamicObject) -> NodeCidrs {
 
 /// Parse one value in the context of the ones already accepted (for duplicate detection).
 fn parse_cidrs_after(seen: &[IpNet], value: &str) -> NodeCidrs {
-    match check(value, seen) {
+    match check(value, |net| seen.contains(net)) {
         Ok(net) => NodeCidrs {
             valid: vec![net],
             invalid: Vec::new(),

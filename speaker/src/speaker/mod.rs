@@ -326,6 +326,7 @@ impl Speaker {
         let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut source_alive = true;
+        let mut node_alive = true;
         self.on_node_change().await;
         self.recompute();
         loop {
@@ -339,10 +340,14 @@ impl Speaker {
                     }
                     self.recompute();
                 }
-                changed = self.node.changed() => {
+                changed = self.node.changed(), if node_alive => {
                     if changed.is_ok() {
                         self.on_node_change().await;
                         self.recompute();
+                    } else {
+                        // File mode (no Node watch): a closed channel is ready at once, so
+                        // polling it again would spin the loop at 100% CPU.
+                        node_alive = false;
                     }
                 }
                 Some((peer, ev)) = self.events.recv() => self.on_event(&peer, ev),

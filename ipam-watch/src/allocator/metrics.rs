@@ -1,0 +1,261 @@
+//! Allocator metrics (Prometheus text format) and the health flags behind `/livez`, `/readyz`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::cidr::Family as AddressFamily;
+use super::status::PoolStatus;
+use super::store::WriteOutcome;
+
+/// `{pool, family}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// Pool name.
+    pub pool: String,
+    /// `ipv4` / `ipv6`.
+    pub family: String,
+}
+
+/// `{kind, result}` of an API write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `create`, `patch_spec`, `status`, `pool_status`, `event`.
+    pub kind: String,
+    /// `ok`, `conflict`, `not_found`, `timeout`, `server_error`.
+    pub result: String,
+}
+
+/// Metrics plus liveness/readiness of one allocator process.
+#[derive(Debug)]
+pub struct AllocatorMetrics {
+    registry: Registry,
+    /// Node blocks per pool and family.
+    pub pool_capacity: Family<PoolLabels, Gauge>,
+    /// Allocated node blocks.
+    pub pool_allocated: Family<PoolLabels, Gauge>,
+    /// Free node blocks.
+    pub pool_free: Family<PoolLabels, Gauge>,
+    /// Quarantined node blocks.
+    pub pool_quarantined: Family<PoolLabels, Gauge>,
+    /// Nodes whose CIDR overlaps another node's.
+    pub conflicts: Gauge,
+    /// Nodes without a complete allocation.
+    pub pending_nodes: Gauge,
+    /// API writes by kind and result.
+    pub writes: Family<WriteLabels, Counter>,
+    /// 1 while holding the lease.
+    pub leader: Gauge,
+    /// Reconcile passes run.
+    pub passes: Counter,
+    passes_seen: watch::Sender<u64>,
+    ready: AtomicBool,
+    heartbeat: AtomicU64,
+}
+
+impl Default for AllocatorMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn gauge_value(v: u128) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// `ipv4` / `ipv6`.
+pub fn family_label(f: AddressFamily) -> &'static str {
+    match f {
+        AddressFamily::V4 => "ipv4",
+        AddressFamily::V6 => "ipv6",
+    }
+}
+
+/// Label value of a write outcome.
+pub fn result_label(o: &WriteOutcome) -> &'static str {
+    match o {
+        WriteOutcome::Ok => "ok",
+        WriteOutcome::Conflict => "conflict",
+        WriteOutcome::NotFound => "not_found",
+        WriteOutcome::Timeout => "timeout",
+        WriteOutcome::ServerError(_) => "server_error",
+    }
+}
+
+impl AllocatorMetrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let m = AllocatorMetrics {
+            registry: Registry::default(),
+            pool_capacity: Family::default(),
+            pool_allocated: Family::default(),
+            pool_free: Family::default(),
+            pool_quarantined: Family::default(),
+            conflicts: Gauge::default(),
+            pending_nodes: Gauge::default(),
+            writes: Family::default(),
+            leader: Gauge::default(),
+            passes: Counter::default(),
+            passes_seen: watch::channel(0).0,
+            ready: AtomicBool::new(false),
+            heartbeat: AtomicU64::new(unix_now()),
+        };
+        let mut registry = Registry::default();
+        let p = "podcidr_allocator";
+        registry.register(
+            format!("{p}_pool_capacity"),
+            "Node blocks in the pool's active CIDRs",
+            m.pool_capacity.clone(),
+        );
+        registry.register(
+            format!("{p}_pool_allocated"),
+            "Node blocks held by nodes",
+            m.pool_allocated.clone(),
+        );
+        registry.register(
+            format!("{p}_pool_free"),
+            "Node blocks available now",
+            m.pool_free.clone(),
+        );
+        registry.register(
+            format!("{p}_pool_quarantined"),
+            "Released node blocks waiting for quarantine to end",
+            m.pool_quarantined.clone(),
+        );
+        registry.register(
+            format!("{p}_conflicts"),
+            "Nodes whose CIDR overlaps another node's (excluded from BGP)",
+            m.conflicts.clone(),
+        );
+        registry.register(
+            format!("{p}_pending_nodes"),
+            "Nodes without a complete allocation",
+            m.pending_nodes.clone(),
+        );
+        registry.register(
+            format!("{p}_writes"),
+            "API writes by kind and result",
+            m.writes.clone(),
+        );
+        registry.register(
+            format!("{p}_leader"),
+            "1 while this process holds the allocator lease",
+            m.leader.clone(),
+        );
+        registry.register(
+            format!("{p}_passes"),
+            "Reconcile passes run",
+            m.passes.clone(),
+        );
+        AllocatorMetrics { registry, ..m }
+    }
+
+    /// Counts a finished reconcile pass.
+    pub fn pass_done(&self) {
+        let n = self.passes.inc() + 1;
+        self.passes_seen.send_replace(n);
+    }
+
+    /// Waits until at least `n` passes finished; false on timeout.
+    pub async fn wait_for_passes(&self, n: u64, timeout: Duration) -> bool {
+        let mut rx = self.passes_seen.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|v| *v >= n))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Counts one write.
+    pub fn count_write(&self, kind: &str, result: &str) {
+        self.writes
+            .get_or_create(&WriteLabels {
+                kind: kind.into(),
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Writes of every kind and result made by this process.
+    pub fn total_writes(&self) -> u64 {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            return 0;
+        }
+        text.lines()
+            .filter(|l| l.starts_with("podcidr_allocator_writes_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Sets the pool gauges.
+    pub fn set_pools(&self, statuses: &[PoolStatus]) {
+        // Pools that went away must not linger.
+        for f in [
+            &self.pool_capacity,
+            &self.pool_allocated,
+            &self.pool_free,
+            &self.pool_quarantined,
+        ] {
+            f.clear();
+        }
+        for s in statuses {
+            for a in &s.families {
+                let l = PoolLabels {
+                    pool: s.name.clone(),
+                    family: family_label(a.family).into(),
+                };
+                self.pool_capacity
+                    .get_or_create(&l)
+                    .set(gauge_value(a.capacity));
+                self.pool_allocated
+                    .get_or_create(&l)
+                    .set(gauge_value(a.allocated));
+                self.pool_free.get_or_create(&l).set(gauge_value(a.free));
+                self.pool_quarantined
+                    .get_or_create(&l)
+                    .set(gauge_value(a.quarantined));
+            }
+        }
+    }
+
+    /// Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    /// Marks the process ready (config valid, lease loop running).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// `/readyz`.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The main loop is alive.
+    pub fn beat(&self) {
+        self.heartbeat.store(unix_now(), Ordering::Relaxed);
+    }
+
+    /// `/livez`: the main loop ticked within `window_secs`.
+    pub fn is_live(&self, window_secs: u64) -> bool {
+        unix_now().saturating_sub(self.heartbeat.load(Ordering::Relaxed)) <= window_secs
+    }
+}

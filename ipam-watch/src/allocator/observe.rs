@@ -1,0 +1,204 @@
+//! Watches of Nodes, `NodePodCIDR`s and `PodCIDRPool`s folded into per-type caches.
+//!
+//! Each cache swaps in a relist only at `InitDone` (never a partial LIST), ignores no-op
+//! updates (Node heartbeats), and tracks the highest resourceVersion seen so the loop can
+//! wait until its own writes are visible before planning again.
+
+use std::collections::BTreeMap;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, ListSemantic};
+use kube::{Client, Resource};
+
+use super::kube_store;
+use super::pool_sync::pool_from_crd;
+use super::{ObservedNode, ObservedRecord, PodCidrPool};
+use crate::crd::{NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus};
+
+/// Objects of one type as last listed/watched, by name.
+#[derive(Debug)]
+pub(crate) struct Cache<V> {
+    pub(crate) items: BTreeMap<String, V>,
+    init: Option<BTreeMap<String, V>>,
+    pub(crate) synced: bool,
+    /// Highest object resourceVersion seen (numeric servers): our writes at or below it
+    /// are visible in `items`.
+    pub(crate) high_water: u64,
+    init_high_water: u64,
+}
+
+impl<V> Default for Cache<V> {
+    fn default() -> Self {
+        Cache {
+            items: BTreeMap::new(),
+            init: None,
+            synced: false,
+            high_water: 0,
+            init_high_water: 0,
+        }
+    }
+}
+
+pub(crate) fn rv_of<K: Resource>(o: &K) -> u64 {
+    o.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+impl<V: PartialEq> Cache<V> {
+    /// Applies one watch event; true if the visible state changed.
+    pub(crate) fn apply<K: Resource>(&mut self, ev: Event<K>, conv: impl Fn(&K) -> V) -> bool {
+        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
+        match ev {
+            Event::Init => {
+                self.init = Some(BTreeMap::new());
+                self.init_high_water = 0;
+                false
+            }
+            Event::InitApply(o) => {
+                self.init_high_water = self.init_high_water.max(rv_of(&o));
+                if let Some(m) = &mut self.init {
+                    m.insert(name(&o), conv(&o));
+                }
+                false
+            }
+            Event::InitDone => {
+                if let Some(m) = self.init.take() {
+                    self.items = m;
+                }
+                self.synced = true;
+                self.high_water = self.high_water.max(self.init_high_water);
+                true
+            }
+            Event::Apply(o) => {
+                self.high_water = self.high_water.max(rv_of(&o));
+                let v = conv(&o);
+                let n = name(&o);
+                if self.items.get(&n) == Some(&v) {
+                    return false;
+                }
+                self.items.insert(n, v);
+                true
+            }
+            Event::Delete(o) => {
+                self.high_water = self.high_water.max(rv_of(&o));
+                self.items.remove(&name(&o)).is_some()
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RecordEntry {
+    pub(crate) observed: ObservedRecord,
+    pub(crate) uid: Option<String>,
+    pub(crate) conditions: Vec<meta::Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PoolEntry {
+    pub(crate) spec: PodCidrPool,
+    pub(crate) status: Option<PodCIDRPoolStatus>,
+    pub(crate) generation: Option<i64>,
+    pub(crate) uid: Option<String>,
+}
+
+pub(crate) fn observed_node(n: &Node) -> ObservedNode {
+    ObservedNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        uid: n.metadata.uid.clone().unwrap_or_default().as_str().into(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        deleting: n.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+pub(crate) fn record_entry(o: &NodePodCIDR) -> RecordEntry {
+    RecordEntry {
+        observed: kube_store::observed_record(o),
+        uid: o.metadata.uid.clone(),
+        conditions: o.status.clone().map(|s| s.conditions).unwrap_or_default(),
+    }
+}
+
+pub(crate) fn pool_entry(o: &PodCIDRPool) -> PoolEntry {
+    PoolEntry {
+        spec: pool_from_crd(o),
+        status: o.status.clone(),
+        generation: o.metadata.generation,
+        uid: o.metadata.uid.clone(),
+    }
+}
+
+pub(crate) enum Ev {
+    Node(Box<Result<Event<Node>, watcher::Error>>),
+    Record(Result<Event<NodePodCIDR>, watcher::Error>),
+    Pool(Result<Event<PodCIDRPool>, watcher::Error>),
+}
+
+pub(crate) fn watch_all(client: &Client) -> impl Stream<Item = Ev> + Send + use<> {
+    // Quorum LISTs: this term must not start from a lagging cache.
+    let cfg = watcher::Config::default().list_semantic(ListSemantic::MostRecent);
+    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
+        .default_backoff()
+        .map(|e| Ev::Node(Box::new(e)));
+    let records = watcher::watcher(Api::<NodePodCIDR>::all(client.clone()), cfg.clone())
+        .default_backoff()
+        .map(Ev::Record);
+    let pools = watcher::watcher(Api::<PodCIDRPool>::all(client.clone()), cfg)
+        .default_backoff()
+        .map(Ev::Pool);
+    futures::stream::select_all([nodes.boxed(), records.boxed(), pools.boxed()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn node(name: &str, rv: &str, deleting: bool) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                resource_version: Some(rv.into()),
+                deletion_timestamp: deleting.then(|| meta::Time(Default::default())),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn relist_swaps_at_init_done_and_no_op_updates_are_ignored() {
+        let mut c: Cache<ObservedNode> = Cache::default();
+        assert!(!c.apply(Event::Init, observed_node));
+        assert!(!c.apply(Event::InitApply(node("a", "5", false)), observed_node));
+        assert!(
+            !c.synced && c.items.is_empty(),
+            "a partial LIST is never visible"
+        );
+        assert!(c.apply(Event::InitDone, observed_node));
+        assert!(c.synced && c.items.len() == 1 && c.high_water == 5);
+        assert!(
+            !c.apply(Event::Apply(node("a", "9", false)), observed_node),
+            "heartbeat"
+        );
+        assert_eq!(c.high_water, 9);
+        assert!(c.apply(Event::Apply(node("a", "10", true)), observed_node));
+        assert!(c.items["a"].deleting);
+        // A relist replaces everything at once: "a" is gone only after InitDone.
+        c.apply(Event::Init, observed_node);
+        c.apply(Event::InitApply(node("b", "12", false)), observed_node);
+        assert!(c.items.contains_key("a"));
+        c.apply(Event::InitDone, observed_node);
+        assert!(!c.items.contains_key("a") && c.items.contains_key("b"));
+        assert!(c.apply(Event::Delete(node("b", "13", false)), observed_node));
+        assert_eq!(c.high_water, 13);
+    }
+}

@@ -1,0 +1,410 @@
+//! `podcidr-bgp allocator`: flags, validation (exit 2 before any write), the admin listener,
+//! SIGTERM handling; the allocator itself is `ipam_watch::allocator::run`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use ipam_watch::allocator::lease::{DEFAULT_LEASE_NAME, default_identity};
+use ipam_watch::allocator::{
+    AllocatorMetrics, AllocatorOptions, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr,
+    PodCidrPool,
+};
+use tokio::net::TcpListener;
+
+/// `/livez` fails when the main loop has not ticked for this long.
+const LIVENESS_WINDOW: u64 = 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags of `podcidr-bgp allocator`.
+#[derive(Debug, clap::Args)]
+pub struct AllocatorArgs {
+    /// IPv4 CIDR(s) of the `default` pool (repeatable or comma-separated).
+    #[arg(
+        long = "cluster-pool-ipv4-cidr",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub ipv4_cidrs: Vec<String>,
+    /// Prefix length of each node's IPv4 block.
+    #[arg(
+        long = "cluster-pool-ipv4-mask-size",
+        value_name = "LEN",
+        default_value_t = 24
+    )]
+    pub ipv4_mask_size: u8,
+    /// IPv6 CIDR(s) of the `default` pool (repeatable or comma-separated).
+    #[arg(
+        long = "cluster-pool-ipv6-cidr",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub ipv6_cidrs: Vec<String>,
+    /// Prefix length of each node's IPv6 block.
+    #[arg(
+        long = "cluster-pool-ipv6-mask-size",
+        value_name = "LEN",
+        default_value_t = 64
+    )]
+    pub ipv6_mask_size: u8,
+    /// Families every node gets, primary first (default: the families of the flag pool,
+    /// else ipv4).
+    #[arg(long, value_name = "FAMILY", value_delimiter = ',')]
+    pub families: Vec<String>,
+    /// Seconds a released CIDR is withheld before reuse (longer than BGP hold time plus
+    /// graceful-restart time).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_QUARANTINE_SECS)]
+    pub quarantine: u64,
+    /// Namespace of the Lease [default: $POD_NAMESPACE, else kube-system].
+    #[arg(long, value_name = "NAMESPACE", env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
+    /// Lease duration in seconds (renewed every third of it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Seconds between full reconcile passes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub resync: u64,
+    /// Admin listener: /metrics, /livez, /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9181")]
+    pub admin_listen: SocketAddr,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// A flag error: which flag, which value, why.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FlagError {
+    pub flag: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid value {:?} for --{}: {}",
+            self.value, self.flag, self.reason
+        )
+    }
+}
+
+fn bad(flag: &'static str, value: impl ToString, reason: impl Into<String>) -> FlagError {
+    FlagError {
+        flag,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn check_family(
+    cidrs: &[String],
+    mask: u8,
+    family: Family,
+    cidr_flag: &'static str,
+    mask_flag: &'static str,
+) -> Result<(), FlagError> {
+    if mask == 0 || mask > family.bits() {
+        return Err(bad(
+            mask_flag,
+            mask,
+            format!("must be 1..={}", family.bits()),
+        ));
+    }
+    for s in cidrs {
+        let c = PodCidr::parse(s).map_err(|e| bad(cidr_flag, s, e.to_string()))?;
+        if c.family() != family {
+            return Err(bad(cidr_flag, s, format!("not an {} CIDR", family.name())));
+        }
+        if c.prefix_len() > mask {
+            return Err(bad(
+                mask_flag,
+                mask,
+                format!("shorter than the pool CIDR {s}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Validates flags into options; nothing has touched the API yet.
+pub fn options(args: &AllocatorArgs) -> Result<AllocatorOptions, FlagError> {
+    let v4 = "cluster-pool-ipv4-cidr";
+    let v6 = "cluster-pool-ipv6-cidr";
+    check_family(
+        &args.ipv4_cidrs,
+        args.ipv4_mask_size,
+        Family::V4,
+        v4,
+        "cluster-pool-ipv4-mask-size",
+    )?;
+    check_family(
+        &args.ipv6_cidrs,
+        args.ipv6_mask_size,
+        Family::V6,
+        v6,
+        "cluster-pool-ipv6-mask-size",
+    )?;
+    let mut families = Vec::new();
+    for f in &args.families {
+        let fam = match f.to_ascii_lowercase().as_str() {
+            "ipv4" | "v4" => Family::V4,
+            "ipv6" | "v6" => Family::V6,
+            _ => return Err(bad("families", f, "expected ipv4 or ipv6")),
+        };
+        if families.contains(&fam) {
+            return Err(bad("families", f, "listed twice"));
+        }
+        families.push(fam);
+    }
+    if families.is_empty() {
+        if !args.ipv4_cidrs.is_empty() || args.ipv6_cidrs.is_empty() {
+            families.push(Family::V4);
+        }
+        if !args.ipv6_cidrs.is_empty() {
+            families.push(Family::V6);
+        }
+    }
+    if args.lease_duration < 3 || args.lease_duration > 3600 {
+        return Err(bad(
+            "lease-duration",
+            args.lease_duration,
+            "must be 3..=3600 seconds",
+        ));
+    }
+    if args.resync == 0 {
+        return Err(bad("resync", 0, "must be at least 1 second"));
+    }
+    if args.lease_name.is_empty() {
+        return Err(bad("lease-name", "", "must not be empty"));
+    }
+    let namespace = args
+        .lease_namespace
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "kube-system".into());
+    let lease = LeaseConfig {
+        namespace,
+        name: args.lease_name.clone(),
+        identity: default_identity(),
+        duration: Duration::from_secs(args.lease_duration),
+    };
+    let mut opts = AllocatorOptions::new(lease);
+    opts.families = families;
+    opts.quarantine_secs = args.quarantine;
+    opts.resync = Duration::from_secs(args.resync);
+    if !args.ipv4_cidrs.is_empty() || !args.ipv6_cidrs.is_empty() {
+        opts.flag_pool = Some(PodCidrPool::default_from_flags(
+            &args.ipv4_cidrs,
+            args.ipv4_mask_size,
+            &args.ipv6_cidrs,
+            args.ipv6_mask_size,
+        ));
+    }
+    Ok(opts)
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+async fn client(args: &AllocatorArgs) -> Result<kube::Client, String> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match (&args.kubeconfig, &args.context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("kubeconfig: {e}"))?,
+        (None, None) => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes API configuration: {e}"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
+fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r
+}
+
+async fn serve_admin(listener: TcpListener, metrics: Arc<AllocatorMetrics>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let m = metrics.clone();
+                async move {
+                    let ok = |b: bool| {
+                        if b {
+                            respond(StatusCode::OK, "ok\n".into())
+                        } else {
+                            respond(StatusCode::SERVICE_UNAVAILABLE, "not ok\n".into())
+                        }
+                    };
+                    Ok::<_, Infallible>(match req.uri().path() {
+                        "/metrics" => respond(StatusCode::OK, m.encode()),
+                        "/livez" => ok(m.is_live(LIVENESS_WINDOW)),
+                        "/readyz" => ok(m.is_ready()),
+                        _ => respond(StatusCode::NOT_FOUND, "not found\n".into()),
+                    })
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Runs the allocator: 0 after SIGTERM, 1 on lost lease or runtime failure, 2 on bad flags.
+pub async fn run(args: AllocatorArgs) -> ExitCode {
+    let opts = match options(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("podcidr-bgp allocator: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(args.log_format);
+    let client = match client(&args).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("podcidr-bgp allocator: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match TcpListener::bind(args.admin_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "podcidr-bgp allocator: invalid value {:?} for --admin-listen: {e}",
+                args.admin_listen.to_string()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let metrics = Arc::new(AllocatorMetrics::new());
+    let admin = tokio::spawn(serve_admin(listener, metrics.clone()));
+    tracing::info!(
+        identity = %opts.lease.identity,
+        lease = %format!("{}/{}", opts.lease.namespace, opts.lease.name),
+        "allocator starting"
+    );
+    let result = ipam_watch::allocator::run(client, opts, metrics, terminated()).await;
+    admin.abort();
+    match result {
+        Ok(()) => {
+            tracing::info!("allocator stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("podcidr-bgp allocator: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: AllocatorArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<AllocatorOptions, FlagError> {
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
+        options(&cli.args)
+    }
+
+    #[test]
+    fn flags_validate_and_name_the_flag() {
+        let o = parse(&["--cluster-pool-ipv4-cidr", "10.0.0.0/16,10.1.0.0/16"]).unwrap();
+        let pool = o.flag_pool.unwrap();
+        assert_eq!(pool.ipv4.unwrap().cidrs.len(), 2);
+        assert_eq!(o.families, vec![Family::V4]);
+        let e = parse(&["--cluster-pool-ipv4-cidr", "10.0.0.1/16"]).unwrap_err();
+        assert_eq!(e.flag, "cluster-pool-ipv4-cidr");
+        let e = parse(&["--cluster-pool-ipv6-cidr", "10.0.0.0/16"]).unwrap_err();
+        assert_eq!(e.flag, "cluster-pool-ipv6-cidr");
+        let e = parse(&[
+            "--cluster-pool-ipv4-cidr",
+            "10.0.0.0/16",
+            "--cluster-pool-ipv4-mask-size",
+            "8",
+        ])
+        .unwrap_err();
+        assert_eq!(e.flag, "cluster-pool-ipv4-mask-size");
+        let e = parse(&["--lease-duration", "1"]).unwrap_err();
+        assert_eq!(e.flag, "lease-duration");
+        let o = parse(&["--cluster-pool-ipv6-cidr", "fd00::/48"]).unwrap();
+        assert_eq!(o.families, vec![Family::V6]);
+        let o = parse(&[]).unwrap();
+        assert!(o.flag_pool.is_none());
+        assert_eq!(o.quarantine_secs, DEFAULT_QUARANTINE_SECS);
+    }
+}

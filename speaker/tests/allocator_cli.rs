@@ -1,0 +1,210 @@
+//! `podcidr-bgp allocator` as an operator runs it: bad flags exit 2 naming the flag (before
+//! any API call), and a run against the fake API server allocates, serves /metrics and stops
+//! cleanly on SIGTERM.
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+use fake_kube::{FakeKube, Gvr};
+use ipam_watch::crd::NodePodCIDR;
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_podcidr-bgp");
+const WAIT: Duration = Duration::from_secs(30);
+
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("allocator-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn run_to_end(args: &[&str]) -> (i32, String) {
+    let out = tokio::time::timeout(
+        WAIT,
+        Command::new(BIN)
+            .arg("allocator")
+            .args(args)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("exits in time")
+    .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_flag_values_exit_2_naming_the_flag_before_any_write() {
+    let fake = FakeKube::start().await.unwrap();
+    let dir = TempDir::new("bad");
+    let kc = dir.0.join("kubeconfig");
+    fake.write_kubeconfig(&kc).unwrap();
+    let kc = kc.to_str().unwrap();
+    for (args, flag, value) in [
+        (
+            vec!["--cluster-pool-ipv4-cidr", "10.0.0.1/16"],
+            "--cluster-pool-ipv4-cidr",
+            "10.0.0.1/16",
+        ),
+        (
+            vec!["--cluster-pool-ipv4-cidr", "10.0.0.0/16,fd00::/48"],
+            "--cluster-pool-ipv4-cidr",
+            "fd00::/48",
+        ),
+        (
+            vec![
+                "--cluster-pool-ipv4-cidr",
+                "10.0.0.0/16",
+                "--cluster-pool-ipv4-mask-size",
+                "40",
+            ],
+            "--cluster-pool-ipv4-mask-size",
+            "40",
+        ),
+        (
+            vec![
+                "--cluster-pool-ipv6-cidr",
+                "fd00::/48",
+                "--cluster-pool-ipv6-mask-size",
+                "32",
+            ],
+            "--cluster-pool-ipv6-mask-size",
+            "32",
+        ),
+        (vec!["--lease-duration", "1"], "--lease-duration", "1"),
+        (vec!["--quarantine", "soon"], "--quarantine", "soon"),
+    ] {
+        let mut all = vec!["--kubeconfig", kc];
+        all.extend(args.iter().copied());
+        let (code, stderr) = run_to_end(&all).await;
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(value),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(fake.writes(), 0, "{:?}", fake.request_counts());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocates_for_three_nodes_and_stops_on_sigterm() {
+    let fake = FakeKube::start().await.unwrap();
+    for n in ["node-a", "node-b", "node-c"] {
+        fake.insert(&Gvr::nodes(), json!({"metadata": {"name": n}}))
+            .unwrap();
+    }
+    let dir = TempDir::new("run");
+    let kc = dir.0.join("kubeconfig");
+    fake.write_kubeconfig(&kc).unwrap();
+    let port = free_port();
+    let admin = format!("127.0.0.1:{port}");
+    let mut child = Command::new(BIN)
+        .args([
+            "allocator",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--cluster-pool-ipv4-cidr",
+            "10.20.0.0/16",
+            "--cluster-pool-ipv4-mask-size",
+            "24",
+            "--lease-namespace",
+            "default",
+            "--admin-listen",
+            &admin,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let records = Gvr::of::<NodePodCIDR>();
+    let done = |f: &FakeKube| {
+        let list = f.list(&records, None);
+        list.len() == 3
+            && list.iter().all(|r: &Value| {
+                r["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Allocated" && c["status"] == "True")
+                })
+            })
+    };
+    fake.wait_for(WAIT, done)
+        .await
+        .expect("three nodes allocated");
+    let mut got: Vec<String> = fake
+        .list(&records, None)
+        .iter()
+        .map(|r| r["spec"]["podCIDRs"][0].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["10.20.0.0/24", "10.20.1.0/24", "10.20.2.0/24"]);
+    let metrics = tokio::task::spawn_blocking(move || http_get(port, "/metrics"))
+        .await
+        .unwrap();
+    assert!(metrics.contains("podcidr_allocator_leader 1"), "{metrics}");
+    assert!(
+        metrics.contains(r#"podcidr_allocator_pool_allocated{pool="default",family="ipv4"} 3"#),
+        "{metrics}"
+    );
+    let ready = tokio::task::spawn_blocking(move || http_get(port, "/readyz"))
+        .await
+        .unwrap();
+    assert!(
+        ready.starts_with("HTTP/1.0 200") || ready.starts_with("HTTP/1.1 200"),
+        "{ready}"
+    );
+
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("stops after SIGTERM")
+        .unwrap();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        e.read_to_string(&mut stderr).await.unwrap();
+    }
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let lease = fake
+        .get(&Gvr::leases(), Some("default"), "podcidr-bgp-allocator")
+        .expect("lease");
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "released: {lease}"
+    );
+}
