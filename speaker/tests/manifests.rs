@@ -206,3 +206,89 @@ async fn speaker_rbac_grants_exactly_what_the_speaker_uses() {
     let granted = granted("speaker/rbac.yaml", "podcidr-bgp-speaker");
     assert_eq!(used, granted, "used (left) vs granted (right)");
 }
+
+fn pcp() -> Gvr {
+    Gvr::new("podcidr.io/v1alpha1", "podcidrpools")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
+    use fake_kube::Fault;
+    let fake = FakeKube::start().await.unwrap();
+    for i in 1..=3 {
+        fake.insert(
+            &Gvr::nodes(),
+            json!({"metadata": {"name": format!("node-{i}")}}),
+        )
+        .unwrap();
+    }
+    // Two /31s for three nodes: exhaustion (condition, pool status, Event).
+    fake.insert(&pcp(), json!({"metadata": {"name": "small"}, "spec": {"ipv4": {"cidrs": ["10.99.0.0/30"], "maskSize": 31}}}))
+        .unwrap();
+    // An existing empty record: filled by a compare-and-set patch, whose first attempt is
+    // applied but answered with a timeout (the unknown outcome is re-read).
+    let uid = fake.get(&Gvr::nodes(), None, "node-1").unwrap()["metadata"]["uid"].clone();
+    fake.insert(
+        &common::npc(),
+        json!({"metadata": {"name": "node-1", "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": uid}]},
+               "spec": {"podCIDRs": []}}),
+    )
+    .unwrap();
+    fake.inject(
+        Fault::apply_then_timeout()
+            .verb(Verb::Patch)
+            .resource("nodepodcidrs")
+            .times(1),
+    );
+    let dir = TempDir::new("rbac-alloc");
+    let kubeconfig = dir.path("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig).unwrap();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let mut alloc = Proc::spawn(
+        &[
+            "allocator",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--lease-namespace",
+            "podcidr-system",
+            "--admin-listen",
+            &admin,
+        ],
+        &dir.path("allocator.log"),
+    );
+    let exhausted = fake
+        .wait_for(Duration::from_secs(30), |f| {
+            let cond = |name: &str| {
+                f.get(&common::npc(), None, name)
+                    .and_then(|o| o["status"]["conditions"].as_array().cloned())
+                    .unwrap_or_default()
+            };
+            let pool_done = f
+                .get(&pcp(), None, "small")
+                .is_some_and(|p| p["status"]["conditions"].is_array());
+            let events = !f
+                .list(&Gvr::new("v1", "events"), Some("default"))
+                .is_empty();
+            let reasons: Vec<String> = (1..=3)
+                .flat_map(|i| cond(&format!("node-{i}")))
+                .filter_map(|c| c["reason"].as_str().map(str::to_owned))
+                .collect();
+            pool_done
+                && events
+                && reasons.iter().filter(|r| *r == "Allocated").count() == 2
+                && reasons.iter().any(|r| r == "PoolExhausted")
+        })
+        .await;
+    assert!(exhausted.is_ok(), "{}", alloc.log());
+    alloc.signal(libc::SIGTERM);
+    assert!(
+        alloc
+            .wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "{}",
+        alloc.log()
+    );
+    let used = used(&fake);
+    let granted: Grants = granted("allocator/rbac.yaml", "podcidr-bgp-allocator");
+    assert_eq!(used, granted, "used (left) vs granted (right)");
+}
