@@ -54,45 +54,9 @@ impl Condition {
     }
 }
 
-/// Node condition type written on each `NodePodCIDR`.
-pub const ALLOCATED: &str = "Allocated";
-/// Pool condition types.
-pub const READY: &str = "Ready";
-/// Pool condition: some CIDR of this pool overlaps another pool and was rejected.
-pub const OVERLAPPING: &str = "Overlapping";
-/// Pool condition: a family of this pool has no free slot.
-pub const EXHAUSTED: &str = "Exhausted";
-
-/// Reason of a node's `Allocated` condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocatedReason {
-    /// Every required family holds a CIDR.
-    Allocated,
-    /// Waiting (allocator not restored yet, node being deleted, …).
-    Pending,
-    /// Matching pools exist but have no free slot.
-    PoolExhausted,
-    /// No pool serves this node for a required family.
-    NoMatchingPool,
-    /// A CIDR of this node overlaps another node's; excluded from BGP, never auto-moved.
-    Conflict,
-    /// The record's `spec.podCIDRs` cannot be parsed or has two CIDRs of one family.
-    InvalidSpec,
-}
-
-impl AllocatedReason {
-    /// API spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AllocatedReason::Allocated => "Allocated",
-            AllocatedReason::Pending => "Pending",
-            AllocatedReason::PoolExhausted => "PoolExhausted",
-            AllocatedReason::NoMatchingPool => "NoMatchingPool",
-            AllocatedReason::Conflict => "Conflict",
-            AllocatedReason::InvalidSpec => "InvalidSpec",
-        }
-    }
-}
+// Condition types and reasons are the API's (one definition, in `crate::crd`).
+pub use crate::crd::AllocatedReason;
+pub use crate::crd::condition::{ALLOCATED, EXHAUSTED, OVERLAPPING, READY};
 
 /// Outcome of one node's reconcile step, rendered into its `Allocated` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
