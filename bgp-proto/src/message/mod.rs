@@ -260,10 +260,17 @@ pub fn check_round_trip(bytes: &[u8], opts: &WireOptions) -> Result<usize, Strin
             .message
             .to_bytes(opts)
             .map_err(|e| format!("a decoded {} does not encode: {e}", d.message.type_name()))?;
-        let twice = decode_message(&again, opts)
-            .map_err(|e| format!("a re-encoded {} does not decode: {e}", d.message.type_name()))?;
+        let twice = decode_message(&again, opts).map_err(|e| {
+            format!(
+                "a re-encoded {} does not decode: {e}",
+                d.message.type_name()
+            )
+        })?;
         if twice.message != d.message {
-            return Err(format!("{} changed across a round trip", d.message.type_name()));
+            return Err(format!(
+                "{} changed across a round trip",
+                d.message.type_name()
+            ));
         }
         decoded += 1;
     }
