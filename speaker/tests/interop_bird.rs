@@ -434,3 +434,37 @@ async fn passive_mode_accepts_the_router_and_refuses_unconfigured_addresses() {
         "the configured router is unaffected"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_transport_carries_both_families() {
+    integration_tests::require_bird();
+    let v6 = net::V6_LOOPBACK;
+    let port = net::free_port(v6);
+    let bird = Bird::start(
+        BirdConfig::new(v6, 65001)
+            .port(port)
+            .neighbor(BirdNeighbor::new("spk", v6, OUR_ASN).passive(true)),
+    );
+    let dir = TempDir::new("interop-v6");
+    // ::1 is both ends here, so no localAddress (it may not equal the peer address).
+    let any = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+    let p = Peer {
+        name: "bird",
+        address: v6,
+        port,
+        asn: 65001,
+        local: any,
+        extra: String::new(),
+    };
+    // BIRD ignores a next hop equal to its own address, so ::1 cannot be the IPv6 next hop.
+    let top = "nextHop: {ipv4: 198.18.0.31, ipv6: \"2001:db8::31\"}\n";
+    let s = Speaker::start(dir, &["198.19.9.0/24", "fd00:19:9::/64"], top, &[p], &[]);
+    wait_prefixes(&bird, "spk", &["198.19.9.0/24", "fd00:19:9::/64"], &s);
+    let routes = bird.routes_from("spk");
+    let v4 = routes
+        .iter()
+        .find(|r| r.prefix.to_string() == "198.19.9.0/24")
+        .unwrap();
+    assert_eq!(v4.next_hop, Some("198.18.0.31".parse().unwrap()));
+    assert!(bird.protocol("spk").is_established());
+}

@@ -38,10 +38,16 @@ pub fn config(dir: &TempDir, admin: SocketAddr, top: &str, peers: &[Peer]) -> St
         dir.path("cidrs.yaml").display()
     );
     for p in peers {
+        // An unspecified local address means "let the kernel choose".
+        let local = if p.local.is_unspecified() {
+            String::new()
+        } else {
+            format!("    localAddress: {}\n", p.local)
+        };
         s.push_str(&format!(
-            "  - name: {}\n    address: {}\n    port: {}\n    asn: {}\n    localAddress: {}\n    \
+            "  - name: {}\n    address: {}\n    port: {}\n    asn: {}\n{local}    \
              connectRetry: {{base: 1, max: 2}}\n{}",
-            p.name, p.address, p.port, p.asn, p.local, p.extra
+            p.name, p.address, p.port, p.asn, p.extra
         ));
     }
     s
