@@ -92,3 +92,73 @@ async fn gobgp_learns_both_families_with_our_next_hops_md5_and_withdrawals() {
         rib(&gobgp)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gobgp_keeps_routes_stale_after_a_hard_kill_and_a_final_stop_withdraws_them() {
+    integration_tests::require_gobgp();
+    let ours = net::alloc_v4();
+    let listen = net::alloc_v4();
+    let gobgp = Gobgp::start(
+        GobgpConfig::new(listen, 65002).neighbor(
+            GobgpNeighbor::new(ours, 4_200_000_001)
+                .passive(true)
+                .ebgp_multihop(Some(2))
+                .graceful_restart(60),
+        ),
+    );
+    let a = gobgp.peer_addr();
+    let peer = Peer {
+        name: "gobgp",
+        address: a.addr,
+        port: a.port,
+        asn: a.asn,
+        local: IpAddr::V4(ours),
+        extra: "    ebgpMultihop: 2\n    gracefulRestart: {enabled: true, restartTime: 60}\n"
+            .into(),
+    };
+    let top = "nextHop: {ipv4: 198.18.0.31}\n";
+    let mut s = Speaker::start(
+        TempDir::new("gobgp-gr"),
+        &["198.19.3.0/24"],
+        top,
+        &[peer],
+        &[],
+    );
+    let expected = want(&[("198.19.3.0/24", "198.18.0.31")]);
+    assert!(
+        gobgp.wait_until(T, |g| rib(g) == expected),
+        "{}\n{}",
+        gobgp.diagnostics(),
+        s.proc.log()
+    );
+
+    s.proc.signal(libc::SIGKILL);
+    s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
+    assert!(
+        gobgp.wait_until(T, |g| g.rib(GobgpFamily::Ipv4).iter().any(|p| p.stale)),
+        "GoBGP keeps our route as stale\n{}",
+        gobgp.diagnostics()
+    );
+
+    // Back with --final: the route is refreshed, then a SIGTERM withdraws it at once.
+    let Speaker { dir, admin, .. } = s;
+    let mut s = Speaker::spawn(dir, admin, &["--final"]);
+    assert!(
+        gobgp.wait_until(T, |g| {
+            let paths = g.rib(GobgpFamily::Ipv4);
+            paths.len() == 1 && !paths[0].stale
+        }),
+        "{}\n{}",
+        gobgp.diagnostics(),
+        s.proc.log()
+    );
+    s.proc.signal(libc::SIGTERM);
+    s.proc
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits on SIGTERM");
+    assert!(
+        gobgp.wait_until(T, |g| rib(g).is_empty()),
+        "a final stop withdraws\n{}",
+        gobgp.diagnostics()
+    );
+}
