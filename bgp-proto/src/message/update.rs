@@ -104,8 +104,8 @@ impl MpNlri {
 
     fn encode(&self, dst: &mut BytesMut) {
         match self {
-            MpNlri::Ipv4(v) => v.iter().for_each(|p| prefix::encode_v4(dst, p)),
-            MpNlri::Ipv6(v) => v.iter().for_each(|p| prefix::encode_v6(dst, p)),
+            MpNlri::Ipv4(v) => prefix::encode_all_v4(dst, v),
+            MpNlri::Ipv6(v) => prefix::encode_all_v6(dst, v),
             MpNlri::Other(raw) => dst.put_slice(raw),
         }
     }
@@ -410,9 +410,7 @@ impl Update {
         };
         let len_at = dst.len();
         dst.put_u16(0);
-        self.withdrawn
-            .iter()
-            .for_each(|p| prefix::encode_v4(dst, p));
+        prefix::encode_all_v4(dst, &self.withdrawn);
         let wlen = dst.len() - len_at - 2;
         patch_u16(
             dst,
@@ -430,7 +428,7 @@ impl Update {
             len_at,
             u16::try_from(alen).map_err(|_| too_long(alen))?,
         );
-        self.nlri.iter().for_each(|p| prefix::encode_v4(dst, p));
+        prefix::encode_all_v4(dst, &self.nlri);
         Ok(())
     }
 }

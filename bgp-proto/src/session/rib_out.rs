@@ -161,26 +161,53 @@ impl AdjRibOut {
     /// Computes the change to reach `desired` without applying it.
     pub fn plan(&self, desired: &RouteSet, ctx: &ExportContext) -> Plan {
         let mut plan = Plan::default();
+        // Both maps are sorted by prefix: one merge pass instead of a lookup per prefix.
+        let mut advertised = self.advertised.iter().peekable();
+        // Consecutive prefixes usually share one attribute set: collect a run, then add it to
+        // its group with one map lookup.
+        let mut run: Option<(&Arc<RouteAttributes>, Vec<IpNet>)> = None;
+        let mut same: Option<(*const RouteAttributes, *const RouteAttributes)> = None;
         for (prefix, attrs) in desired {
+            while let Some((gone, _)) = advertised.next_if(|(p, _)| *p < prefix) {
+                plan.withdraw.push(*gone);
+            }
+            let current = advertised.next_if(|(p, _)| *p == prefix).map(|(_, a)| a);
             if let Err(r) = check_route(prefix, attrs, ctx) {
                 plan.refused.push((*prefix, r));
+                if current.is_some() {
+                    plan.withdraw.push(*prefix);
+                }
                 continue;
             }
-            if self.advertised.get(prefix) != Some(attrs) {
-                plan.announce
-                    .entry(Arc::clone(attrs))
-                    .or_default()
-                    .push(*prefix);
+            // Route sets are rebuilt on every change with fresh `Arc`s: compare contents once
+            // per pair of allocations, not once per prefix.
+            let unchanged = current.is_some_and(|cur| {
+                let pair = (Arc::as_ptr(cur), Arc::as_ptr(attrs));
+                Arc::ptr_eq(cur, attrs)
+                    || same == Some(pair)
+                    || (**cur == **attrs && {
+                        same = Some(pair);
+                        true
+                    })
+            });
+            if unchanged {
+                continue;
+            }
+            match &mut run {
+                Some((a, prefixes)) if Arc::ptr_eq(a, attrs) || **a == *attrs => {
+                    prefixes.push(*prefix)
+                }
+                _ => {
+                    if let Some((a, prefixes)) = run.replace((attrs, vec![*prefix])) {
+                        plan.add_run(a, prefixes);
+                    }
+                }
             }
         }
-        for prefix in self.advertised.keys() {
-            let still = desired
-                .get(prefix)
-                .is_some_and(|a| check_route(prefix, a, ctx).is_ok());
-            if !still {
-                plan.withdraw.push(*prefix);
-            }
+        if let Some((a, prefixes)) = run {
+            plan.add_run(a, prefixes);
         }
+        plan.withdraw.extend(advertised.map(|(p, _)| *p));
         plan
     }
 
@@ -189,9 +216,28 @@ impl AdjRibOut {
         for p in &plan.withdraw {
             self.advertised.remove(p);
         }
+        if self.advertised.is_empty() && plan.announce.len() == 1 {
+            // First announcement (after establishment): build the map from sorted prefixes in
+            // one pass instead of inserting one by one.
+            if let Some((attrs, prefixes)) = plan.announce.iter().next() {
+                self.advertised = prefixes.iter().map(|p| (*p, Arc::clone(attrs))).collect();
+            }
+            return;
+        }
         for (attrs, prefixes) in &plan.announce {
             for p in prefixes {
                 self.advertised.insert(*p, Arc::clone(attrs));
+            }
+        }
+    }
+}
+
+impl Plan {
+    fn add_run(&mut self, attrs: &Arc<RouteAttributes>, prefixes: Vec<IpNet>) {
+        match self.announce.get_mut(attrs) {
+            Some(group) => group.extend(prefixes),
+            None => {
+                self.announce.insert(Arc::clone(attrs), prefixes);
             }
         }
     }
@@ -325,4 +371,95 @@ fn announce_updates(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The planner before the merge-join rewrite: one lookup per prefix.
+    fn plan_by_lookup(rib: &AdjRibOut, desired: &RouteSet, ctx: &ExportContext) -> Plan {
+        let mut plan = Plan::default();
+        for (prefix, attrs) in desired {
+            if let Err(r) = check_route(prefix, attrs, ctx) {
+                plan.refused.push((*prefix, r));
+                continue;
+            }
+            if rib.advertised.get(prefix) != Some(attrs) {
+                plan.announce
+                    .entry(Arc::clone(attrs))
+                    .or_default()
+                    .push(*prefix);
+            }
+        }
+        for prefix in rib.advertised.keys() {
+            let still = desired
+                .get(prefix)
+                .is_some_and(|a| check_route(prefix, a, ctx).is_ok());
+            if !still {
+                plan.withdraw.push(*prefix);
+            }
+        }
+        plan
+    }
+
+    fn set(entries: &[(u8, bool, u8)]) -> RouteSet {
+        // Attribute sets 0..3: 1 and 2 are equal in content but distinct allocations; 3 has
+        // an IPv6 next hop (refused for IPv4 prefixes without RFC 8950).
+        let nh4 = |last| IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last));
+        let attrs = [
+            Arc::new(RouteAttributes::with_next_hop(nh4(1))),
+            Arc::new(RouteAttributes::with_next_hop(nh4(2))),
+            Arc::new(RouteAttributes::with_next_hop(nh4(2))),
+            Arc::new(RouteAttributes::with_next_hop(IpAddr::V6(
+                std::net::Ipv6Addr::LOCALHOST,
+            ))),
+        ];
+        entries
+            .iter()
+            .map(|&(i, v6, a)| {
+                let p: IpNet = if v6 {
+                    format!("fd00:{i}::/64").parse().unwrap()
+                } else {
+                    format!("10.0.{i}.0/24").parse().unwrap()
+                };
+                (p, Arc::clone(&attrs[usize::from(a % 4)]))
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn merge_join_plan_equals_lookup_plan(
+            before in prop::collection::vec((0u8..16, any::<bool>(), 0u8..4), 0..24),
+            after in prop::collection::vec((0u8..16, any::<bool>(), 0u8..4), 0..24),
+            v6 in any::<bool>(),
+        ) {
+            let mut families = vec![Family::IPV4_UNICAST];
+            if v6 {
+                families.push(Family::IPV6_UNICAST);
+            }
+            let ctx = ExportContext {
+                local_asn: Asn(65000),
+                ibgp: false,
+                families,
+                extended_next_hop_ipv4: false,
+                wire: WireOptions::default(),
+            };
+            let mut rib = AdjRibOut::default();
+            let first = rib.plan(&set(&before), &ctx);
+            prop_assert_eq!(&first, &plan_by_lookup(&rib, &set(&before), &ctx));
+            rib.apply(&first);
+            let mut reference = AdjRibOut::default();
+            for (attrs, prefixes) in &first.announce {
+                for p in prefixes {
+                    reference.advertised.insert(*p, Arc::clone(attrs));
+                }
+            }
+            prop_assert_eq!(&rib, &reference, "bulk apply equals inserts");
+            let desired = set(&after);
+            prop_assert_eq!(rib.plan(&desired, &ctx), plan_by_lookup(&rib, &desired, &ctx));
+        }
+    }
 }

@@ -1,0 +1,276 @@
+//! Change → wire latency: a pod-CIDR change at the source (a `NodePodCIDR` update through the
+//! in-process fake API, or a file rewrite) until the UPDATE reaches a timestamping peer (the
+//! bgp-proto collector). The speaker runs as a child process (release build).
+//!
+//! Run: `cargo bench -p integration-tests --bench latency -- --speaker PATH [--changes 1000]
+//! [--file-poll-ms 10] [--mode api|file|both]`. Not part of `cargo test`.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bgp_proto::collector::{Collector, CollectorConfig};
+use fake_kube::{FakeKube, Gvr};
+use ipnet::{IpNet, Ipv4Net};
+use serde_json::json;
+use tokio::time::Instant;
+
+const ID: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 21);
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Args {
+    speaker: PathBuf,
+    changes: u32,
+    file_poll_ms: u64,
+    mode: String,
+    gap: Duration,
+}
+
+fn parse_args() -> Option<Args> {
+    let mut argv = std::env::args().skip(1);
+    let mut a = Args {
+        speaker: std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("target"))
+            .join("release/podcidr-bgp"),
+        changes: 1000,
+        file_poll_ms: 10,
+        mode: "both".into(),
+        gap: Duration::from_millis(5),
+    };
+    let mut bench = false;
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "--bench" => bench = true,
+            "--speaker" => a.speaker = argv.next()?.into(),
+            "--changes" => a.changes = argv.next()?.parse().ok()?,
+            "--file-poll-ms" => a.file_poll_ms = argv.next()?.parse().ok()?,
+            "--mode" => a.mode = argv.next()?,
+            "--gap-ms" => a.gap = Duration::from_millis(argv.next()?.parse().ok()?),
+            _ => {}
+        }
+    }
+    // `cargo test --benches` runs this without --bench: do nothing then.
+    bench.then_some(a)
+}
+
+fn prefix(i: u32) -> Ipv4Net {
+    // The i-th /26 of 10.244.0.0/16: every change announces a prefix not seen before.
+    Ipv4Net::new(Ipv4Addr::from(0x0af4_0000 + ((i % 1024) << 6)), 26).unwrap_or_default()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(19180)
+}
+
+fn config(source: &str, collector_port: u16) -> String {
+    format!(
+        "nodeName: node-a\nasn: 4200000001\nrouterId: {ID}\nsource: {source}\n\
+         allowedPrefixes: [10.244.0.0/16]\nnextHop: {{ipv4: self}}\n\
+         admin: {{listen: \"127.0.0.1:{admin}\"}}\nlog: {{level: warn}}\n\
+         peers:\n  - name: tor\n    address: 127.0.0.1\n    port: {collector_port}\n    \
+         asn: 65000\n    families: [ipv4-unicast]\n    gracefulRestart: {{enabled: false}}\n",
+        admin = free_port()
+    )
+}
+
+fn spawn(speaker: &Path, dir: &Path, extra: &[&str]) -> std::io::Result<Child> {
+    let log = std::fs::File::create(dir.join("speaker.log"))?;
+    Command::new(speaker)
+        .arg("speaker")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .args(extra)
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+}
+
+fn stop(child: &mut Child) {
+    // Our own child, by PID: SIGTERM, then kill after a bounded wait.
+    if let Ok(pid) = i32::try_from(child.id()) {
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    for _ in 0..50 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Applies `change(i)` for every i and measures until `prefix(i)` arrives at the collector.
+async fn measure<F: FnMut(u32)>(collector: &Collector, args: &Args, mut change: F) -> Vec<f64> {
+    let mut out = Vec::with_capacity(args.changes as usize);
+    for i in 1..=args.changes {
+        let p = IpNet::V4(prefix(i));
+        let t0 = Instant::now();
+        change(i);
+        let mut seen = None;
+        let ok = collector
+            .wait_for(WAIT, |rib| {
+                seen = rib
+                    .get(&ID)
+                    .and_then(|t| t.routes.get(&p))
+                    .map(|r| r.received_at)
+                    .filter(|at| *at >= t0);
+                seen.is_some()
+            })
+            .await;
+        match seen {
+            Some(at) if ok => out.push((at - t0).as_secs_f64() * 1e3),
+            _ => eprintln!("change {i}: {p} not received within {WAIT:?}"),
+        }
+        tokio::time::sleep(args.gap).await;
+    }
+    out
+}
+
+fn report(mode: &str, mut ms: Vec<f64>, wanted: u32) {
+    ms.sort_by(f64::total_cmp);
+    let q = |f: f64| {
+        let idx = ((ms.len() as f64 - 1.0) * f).round() as usize;
+        ms.get(idx).copied().unwrap_or(f64::NAN)
+    };
+    println!(
+        "| {mode} | {}/{wanted} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+        ms.len(),
+        q(0.0),
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(1.0)
+    );
+}
+
+async fn wait_first(collector: &Collector, p: IpNet) -> bool {
+    collector
+        .wait_for(Duration::from_secs(30), |rib| {
+            rib.get(&ID).is_some_and(|t| t.routes.contains_key(&p))
+        })
+        .await
+}
+
+fn write_file(path: &Path, cidr: Ipv4Net) {
+    let tmp = path.with_extension("tmp");
+    let body = format!("nodes:\n  node-a: [{cidr}]\n");
+    if std::fs::write(&tmp, body)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .is_err()
+    {
+        eprintln!("cannot write {}", path.display());
+    }
+}
+
+async fn run_api(args: &Args, dir: &Path) -> std::io::Result<()> {
+    let npc = Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs");
+    let fake = FakeKube::start().await?;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
+        "spec": {"podCIDRs": []}});
+    let first =
+        json!({"metadata": {"name": "node-a"}, "spec": {"podCIDRs": [prefix(0).to_string()]}});
+    let inserted = fake
+        .insert(&Gvr::nodes(), node)
+        .and_then(|_| fake.insert(&npc, first));
+    if let Err(e) = inserted {
+        return Err(std::io::Error::other(format!("{e:?}")));
+    }
+    let collector = Collector::start(CollectorConfig::new(
+        "127.0.0.1:0"
+            .parse()
+            .unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
+    ))
+    .await?;
+    let kubeconfig = dir.join("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig)?;
+    let cfg = config("{kind: ipam-crd}", collector.local_addr().port());
+    std::fs::write(dir.join("config.yaml"), cfg)?;
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let mut child = spawn(&args.speaker, dir, &["--kubeconfig", &kc])?;
+    if wait_first(&collector, IpNet::V4(prefix(0))).await {
+        let ms = measure(&collector, args, |i| {
+            let set = json!([prefix(i).to_string()]);
+            if fake
+                .update(&npc, None, "node-a", |o| o["spec"]["podCIDRs"] = set)
+                .is_err()
+            {
+                eprintln!("update {i} failed");
+            }
+        })
+        .await;
+        report("API (`NodePodCIDR` update)", ms, args.changes);
+    } else {
+        eprintln!(
+            "api: the speaker never announced; see {}/speaker.log",
+            dir.display()
+        );
+    }
+    stop(&mut child);
+    Ok(())
+}
+
+async fn run_file(args: &Args, dir: &Path) -> std::io::Result<()> {
+    let collector = Collector::start(CollectorConfig::new(([127, 0, 0, 1], 0).into())).await?;
+    let file = dir.join("cidrs.yaml");
+    write_file(&file, prefix(0));
+    let source = format!("{{kind: file, path: {}}}", file.display());
+    std::fs::write(
+        dir.join("config.yaml"),
+        config(&source, collector.local_addr().port()),
+    )?;
+    let poll = args.file_poll_ms.to_string();
+    let mut child = spawn(&args.speaker, dir, &["--file-poll-ms", &poll])?;
+    if wait_first(&collector, IpNet::V4(prefix(0))).await {
+        let ms = measure(&collector, args, |i| write_file(&file, prefix(i))).await;
+        report(&format!("file rewrite (poll {poll} ms)"), ms, args.changes);
+    } else {
+        eprintln!(
+            "file: the speaker never announced; see {}/speaker.log",
+            dir.display()
+        );
+    }
+    stop(&mut child);
+    Ok(())
+}
+
+fn main() {
+    let Some(args) = parse_args() else { return };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return eprintln!("runtime: {e}"),
+    };
+    let base = std::env::temp_dir().join(format!("podcidr-latency-{}", std::process::id()));
+    println!("| source | changes received | min ms | p50 ms | p90 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (mode, sub) in [("api", "api"), ("file", "file")] {
+        if args.mode != "both" && args.mode != mode {
+            continue;
+        }
+        let dir = base.join(sub);
+        let made = std::fs::create_dir_all(&dir);
+        let res = made.and_then(|()| {
+            rt.block_on(async {
+                if mode == "api" {
+                    run_api(&args, &dir).await
+                } else {
+                    run_file(&args, &dir).await
+                }
+            })
+        });
+        if let Err(e) = res {
+            eprintln!("{mode}: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
