@@ -9,7 +9,7 @@ mod schema;
 mod speaker;
 
 pub use speaker::{
-    NodeBGPStatus, NodeBGPStatusSpec, NotificationReport, PeerReport, RefusedCidr, RouteReport,
+    MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport, PeerReport, RefusedCidr, RouteReport,
     SpeakerReport,
 };
 

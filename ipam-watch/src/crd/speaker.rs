@@ -11,6 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::schema;
 
+/// Routes listed per peer in a report; the rest are only counted.
+pub const MAX_REPORTED_ROUTES: usize = 256;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// A node's speaker report. Name = node name; owned by the Node.
 #[allow(clippy::duplicated_attributes)] // see PodCIDRPoolSpec
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
@@ -116,9 +123,13 @@ pub struct PeerReport {
     /// Prefixes advertised, per family.
     #[serde(default)]
     pub prefixes_sent: BTreeMap<String, u64>,
-    /// The advertised routes with their attributes.
+    /// The advertised routes with their attributes, at most
+    /// [`MAX_REPORTED_ROUTES`] (the object must stay small; pod CIDRs are a handful per node).
     #[serde(default)]
     pub routes: Vec<RouteReport>,
+    /// Advertised routes left out of `routes` (`prefixesSent` has the full counts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub routes_omitted: u64,
     #[serde(default)]
     pub messages_sent: u64,
     #[serde(default)]

@@ -308,11 +308,25 @@ fn is_established(p: &PeerReport) -> bool {
     p.state == "Established"
 }
 
-fn route_of<'a>(p: &'a PeerReport, prefix: &IpNet) -> Option<&'a str> {
-    p.routes
+/// The next hop the peer got for `prefix`. A report lists a bounded number of routes per
+/// peer; past that (`routesOmitted`) an Established peer of the family is taken to carry
+/// what the speaker announced.
+fn route_of<'a>(report: &SpeakerReport, p: &'a PeerReport, prefix: &IpNet) -> Option<&'a str> {
+    let listed = p
+        .routes
         .iter()
         .find(|r| parse(&r.prefix).as_ref() == Some(prefix))
-        .map(|r| r.next_hop.as_str())
+        .map(|r| r.next_hop.as_str());
+    listed.or_else(|| {
+        let unlisted = p.routes_omitted > 0
+            && is_established(p)
+            && carries_family(p, prefix)
+            && report
+                .announced
+                .iter()
+                .any(|a| parse(a).as_ref() == Some(prefix));
+        unlisted.then_some("(not listed)")
+    })
 }
 
 /// Whether the peer can carry the prefix's family (unknown families count as yes).
@@ -325,7 +339,7 @@ fn peer_cells(report: &SpeakerReport, prefix: &IpNet) -> Vec<PeerCell> {
         .peers
         .iter()
         .map(|p| {
-            let nh = route_of(p, prefix);
+            let nh = route_of(report, p, prefix);
             PeerCell {
                 name: p.name.clone(),
                 address: p.address.clone(),
@@ -360,7 +374,7 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
     let missing: Vec<&PeerReport> = fam
         .iter()
         .copied()
-        .filter(|p| route_of(p, prefix).is_none())
+        .filter(|p| route_of(report, p, prefix).is_none())
         .collect();
     if !fam.is_empty() && missing.is_empty() {
         return None;
@@ -419,7 +433,7 @@ fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
     let to: Vec<&str> = report
         .peers
         .iter()
-        .filter(|p| route_of(p, prefix).is_some())
+        .filter(|p| route_of(report, p, prefix).is_some())
         .map(|p| p.name.as_str())
         .collect();
     let down: Vec<&PeerReport> = report.peers.iter().filter(|p| !is_established(p)).collect();

@@ -551,3 +551,30 @@ fn human_durations() {
     assert_eq!(human_secs(3 * 3600 + 240), "3h4m");
     assert_eq!(human_secs(2 * 86400 + 5 * 3600), "2d5h");
 }
+
+#[test]
+fn routes_left_out_of_a_large_report_still_count_as_announced() {
+    // The report lists no route for P but says routes were omitted: P is in `announced`
+    // and the peer is Established for its family, so it is announced.
+    let mut tor = peer("tor1", "Established", &[]);
+    tor.routes_omitted = 300;
+    let r = one(&input(vec![node(
+        "master1",
+        Some(&[P]),
+        Some(&[P]),
+        Some(report(&[P], vec![tor.clone()], FRESH)),
+    )]));
+    assert_eq!(r.verdict, Verdict::Ok, "{}", r.detail);
+    tor.routes_omitted = 0;
+    let r = one(&input(vec![node(
+        "master1",
+        Some(&[P]),
+        Some(&[P]),
+        Some(report(&[P], vec![tor], FRESH)),
+    )]));
+    assert_eq!(
+        r.verdict,
+        Verdict::NotAnnounced,
+        "without omitted routes, a missing route is drift"
+    );
+}

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use bgp_proto::message::attribute::{format_community, format_large_community};
 use bgp_proto::session::{NotificationRecord, RouteSet, SessionStatus, State};
 use bgp_proto::{Asn, Family};
-use ipam_watch::crd::{NotificationReport, PeerReport, RefusedCidr, RouteReport, SpeakerReport};
+use ipam_watch::crd::{
+    MAX_REPORTED_ROUTES, NotificationReport, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
+};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -47,40 +49,47 @@ pub fn peer_report(local_asn: Asn, v: &PeerView<'_>) -> PeerReport {
     let established = s.state == State::Established;
     let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
     let ibgp = v.config.is_ibgp();
-    let routes = if established {
-        v.routes
-            .iter()
-            .filter(|(p, _)| {
-                families.contains(&match p {
-                    IpNet::V4(_) => Family::IPV4_UNICAST,
-                    IpNet::V6(_) => Family::IPV6_UNICAST,
-                })
-            })
-            .map(|(p, a)| RouteReport {
-                prefix: p.to_string(),
-                next_hop: a.next_hop.to_string(),
-                as_path: if ibgp {
-                    Vec::new()
-                } else {
-                    vec![local_asn.0; 1 + usize::from(a.as_path_prepend)]
-                },
-                med: a.med,
-                local_pref: if ibgp {
-                    Some(a.local_pref.unwrap_or(100))
-                } else {
-                    None
-                },
-                communities: a.communities.iter().map(|c| format_community(*c)).collect(),
-                large_communities: a
-                    .large_communities
-                    .iter()
-                    .map(format_large_community)
-                    .collect(),
-            })
-            .collect()
-    } else {
-        Vec::new()
+    // Only the first MAX_REPORTED_ROUTES are rendered: this runs every second and the
+    // object must stay small.
+    let carried = |p: &IpNet| {
+        families.contains(&match p {
+            IpNet::V4(_) => Family::IPV4_UNICAST,
+            IpNet::V6(_) => Family::IPV6_UNICAST,
+        })
     };
+    let advertised = if established {
+        v.routes.iter().filter(|(p, _)| carried(p)).count()
+    } else {
+        0
+    };
+    let routes: Vec<RouteReport> = v
+        .routes
+        .iter()
+        .filter(|(p, _)| established && carried(p))
+        .take(MAX_REPORTED_ROUTES)
+        .map(|(p, a)| RouteReport {
+            prefix: p.to_string(),
+            next_hop: a.next_hop.to_string(),
+            as_path: if ibgp {
+                Vec::new()
+            } else {
+                vec![local_asn.0; 1 + usize::from(a.as_path_prepend)]
+            },
+            med: a.med,
+            local_pref: if ibgp {
+                Some(a.local_pref.unwrap_or(100))
+            } else {
+                None
+            },
+            communities: a.communities.iter().map(|c| format_community(*c)).collect(),
+            large_communities: a
+                .large_communities
+                .iter()
+                .map(format_large_community)
+                .collect(),
+        })
+        .collect();
+    let routes_omitted = (advertised - routes.len()) as u64;
     PeerReport {
         name: v.config.name.clone(),
         address: v.config.address.to_string(),
@@ -104,6 +113,7 @@ pub fn peer_report(local_asn: Asn, v: &PeerView<'_>) -> PeerReport {
             .map(|(k, v)| (k.clone(), *v as u64))
             .collect::<BTreeMap<_, _>>(),
         routes,
+        routes_omitted,
         messages_sent: s.sent.messages.values().sum(),
         messages_received: s.received.messages.values().sum(),
         flaps: s.flaps,
@@ -239,4 +249,61 @@ pub fn same_content(a: &SpeakerReport, b: &SpeakerReport) -> bool {
         r
     };
     strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bgp_proto::session::{Negotiated, RouteAttributes};
+    use bgp_proto::{HoldTime, RouterId};
+    use std::time::Duration;
+
+    #[test]
+    fn a_large_route_set_is_listed_up_to_the_cap_and_counted_beyond() {
+        let cfg = podcidr_config::Config::from_yaml_str(
+            "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - name: tor\n    address: 192.0.2.1\n    asn: 65000\n",
+        )
+        .unwrap();
+        let attrs = Arc::new(RouteAttributes::with_next_hop(
+            "192.0.2.10".parse().unwrap(),
+        ));
+        let routes: Arc<bgp_proto::session::RouteSet> = Arc::new(
+            (0..300u32)
+                .map(|i| {
+                    (
+                        IpNet::V4(
+                            ipnet::Ipv4Net::new((0x0a00_0000 + (i << 8)).into(), 24).unwrap(),
+                        ),
+                        Arc::clone(&attrs),
+                    )
+                })
+                .collect(),
+        );
+        let mut status = SessionStatus::new(0);
+        status.state = State::Established;
+        status.negotiated = Some(Negotiated {
+            peer_asn: Asn(65000),
+            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
+            hold_time: HoldTime::new(90).unwrap(),
+            keepalive: Duration::from_secs(30),
+            families: vec![Family::IPV4_UNICAST],
+            four_octet_as: true,
+            route_refresh: true,
+            enhanced_route_refresh: false,
+            extended_next_hop_ipv4: false,
+            extended_message: false,
+            peer_graceful_restart: None,
+            ibgp: false,
+            peer_capabilities: Vec::new(),
+        });
+        let view = PeerView {
+            config: &cfg.peers[0],
+            status: &status,
+            routes: &routes,
+            refused: &[],
+        };
+        let r = peer_report(Asn(65010), &view);
+        assert_eq!(r.routes.len(), MAX_REPORTED_ROUTES);
+        assert_eq!(r.routes_omitted, 300 - MAX_REPORTED_ROUTES as u64);
+    }
 }
