@@ -9,8 +9,8 @@ mod schema;
 mod speaker;
 
 pub use speaker::{
-    MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport, PeerReport, RefusedCidr, RouteReport,
-    SpeakerReport,
+    MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport, PeerReport,
+    RefusedCidr, RouteReport, SpeakerReport,
 };
 
 use k8s_openapi::api::core::v1::Node;
