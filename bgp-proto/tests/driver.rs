@@ -224,6 +224,64 @@ async fn stop_sends_cease_with_shutdown_message_and_ends_the_task() {
         .unwrap();
 }
 
+/// A speaker exits as soon as its session tasks end: a task that ended before its final
+/// NOTIFICATION was written lost the Cease (seen as a flaky "BIRD logged our Cease").
+#[tokio::test(start_paused = true)]
+async fn the_task_ends_only_after_its_final_notification_is_written() {
+    // A pipe too small for the NOTIFICATION: it is written only as the peer reads.
+    let mut h = start(cfg(), routes(&[]), 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 90).await;
+    h.task
+        .stop(StopReason::Shutdown("maintenance window".into()));
+    let mut wait = Box::pin(h.task.wait());
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), &mut wait)
+            .await
+            .is_err(),
+        "the task outlives its unwritten NOTIFICATION"
+    );
+    let n = loop {
+        if let Message::Notification(n) = recv(&mut peer).await {
+            break n;
+        }
+    };
+    assert_eq!(n.shutdown_message().as_deref(), Some("maintenance window"));
+    drop(peer);
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .unwrap();
+}
+
+/// Closing a socket with unread data sends a RST, and a RST can make the peer's kernel drop
+/// our NOTIFICATION before the router reads it: after our FIN we keep reading until the peer
+/// closes (bounded).
+#[tokio::test(start_paused = true)]
+async fn the_close_after_a_notification_lingers_until_the_peer_closes() {
+    let mut h = start(cfg(), routes(&[]), 1 << 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 90).await;
+    h.task
+        .stop(StopReason::Shutdown("maintenance window".into()));
+    while !matches!(recv(&mut peer).await, Message::Notification(_)) {}
+    assert!(
+        peer.next().await.is_none(),
+        "our FIN follows the NOTIFICATION"
+    );
+    peer.send(Message::Keepalive)
+        .await
+        .expect("our side still reads after its FIN");
+    let t0 = tokio::time::Instant::now();
+    drop(peer);
+    tokio::time::timeout(Duration::from_secs(10), h.task.wait())
+        .await
+        .unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "the peer's close ends the linger at once"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn malformed_update_from_peer_gets_its_notification() {
     let mut h = start(cfg(), routes(&[]), 1 << 16);

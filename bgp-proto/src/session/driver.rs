@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
@@ -108,6 +108,7 @@ pub fn spawn<C: Connector>(
         connect_started: Instant::now(),
         wire: WireOptions::default(),
         stopping: false,
+        closing: tokio::task::JoinSet::new(),
     };
     let join = tokio::spawn(driver.run());
     SessionTask {
@@ -158,6 +159,8 @@ struct Driver<C: Connector> {
     connect_started: Instant,
     wire: WireOptions,
     stopping: bool,
+    /// Connections being closed (see `linger`); awaited before `run` returns.
+    closing: tokio::task::JoinSet<()>,
 }
 
 async fn write_loop<S: AsyncWrite>(
@@ -243,17 +246,16 @@ impl<C: Connector> Driver<C> {
                         self.process(Input::Stop(StopReason::Shutdown("speaker stopping".into())));
                     }
                 }
+                Some(_) = self.closing.join_next(), if !self.closing.is_empty() => {}
                 Some(reason) = self.control.recv(), if !self.stopping => {
                     self.stopping = true;
                     self.process(Input::Stop(reason));
                 }
             }
         }
-        // Let the writer deliver the final NOTIFICATION, bounded by its own timeouts.
-        if let Some(conn) = self.conn.take() {
-            drop(conn.writer);
-            let _ = conn.writer_task.await;
-        }
+        // Let the writers deliver the final NOTIFICATION, bounded by their own timeouts.
+        self.detach();
+        while self.closing.join_next().await.is_some() {}
     }
 
     fn attach(&mut self, stream: C::Stream) {
@@ -307,6 +309,7 @@ impl<C: Connector> Driver<C> {
     fn detach(&mut self) {
         if let Some(conn) = self.conn.take() {
             let _ = conn.writer.send(WriterCmd::Close);
+            self.closing.spawn(linger(conn));
         }
     }
 
@@ -490,6 +493,34 @@ async fn recv_incoming<S>(rx: &mut Option<mpsc::Receiver<S>>) -> Option<S> {
 enum ConnEvent {
     Frame(Option<Result<crate::message::Decoded, CodecError>>),
     Writer(Option<WriterEvent>),
+}
+
+/// How long a closed connection keeps reading for the peer's close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes a connection without losing what we sent last. Closing a socket with unread data
+/// sends a RST, and a RST makes the peer's kernel drop what its application has not read
+/// yet: our NOTIFICATION. So: let the writer finish (NOTIFICATION, then FIN), then read and
+/// discard until the peer closes too, or `LINGER` passes.
+async fn linger<S: AsyncRead + AsyncWrite>(conn: Connection<S>) {
+    let Connection {
+        reader,
+        writer,
+        writer_task,
+        ..
+    } = conn;
+    drop(writer);
+    let _ = writer_task.await;
+    let mut rd = reader.into_inner();
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = rd.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 async fn conn_event<S: AsyncRead + AsyncWrite>(conn: &mut Option<Connection<S>>) -> ConnEvent {
