@@ -26,7 +26,7 @@ fn ctx() -> ExportContext {
     }
 }
 
-fn v4_set(n: u32, offset: u32) -> RouteSet {
+fn v4_set(n: u32, offset: u32) -> Arc<RouteSet> {
     let attrs = Arc::new(RouteAttributes::with_next_hop(IpAddr::V4(Ipv4Addr::new(
         192, 0, 2, 10,
     ))));
@@ -35,10 +35,11 @@ fn v4_set(n: u32, offset: u32) -> RouteSet {
             let net = Ipv4Net::new(Ipv4Addr::from(0x0a00_0000 + (i << 6)), 26).unwrap();
             (IpNet::V4(net), Arc::clone(&attrs))
         })
-        .collect()
+        .collect::<RouteSet>()
+        .into()
 }
 
-fn v6_set(n: u32) -> RouteSet {
+fn v6_set(n: u32) -> Arc<RouteSet> {
     let nh: Ipv6Addr = "2001:db8::10".parse().unwrap();
     let attrs = Arc::new(RouteAttributes::with_next_hop(IpAddr::V6(nh)));
     (0..u128::from(n))
@@ -46,10 +47,11 @@ fn v6_set(n: u32) -> RouteSet {
             let a = Ipv6Addr::from((0xfd00_0001u128 << 96) | (i << 64));
             (IpNet::V6(Ipv6Net::new(a, 64).unwrap()), Arc::clone(&attrs))
         })
-        .collect()
+        .collect::<RouteSet>()
+        .into()
 }
 
-fn rib_with(set: &RouteSet, ctx: &ExportContext) -> AdjRibOut {
+fn rib_with(set: &Arc<RouteSet>, ctx: &ExportContext) -> AdjRibOut {
     let mut rib = AdjRibOut::default();
     let plan = rib.plan(set, ctx);
     rib.apply(&plan);
@@ -59,7 +61,7 @@ fn rib_with(set: &RouteSet, ctx: &ExportContext) -> AdjRibOut {
 fn bench(c: &mut Criterion) {
     let ctx = ctx();
     let full = v4_set(N, 0);
-    let empty = RouteSet::new();
+    let empty = Arc::new(RouteSet::new());
     let announced = rib_with(&full, &ctx);
     // Half of the table replaced: 50,000 withdrawals and 50,000 announcements.
     let shifted = v4_set(N, N / 2);

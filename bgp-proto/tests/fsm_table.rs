@@ -425,7 +425,7 @@ fn established_sends_full_table_then_end_of_rib_per_family_rfc4724_4() {
     assert_eq!(v6.next_hop.primary(), Some("2001:db8::10".parse().unwrap()));
     assert_eq!(ups[2].end_of_rib_family(), Some(Family::IPV4_UNICAST));
     assert_eq!(ups[3].end_of_rib_family(), Some(Family::IPV6_UNICAST));
-    assert_eq!(s.adj_rib_out().advertised().len(), 3);
+    assert_eq!(s.adj_rib_out().len(), 3);
 }
 
 #[test]
@@ -628,7 +628,7 @@ fn established_fatal_update_error_resets_with_its_notification_rfc4271_8_2_2_eve
     assert_eq!(sent_notification(&out), Some((3, 1)));
     assert_eq!(s.state(), State::Idle);
     assert!(
-        s.adj_rib_out().advertised().is_empty(),
+        s.adj_rib_out().is_empty(),
         "Adj-RIB-Out is cleared when the session drops"
     );
 }

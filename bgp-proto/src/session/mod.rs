@@ -7,6 +7,7 @@ pub mod driver;
 mod fsm;
 pub mod open;
 pub mod rib_out;
+pub mod route_set;
 mod status;
 
 use std::sync::Arc;

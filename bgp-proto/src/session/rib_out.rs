@@ -1,7 +1,7 @@
 //! Adj-RIB-Out: what we advertised to one peer, and a pure planner that turns "the routes we
 //! should be advertising" into the minimal UPDATEs (MetalLB's `Session.Set` semantics).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -62,8 +62,7 @@ impl RouteAttributes {
     }
 }
 
-/// The full set of routes a session should advertise: prefix → attributes.
-pub type RouteSet = BTreeMap<IpNet, Arc<RouteAttributes>>;
+pub use super::route_set::RouteSet;
 
 /// What the session negotiated that shapes UPDATEs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +127,8 @@ pub struct Plan {
     pub withdraw: Vec<IpNet>,
     pub announce: BTreeMap<Arc<RouteAttributes>, Vec<IpNet>>,
     pub refused: Vec<(IpNet, Refusal)>,
+    /// The route set this plan reaches; `AdjRibOut::apply` keeps it (shared, not copied).
+    pub target: Arc<RouteSet>,
 }
 
 impl Plan {
@@ -137,37 +138,70 @@ impl Plan {
 }
 
 /// What was advertised to one peer. Cleared when the session goes down.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// After a plan is sent the peer holds exactly the plan's target minus what the session
+/// refused, so the target is kept by reference: a 100,000-route table costs one copy per
+/// peer (the speaker's), not two.
+#[derive(Debug, Clone, Default)]
 pub struct AdjRibOut {
-    advertised: RouteSet,
+    sent: Arc<RouteSet>,
+    /// Prefixes of `sent` that were not put on the wire (see `Refusal`).
+    refused: BTreeSet<IpNet>,
 }
 
+impl PartialEq for AdjRibOut {
+    fn eq(&self, other: &Self) -> bool {
+        self.advertised().eq(other.advertised())
+    }
+}
+
+impl Eq for AdjRibOut {}
+
 impl AdjRibOut {
-    pub fn advertised(&self) -> &RouteSet {
-        &self.advertised
+    /// The advertised routes, sorted by prefix.
+    pub fn advertised(&self) -> impl Iterator<Item = (&IpNet, &Arc<RouteAttributes>)> + '_ {
+        self.sent
+            .iter()
+            .filter(|(p, _)| self.refused.is_empty() || !self.refused.contains(p))
+    }
+
+    pub fn get(&self, prefix: &IpNet) -> Option<&Arc<RouteAttributes>> {
+        self.sent
+            .get(prefix)
+            .filter(|_| !self.refused.contains(prefix))
+    }
+
+    pub fn len(&self) -> usize {
+        self.sent.len() - self.refused.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn clear(&mut self) {
-        self.advertised.clear();
+        *self = AdjRibOut::default();
     }
 
     pub fn count(&self, family: Family) -> usize {
-        self.advertised
-            .keys()
-            .filter(|p| family_of(p) == family)
+        self.advertised()
+            .filter(|(p, _)| family_of(p) == family)
             .count()
     }
 
     /// Computes the change to reach `desired` without applying it.
-    pub fn plan(&self, desired: &RouteSet, ctx: &ExportContext) -> Plan {
-        let mut plan = Plan::default();
-        // Both maps are sorted by prefix: one merge pass instead of a lookup per prefix.
-        let mut advertised = self.advertised.iter().peekable();
+    pub fn plan(&self, desired: &Arc<RouteSet>, ctx: &ExportContext) -> Plan {
+        let mut plan = Plan {
+            target: Arc::clone(desired),
+            ..Plan::default()
+        };
+        // Both sides are sorted by prefix: one merge pass instead of a lookup per prefix.
+        let mut advertised = self.advertised().peekable();
         // Consecutive prefixes usually share one attribute set: collect a run, then add it to
         // its group with one map lookup.
         let mut run: Option<(&Arc<RouteAttributes>, Vec<IpNet>)> = None;
         let mut same: Option<(*const RouteAttributes, *const RouteAttributes)> = None;
-        for (prefix, attrs) in desired {
+        for (prefix, attrs) in desired.iter() {
             while let Some((gone, _)) = advertised.next_if(|(p, _)| *p < prefix) {
                 plan.withdraw.push(*gone);
             }
@@ -211,24 +245,10 @@ impl AdjRibOut {
         plan
     }
 
-    /// Records a plan as sent.
+    /// Records a plan as sent: the peer now holds the plan's target minus its refusals.
     pub fn apply(&mut self, plan: &Plan) {
-        for p in &plan.withdraw {
-            self.advertised.remove(p);
-        }
-        if self.advertised.is_empty() && plan.announce.len() == 1 {
-            // First announcement (after establishment): build the map from sorted prefixes in
-            // one pass instead of inserting one by one.
-            if let Some((attrs, prefixes)) = plan.announce.iter().next() {
-                self.advertised = prefixes.iter().map(|p| (*p, Arc::clone(attrs))).collect();
-            }
-            return;
-        }
-        for (attrs, prefixes) in &plan.announce {
-            for p in prefixes {
-                self.advertised.insert(*p, Arc::clone(attrs));
-            }
-        }
+        self.sent = Arc::clone(&plan.target);
+        self.refused = plan.refused.iter().map(|(p, _)| *p).collect();
     }
 }
 
@@ -309,7 +329,7 @@ pub fn full_table_updates(
     ctx: &ExportContext,
 ) -> Result<Vec<Update>, EncodeError> {
     let mut groups: BTreeMap<&Arc<RouteAttributes>, Vec<IpNet>> = BTreeMap::new();
-    for (p, a) in &rib.advertised {
+    for (p, a) in rib.advertised() {
         if family_of(p) == family {
             groups.entry(a).or_default().push(*p);
         }
@@ -379,21 +399,24 @@ mod tests {
     use proptest::prelude::*;
 
     /// The planner before the merge-join rewrite: one lookup per prefix.
-    fn plan_by_lookup(rib: &AdjRibOut, desired: &RouteSet, ctx: &ExportContext) -> Plan {
-        let mut plan = Plan::default();
-        for (prefix, attrs) in desired {
+    fn plan_by_lookup(rib: &AdjRibOut, desired: &Arc<RouteSet>, ctx: &ExportContext) -> Plan {
+        let mut plan = Plan {
+            target: Arc::clone(desired),
+            ..Plan::default()
+        };
+        for (prefix, attrs) in desired.iter() {
             if let Err(r) = check_route(prefix, attrs, ctx) {
                 plan.refused.push((*prefix, r));
                 continue;
             }
-            if rib.advertised.get(prefix) != Some(attrs) {
+            if rib.get(prefix) != Some(attrs) {
                 plan.announce
                     .entry(Arc::clone(attrs))
                     .or_default()
                     .push(*prefix);
             }
         }
-        for prefix in rib.advertised.keys() {
+        for (prefix, _) in rib.advertised() {
             let still = desired
                 .get(prefix)
                 .is_some_and(|a| check_route(prefix, a, ctx).is_ok());
@@ -404,7 +427,7 @@ mod tests {
         plan
     }
 
-    fn set(entries: &[(u8, bool, u8)]) -> RouteSet {
+    fn set(entries: &[(u8, bool, u8)]) -> Arc<RouteSet> {
         // Attribute sets 0..3: 1 and 2 are equal in content but distinct allocations; 3 has
         // an IPv6 next hop (refused for IPv4 prefixes without RFC 8950).
         let nh4 = |last| IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, last));
@@ -426,7 +449,37 @@ mod tests {
                 };
                 (p, Arc::clone(&attrs[usize::from(a % 4)]))
             })
-            .collect()
+            .collect::<RouteSet>()
+            .into()
+    }
+
+    #[test]
+    fn applied_target_is_shared_not_copied_and_refusals_are_not_advertised() {
+        let ctx = ExportContext {
+            local_asn: Asn(65000),
+            ibgp: false,
+            families: vec![Family::IPV4_UNICAST],
+            extended_next_hop_ipv4: false,
+            wire: WireOptions::default(),
+        };
+        // Two IPv4 routes and one IPv6 route the IPv4-only session refuses.
+        let target = set(&[(1, false, 0), (2, false, 1), (3, true, 0)]);
+        let mut rib = AdjRibOut::default();
+        let plan = rib.plan(&target, &ctx);
+        assert_eq!(plan.refused.len(), 1);
+        rib.apply(&plan);
+        drop(plan);
+        assert!(
+            Arc::ptr_eq(&rib.sent, &target),
+            "the target is kept by reference"
+        );
+        assert_eq!(rib.len(), 2);
+        assert_eq!(rib.count(Family::IPV4_UNICAST), 2);
+        assert_eq!(rib.count(Family::IPV6_UNICAST), 0);
+        let v6: IpNet = "fd00:3::/64".parse().unwrap();
+        assert_eq!(rib.get(&v6), None);
+        assert!(rib.advertised().all(|(p, _)| *p != v6));
+        assert!(rib.plan(&target, &ctx).is_empty());
     }
 
     proptest! {
@@ -451,13 +504,15 @@ mod tests {
             let first = rib.plan(&set(&before), &ctx);
             prop_assert_eq!(&first, &plan_by_lookup(&rib, &set(&before), &ctx));
             rib.apply(&first);
-            let mut reference = AdjRibOut::default();
+            let mut reference = RouteSet::new();
             for (attrs, prefixes) in &first.announce {
                 for p in prefixes {
-                    reference.advertised.insert(*p, Arc::clone(attrs));
+                    reference.insert(*p, Arc::clone(attrs));
                 }
             }
-            prop_assert_eq!(&rib, &reference, "bulk apply equals inserts");
+            let kept: RouteSet = rib.advertised().map(|(p, a)| (*p, Arc::clone(a))).collect();
+            prop_assert_eq!(&kept, &reference, "the kept target equals what was announced");
+            prop_assert_eq!(rib.len(), reference.len());
             let desired = set(&after);
             prop_assert_eq!(rib.plan(&desired, &ctx), plan_by_lookup(&rib, &desired, &ctx));
         }

@@ -1,0 +1,177 @@
+//! `RouteSet`: the routes a session should advertise, as one sorted vector.
+//!
+//! A map would do, but a node's set is built once per change, in prefix order, and then only
+//! read (merge-joined by the planner, listed by reports). A sorted vector costs 32 bytes a
+//! route with no node overhead or sort scratch: at 100,000 routes 3.2 MB instead of the
+//! 5 MB a `BTreeMap` filled in order takes.
+
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use super::rib_out::RouteAttributes;
+
+type Route = (IpNet, Arc<RouteAttributes>);
+
+/// Prefix → attributes, sorted by prefix, one entry per prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteSet {
+    routes: Vec<Route>,
+}
+
+impl RouteSet {
+    pub fn new() -> Self {
+        RouteSet::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        RouteSet {
+            routes: Vec::with_capacity(n),
+        }
+    }
+
+    /// Sets the attributes of `prefix`, returning the previous ones. Inserting in prefix order
+    /// appends (constant time); out of order it shifts the tail.
+    pub fn insert(
+        &mut self,
+        prefix: IpNet,
+        attrs: Arc<RouteAttributes>,
+    ) -> Option<Arc<RouteAttributes>> {
+        if self.routes.last().is_none_or(|(last, _)| *last < prefix) {
+            self.routes.push((prefix, attrs));
+            return None;
+        }
+        match self.position(&prefix) {
+            Ok(i) => self
+                .routes
+                .get_mut(i)
+                .map(|slot| std::mem::replace(&mut slot.1, attrs)),
+            Err(i) => {
+                self.routes.insert(i, (prefix, attrs));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, prefix: &IpNet) -> Option<Arc<RouteAttributes>> {
+        let i = self.position(prefix).ok()?;
+        Some(self.routes.remove(i).1)
+    }
+
+    pub fn get(&self, prefix: &IpNet) -> Option<&Arc<RouteAttributes>> {
+        let i = self.position(prefix).ok()?;
+        self.routes.get(i).map(|(_, a)| a)
+    }
+
+    pub fn contains_key(&self, prefix: &IpNet) -> bool {
+        self.position(prefix).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// Routes in prefix order.
+    pub fn iter(&self) -> Iter<'_> {
+        self.routes.iter().map(split)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &IpNet> + '_ {
+        self.routes.iter().map(|(p, _)| p)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Arc<RouteAttributes>> + '_ {
+        self.routes.iter().map(|(_, a)| a)
+    }
+
+    fn position(&self, prefix: &IpNet) -> Result<usize, usize> {
+        self.routes.binary_search_by(|(p, _)| p.cmp(prefix))
+    }
+}
+
+fn split(r: &Route) -> (&IpNet, &Arc<RouteAttributes>) {
+    (&r.0, &r.1)
+}
+
+/// Iterator over a [`RouteSet`], in prefix order.
+pub type Iter<'a> =
+    std::iter::Map<std::slice::Iter<'a, Route>, fn(&Route) -> (&IpNet, &Arc<RouteAttributes>)>;
+
+impl<'a> IntoIterator for &'a RouteSet {
+    type Item = (&'a IpNet, &'a Arc<RouteAttributes>);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// Like a map: for a prefix given twice, the last attributes win.
+impl FromIterator<Route> for RouteSet {
+    fn from_iter<I: IntoIterator<Item = Route>>(iter: I) -> Self {
+        let mut routes: Vec<Route> = iter.into_iter().collect();
+        if !routes.is_sorted_by(|a, b| a.0 < b.0) {
+            routes.sort_by_key(|r| r.0); // stable: equal prefixes keep their order
+            routes.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    std::mem::swap(&mut later.1, &mut kept.1);
+                }
+                same
+            });
+        }
+        RouteSet { routes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn attrs(last: u8) -> Arc<RouteAttributes> {
+        Arc::new(RouteAttributes::with_next_hop(IpAddr::V4(Ipv4Addr::new(
+            192, 0, 2, last,
+        ))))
+    }
+
+    fn prefix(i: u8) -> IpNet {
+        IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::new(10, i, 0, 0), 16).unwrap())
+    }
+
+    proptest! {
+        /// Whatever the order of inserts, removals and collects, the set behaves like a
+        /// `BTreeMap` (the type it replaced).
+        #[test]
+        fn behaves_like_a_btreemap(
+            ops in prop::collection::vec((any::<bool>(), 0u8..32, 0u8..4), 0..64),
+            collected in prop::collection::vec((0u8..32, 0u8..4), 0..64),
+        ) {
+            let mut set = RouteSet::new();
+            let mut map = BTreeMap::new();
+            for (insert, p, a) in ops {
+                if insert {
+                    prop_assert_eq!(set.insert(prefix(p), attrs(a)), map.insert(prefix(p), attrs(a)));
+                } else {
+                    prop_assert_eq!(set.remove(&prefix(p)), map.remove(&prefix(p)));
+                }
+                prop_assert_eq!(set.len(), map.len());
+            }
+            prop_assert!(set.iter().eq(map.iter()));
+            for p in 0..32 {
+                prop_assert_eq!(set.get(&prefix(p)), map.get(&prefix(p)));
+                prop_assert_eq!(set.contains_key(&prefix(p)), map.contains_key(&prefix(p)));
+            }
+            let items: Vec<Route> = collected.iter().map(|&(p, a)| (prefix(p), attrs(a))).collect();
+            let set: RouteSet = items.iter().cloned().collect();
+            let map: BTreeMap<IpNet, Arc<RouteAttributes>> = items.into_iter().collect();
+            prop_assert!(set.iter().eq(map.iter()), "collect keeps the last value per prefix");
+        }
+    }
+}
