@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+use crate::speaker::report::ReportInputs;
 
 /// The main loop must tick within this many seconds for `/livez`.
 const LIVENESS_WINDOW: u64 = 60;
@@ -30,7 +31,8 @@ pub struct AdminState {
     pub ready: AtomicBool,
     /// Unix seconds of the main loop's last tick.
     pub heartbeat: AtomicU64,
-    pub report: std::sync::Mutex<Arc<SpeakerReport>>,
+    /// Rendered per request (see `ReportInputs`).
+    report_inputs: std::sync::Mutex<Option<Arc<ReportInputs>>>,
 }
 
 impl AdminState {
@@ -40,7 +42,7 @@ impl AdminState {
             metrics,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(now()),
-            report: std::sync::Mutex::new(Arc::new(SpeakerReport::default())),
+            report_inputs: std::sync::Mutex::new(None),
         }
     }
 
@@ -48,17 +50,16 @@ impl AdminState {
         self.heartbeat.store(now(), Ordering::Relaxed);
     }
 
-    pub fn set_report(&self, r: Arc<SpeakerReport>) {
-        if let Ok(mut cur) = self.report.lock() {
-            *cur = r;
+    pub fn set_report_inputs(&self, inputs: Arc<ReportInputs>) {
+        if let Ok(mut cur) = self.report_inputs.lock() {
+            *cur = Some(inputs);
         }
     }
 
-    fn report(&self) -> Arc<SpeakerReport> {
-        self.report
-            .lock()
-            .map(|r| Arc::clone(&r))
-            .unwrap_or_default()
+    fn report(&self) -> SpeakerReport {
+        // Clone the Arc and let go of the lock before rendering.
+        let inputs = self.report_inputs.lock().ok().and_then(|i| i.clone());
+        inputs.map(|i| i.render(now())).unwrap_or_default()
     }
 }
 
@@ -143,7 +144,7 @@ pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<
                 .collect();
             json_response(json!({"node": state.node, "peers": peers}))
         }
-        "/debug/status" => json_response(json!({"node": state.node, "status": *state.report()})),
+        "/debug/status" => json_response(json!({"node": state.node, "status": state.report()})),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain"),
     }
 }

@@ -26,6 +26,8 @@ pub fn parse_cidrs<'a>(values: impl IntoIterator<Item = &'a str>) -> NodeCidrs {
             }),
         }
     }
+    // Kept for the life of the object: no growth slack (a third more at 100,000).
+    out.valid.shrink_to_fit();
     out
 }
 

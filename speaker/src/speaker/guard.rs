@@ -1,8 +1,6 @@
 //! The announce guard: what may leave this node. Pure; every refusal has a reason that
 //! becomes a metric label, a log line and a status condition.
 
-use std::collections::BTreeSet;
-
 use ipam_watch::source::{DesiredSet, InvalidReason};
 use ipnet::IpNet;
 use serde::Serialize;
@@ -42,7 +40,8 @@ pub struct Refused {
 /// The guard's verdict on one desired set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Guarded {
-    pub announce: BTreeSet<IpNet>,
+    /// Sorted and free of duplicates (a sorted `Vec`: half the memory of a set at 100,000).
+    pub announce: Vec<IpNet>,
     pub refused: Vec<Refused>,
 }
 
@@ -54,7 +53,10 @@ pub fn guard(desired: &DesiredSet, allowed: &[IpNet]) -> Option<Guarded> {
     if !desired.ready {
         return None;
     }
-    let mut out = Guarded::default();
+    let mut out = Guarded {
+        announce: Vec::with_capacity(desired.cidrs.len()),
+        refused: Vec::new(),
+    };
     for cidr in &desired.cidrs {
         let reason = if cidr.prefix_len() == 0 {
             Some(GuardRefusal::DefaultRoute)
@@ -68,11 +70,11 @@ pub fn guard(desired: &DesiredSet, allowed: &[IpNet]) -> Option<Guarded> {
                 value: cidr.to_string(),
                 reason,
             }),
-            None => {
-                out.announce.insert(*cidr);
-            }
+            None => out.announce.push(*cidr),
         }
     }
+    out.announce.sort_unstable();
+    out.announce.dedup();
     for bad in &desired.invalid {
         let reason = match bad.reason {
             InvalidReason::Conflict => GuardRefusal::Conflict,
@@ -120,7 +122,7 @@ mod tests {
             &[net("10.0.0.0/8")],
         )
         .unwrap();
-        assert_eq!(g.announce, [net("10.1.0.0/24")].into_iter().collect());
+        assert_eq!(g.announce, [net("10.1.0.0/24")]);
         assert_eq!(g.refused[0].reason, GuardRefusal::OutsideAllowedPrefixes);
         assert_eq!(g.refused[0].value, "192.168.5.0/24");
     }
@@ -169,5 +171,27 @@ mod tests {
     fn empty_allowed_list_means_no_restriction_for_file_mode() {
         let g = guard(&ready(&["198.19.1.0/24", "fd00:19:1::/64"]), &[]).unwrap();
         assert_eq!(g.announce.len(), 2);
+    }
+
+    #[test]
+    fn announce_is_sorted_and_unique_whatever_the_source_order() {
+        let g = guard(
+            &ready(&[
+                "198.19.2.0/24",
+                "fd00:19:1::/64",
+                "198.19.1.0/24",
+                "198.19.2.0/24",
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            g.announce,
+            [
+                net("198.19.1.0/24"),
+                net("198.19.2.0/24"),
+                net("fd00:19:1::/64")
+            ]
+        );
     }
 }

@@ -36,8 +36,8 @@ use node::NodeInfo;
 use peers::{LocalIdentity, PeerManager, PreparedPeer, prepare};
 use routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes, route_source};
 
-/// The routes offered to one peer and what it refused.
-type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
+/// The routes offered to one peer and what it refuses (sorted by prefix).
+type PeerRoutes = (Arc<RouteSet>, Arc<[(IpNet, PeerRefusal)]>);
 
 /// Field manager for server-side apply.
 const FIELD_MANAGER: &str = "podcidr-bgp-speaker";
@@ -217,12 +217,13 @@ pub struct Speaker {
     peers: Option<PeerManager>,
     events_tx: mpsc::UnboundedSender<(String, SessionEvent)>,
     events: mpsc::UnboundedReceiver<(String, SessionEvent)>,
-    guarded: Option<Guarded>,
+    guarded: Option<Arc<Guarded>>,
     peer_routes: BTreeMap<String, PeerRoutes>,
     refusals_seen: BTreeSet<(String, &'static str)>,
     mismatch_seen: Option<String>,
     config_stamp: Option<FileStamp>,
-    published: Option<(SpeakerReport, Instant)>,
+    /// Content fingerprint and time of the last published report.
+    published: Option<(u64, Instant)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,7 +487,7 @@ impl Speaker {
                 .inc();
         }
         self.refusals_seen = now_refused;
-        self.guarded = Some(g);
+        self.guarded = Some(Arc::new(g));
         self.push_routes();
     }
 
@@ -499,21 +500,19 @@ impl Speaker {
             internal_v4: info.internal_v4,
             internal_v6: info.internal_v6,
         };
-        let announce: Vec<IpNet> = g.announce.iter().copied().collect();
         let names: Vec<String> = peers.names().cloned().collect();
         for name in names {
             let Some(cfg) = self.prepared.get(&name).map(|p| &p.config) else {
                 continue;
             };
             let nhs = next_hops(&self.config.next_hop, cfg, &addrs, &route_source);
-            let (set, refused) = peer_routes(&announce, cfg, nhs);
+            let (set, refused) = peer_routes(&g.announce, cfg, nhs);
             let set = Arc::new(set);
-            let before = self
-                .peer_routes
-                .get(&name)
-                .map(|(_, r)| r.clone())
-                .unwrap_or_default();
-            for (prefix, reason) in refused.iter().filter(|r| !before.contains(r)) {
+            let before = self.peer_routes.get(&name).map(|(_, r)| &r[..]);
+            // Both lists are sorted by prefix: new refusals by binary search, not a scan.
+            let new =
+                |r: &&(IpNet, PeerRefusal)| before.is_none_or(|b| b.binary_search(r).is_err());
+            for (prefix, reason) in refused.iter().filter(new) {
                 tracing::warn!(peer = %name, %prefix, reason = reason.as_str(), "not announced to this peer");
                 self.metrics
                     .guard_refused
@@ -523,7 +522,7 @@ impl Speaker {
                     .inc();
             }
             peers.set_routes(&name, Arc::clone(&set));
-            self.peer_routes.insert(name, (set, refused));
+            self.peer_routes.insert(name, (set, refused.into()));
         }
     }
 
@@ -572,89 +571,79 @@ impl Speaker {
 
     async fn on_tick(&mut self) {
         self.admin.beat();
-        let report = Arc::new(self.build_report());
-        for p in &report.peers {
-            let label = Metrics::peer(&p.name);
-            let established = p.state == "Established";
+        let inputs = Arc::new(self.report_inputs());
+        for p in &inputs.peers {
+            let label = Metrics::peer(&p.config.name);
             self.metrics
                 .session_up
                 .get_or_create(&label)
-                .set(i64::from(established));
-            let state = self
-                .peers
-                .as_ref()
-                .and_then(|m| m.status(&p.name))
-                .map(|s| s.state.as_number())
-                .unwrap_or(1);
+                .set(i64::from(p.status.state == SessionState::Established));
             self.metrics
                 .session_state
                 .get_or_create(&label)
-                .set(i64::from(state));
-            for (family, n) in &p.prefixes_sent {
+                .set(i64::from(p.status.state.as_number()));
+            for (family, n) in &p.status.advertised {
                 self.metrics
                     .announced_prefixes
                     .get_or_create(&PeerFamilyLabel {
-                        peer: p.name.clone(),
+                        peer: p.config.name.clone(),
                         family: family.clone(),
                     })
                     .set(i64::try_from(*n).unwrap_or(i64::MAX));
             }
         }
-        self.admin.set_report(Arc::clone(&report));
-        self.maybe_publish(&report).await;
+        self.admin.set_report_inputs(Arc::clone(&inputs));
+        self.maybe_publish(&inputs).await;
     }
 
-    fn build_report(&self) -> SpeakerReport {
-        let desired = self.desired.borrow().clone();
-        let statuses: Vec<_> = self
+    fn report_inputs(&self) -> report::ReportInputs {
+        let no_routes: PeerRoutes = (Arc::new(RouteSet::new()), Arc::new([]));
+        let peers = self
             .peers
             .as_ref()
             .map(|m| {
                 m.names()
-                    .filter_map(|n| Some((n.clone(), m.status(n)?)))
+                    .filter_map(|name| {
+                        let status = m.status(name)?;
+                        let config = self.prepared.get(name)?.config.clone();
+                        let (routes, refused) = self.peer_routes.get(name).unwrap_or(&no_routes);
+                        Some(report::PeerInput {
+                            config,
+                            status,
+                            routes: Arc::clone(routes),
+                            refused: Arc::clone(refused),
+                        })
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        let empty = (Arc::new(RouteSet::new()), Vec::new());
-        let views: Vec<report::PeerView<'_>> = statuses
-            .iter()
-            .filter_map(|(name, status)| {
-                let (routes, refused) = self.peer_routes.get(name).unwrap_or(&empty);
-                Some(report::PeerView {
-                    config: &self.prepared.get(name)?.config,
-                    status,
-                    routes,
-                    refused,
-                })
-            })
-            .collect();
-        report::report(
-            self.config.source.kind(),
-            self.config.asn,
-            &desired,
-            self.guarded.as_ref(),
-            &views,
-            unix_now(),
-        )
+        report::ReportInputs {
+            source: self.config.source.kind(),
+            local_asn: self.config.asn,
+            desired: Arc::clone(&self.desired.borrow()),
+            guarded: self.guarded.clone(),
+            peers,
+        }
     }
 
-    async fn maybe_publish(&mut self, report: &SpeakerReport) {
+    async fn maybe_publish(&mut self, inputs: &report::ReportInputs) {
         let Some(client) = &self.client else { return };
         if !self.config.status.publish {
             return;
         }
-        let due = match &self.published {
-            None => true,
-            Some((last, at)) => {
-                let age = at.elapsed();
-                (age >= self.config.status.min_interval && !report::same_content(last, report))
-                    || age >= HEARTBEAT
-            }
-        };
-        if !due {
+        let age = self.published.as_ref().map(|(_, at)| at.elapsed());
+        if age.is_some_and(|a| a < self.config.status.min_interval) {
+            return; // rendered at most once per minInterval
+        }
+        let mut report = inputs.render(unix_now());
+        let fingerprint = report::content_fingerprint(&report);
+        let changed = self
+            .published
+            .as_ref()
+            .is_none_or(|(f, _)| *f != fingerprint);
+        if !changed && age.is_some_and(|a| a < HEARTBEAT) {
             return;
         }
-        let mut report = report.clone();
         report.updated_at = report::rfc3339(unix_now());
         let info = self.node.borrow().clone();
         match tokio::time::timeout(
@@ -663,7 +652,7 @@ impl Speaker {
         )
         .await
         {
-            Ok(Ok(())) => self.published = Some((report, Instant::now())),
+            Ok(Ok(())) => self.published = Some((fingerprint, Instant::now())),
             Ok(Err(e)) => tracing::warn!(error = %e, "publishing NodeBGPStatus failed; will retry"),
             Err(_) => tracing::warn!("publishing NodeBGPStatus timed out; will retry"),
         }

@@ -238,17 +238,63 @@ fn join(v: &[IpNet]) -> String {
         .join(",")
 }
 
-/// Reports compare equal when only timestamps differ (so an unchanged speaker does not write).
-pub fn same_content(a: &SpeakerReport, b: &SpeakerReport) -> bool {
-    let strip = |r: &SpeakerReport| {
-        let mut r = r.clone();
-        r.updated_at.clear();
-        for c in &mut r.conditions {
-            c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
-        }
-        r
-    };
-    strip(a) == strip(b)
+/// A fingerprint of everything but the times (`updatedAt`, condition transition times): the
+/// publisher keeps this rather than the last report, which at 100,000 prefixes is megabytes.
+pub fn content_fingerprint(r: &SpeakerReport) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut r = r.clone();
+    r.updated_at.clear();
+    for c in &mut r.conditions {
+        c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(&r).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+/// One peer's part of a report, owned; the route set is shared with its session.
+#[derive(Debug, Clone)]
+pub struct PeerInput {
+    pub config: PeerConfig,
+    pub status: SessionStatus,
+    pub routes: Arc<RouteSet>,
+    pub refused: Arc<[(IpNet, PeerRefusal)]>,
+}
+
+/// What a report is rendered from, cheap to clone (the large parts are shared). The main
+/// loop hands a copy to the admin endpoint each tick and the report is rendered only when
+/// someone reads it or it is published: a 100,000-prefix node does not format 200,000
+/// strings a second into memory nobody reads.
+#[derive(Debug, Clone)]
+pub struct ReportInputs {
+    pub source: &'static str,
+    pub local_asn: Asn,
+    pub desired: Arc<DesiredSet>,
+    pub guarded: Option<Arc<Guarded>>,
+    pub peers: Vec<PeerInput>,
+}
+
+impl ReportInputs {
+    pub fn render(&self, now: u64) -> SpeakerReport {
+        let views: Vec<PeerView<'_>> = self
+            .peers
+            .iter()
+            .map(|p| PeerView {
+                config: &p.config,
+                status: &p.status,
+                routes: &p.routes,
+                refused: &p.refused,
+            })
+            .collect();
+        report(
+            self.source,
+            self.local_asn,
+            &self.desired,
+            self.guarded.as_deref(),
+            &views,
+            now,
+        )
+    }
 }
 
 #[cfg(test)]

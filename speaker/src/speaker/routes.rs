@@ -112,7 +112,7 @@ fn attributes(peer: &PeerConfig, next_hop: IpAddr) -> RouteAttributes {
     }
 }
 
-/// The routes for one peer, and what it refuses.
+/// The routes for one peer, and what it refuses. `announce` is the guard's sorted list.
 pub fn peer_routes(
     announce: &[IpNet],
     peer: &PeerConfig,
@@ -120,7 +120,8 @@ pub fn peer_routes(
 ) -> (RouteSet, Vec<(IpNet, PeerRefusal)>) {
     let v4 = nh_v4.map(|nh| Arc::new(attributes(peer, nh)));
     let v6 = nh_v6.map(|nh| Arc::new(attributes(peer, nh)));
-    let mut set = RouteSet::new();
+    // `announce` is sorted, so every insert appends.
+    let mut set = RouteSet::with_capacity(announce.len());
     let mut refused = Vec::new();
     for prefix in announce {
         let (family, attrs) = match prefix {
