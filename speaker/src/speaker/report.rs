@@ -352,4 +352,19 @@ mod tests {
         assert_eq!(r.routes.len(), MAX_REPORTED_ROUTES);
         assert_eq!(r.routes_omitted, 300 - MAX_REPORTED_ROUTES as u64);
     }
+
+    #[test]
+    fn fingerprint_ignores_times_but_not_content() {
+        let mut a = SpeakerReport {
+            allocated: vec!["10.0.0.0/24".into()],
+            conditions: vec![condition("Ready", true, "SourceSynced", String::new(), 100)],
+            ..SpeakerReport::default()
+        };
+        let mut b = a.clone();
+        b.updated_at = rfc3339(200);
+        b.conditions[0].last_transition_time = Time(Timestamp::from_second(200).unwrap());
+        assert_eq!(content_fingerprint(&a), content_fingerprint(&b));
+        a.allocated.push("10.0.1.0/24".into());
+        assert_ne!(content_fingerprint(&a), content_fingerprint(&b));
+    }
 }
