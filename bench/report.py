@@ -98,7 +98,8 @@ def main(path):
         print("\nFailed runs:\n")
         for r in errors:
             msg = "; ".join(f"{k}: {v}" for k, v in r.items() if k.endswith("error"))
-            print(f"- {r['sender']} {r.get('n', '')} {r.get('family', '')}: {msg}")
+            what = "idle" if r.get("mode") == "idle" else f"{r.get('n', '')} {r.get('family', '')}"
+            print(f"- {r['sender']} {what}: {msg}")
 
 
 if __name__ == "__main__":

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Regenerates the tables of docs/benchmarks.md (by hand; not part of scripts/test.sh or CI).
+# Regenerates the tables of docs/benchmarks.md (full mode, by hand) and checks that the harness
+# still works (--quick, run by .ci/run).
 #
 #   bench/run.sh [--runs 3] [--quick] [--skip-criterion] [--skip-latency]
 #
 # Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
 # --bench latency) and the criterion micro benchmarks. Output: bench/results/<UTC time>/.
 # Loopback only; every daemon is started here and stopped by PID.
+#
+# --quick: 1,000 IPv4 /26 and 1,000 IPv6 /64, one run, all three senders, the idle footprint,
+# 100 latency changes per source, and the criterion benches in test mode (each benchmark run
+# once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
+# build scripts/test.sh already made), the speaker in release. It checks that the harness
+# works, not the targets.
+#
+# Exit status: non-zero if any convergence run failed (convergence.py --strict), if the latency
+# bench did not receive every change of both sources (it exits 1), or if a criterion bench
+# failed. Every part still runs and writes its output first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=3
 sizes=1000,10000,100000
 v6_sizes=10000
+changes=1000
+timeout=300
+criterion_args=(--noplot)
+quick=0
 criterion=1
 latency=1
 while (($#)); do
     case $1 in
         --runs) runs=$2; shift ;;
-        --quick) sizes=1000,10000; v6_sizes=1000 ;;
+        --quick)
+            quick=1; runs=1; sizes=1000; v6_sizes=1000; changes=100; timeout=60
+            criterion_args=(--test)
+            ;;
         --skip-criterion) criterion=0 ;;
         --skip-latency) latency=0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
@@ -25,36 +43,64 @@ while (($#)); do
     shift
 done
 
+start=$(date +%s)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
+failed=()
 
 bash bench/install-deps.sh
 cargo build --release --locked -p podcidr-bgp
 speaker=$CARGO_TARGET_DIR/release/podcidr-bgp
+# The full run measures with `cargo bench`; --quick only runs the harnesses, through
+# `cargo test --workspace` (the features and debug build of scripts/test.sh, reused).
+bench_cmd() {
+    local pkg=$1 bench=$2
+    shift 2
+    if ((quick)); then
+        cargo test --locked --workspace --bench "$bench" "$@"
+    else
+        cargo bench --locked -p "$pkg" --bench "$bench" "$@"
+    fi
+}
 
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "kernel: $(uname -r)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc)"
-    echo "memory: $(free -m | awk '/Mem:/ {print $2}') MiB"
+    echo "memory: $(awk '/MemTotal:/ {print int($2 / 1024)}' /proc/meminfo) MiB"
     echo "rustc: $(rustc --version)"
     dpkg-query -W -f='${Package} ${Version}\n' bird2 gobgpd python3-grpcio
     echo "podcidr-bgp: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
 } | tee "$out/machine.txt"
 
+t=$(date +%s)
 /usr/bin/python3 bench/convergence.py --speaker "$speaker" --out "$out/convergence.jsonl" \
-    --runs "$runs" --sizes "$sizes" --v6-sizes "$v6_sizes"
-/usr/bin/python3 bench/report.py "$out/convergence.jsonl" | tee "$out/convergence.md"
+    --runs "$runs" --sizes "$sizes" --v6-sizes "$v6_sizes" --timeout "$timeout" --strict \
+    || failed+=("convergence (see FAILED above)")
+/usr/bin/python3 bench/report.py "$out/convergence.jsonl" | tee "$out/convergence.md" \
+    || failed+=("report.py")
+echo "bench: convergence and report took $(($(date +%s) - t)) s"
 
 if ((latency)); then
-    cargo bench --locked -p integration-tests --bench latency -- --speaker "$speaker" \
-        --changes 1000 | tee "$out/latency.md"
+    t=$(date +%s)
+    bench_cmd integration-tests latency -- --bench --speaker "$speaker" \
+        --changes "$changes" | tee "$out/latency.md" || failed+=("latency (see above)")
+    echo "bench: latency took $(($(date +%s) - t)) s"
 fi
 if ((criterion)); then
-    for b in wire planner; do
-        cargo bench --locked -p bgp-proto --bench "$b" -- --noplot 2>&1 | tee "$out/criterion-$b.txt"
+    t=$(date +%s)
+    for pb in bgp-proto:wire bgp-proto:planner ipam-watch:allocator; do
+        p=${pb%:*} b=${pb#*:}
+        bench_cmd "$p" "$b" -- "${criterion_args[@]}" 2>&1 \
+            | tee "$out/criterion-$b.txt" || failed+=("criterion bench $p/$b")
     done
-    cargo bench --locked -p ipam-watch --bench allocator -- --noplot 2>&1 | tee "$out/criterion-allocator.txt"
+    echo "bench: criterion ${criterion_args[*]} took $(($(date +%s) - t)) s"
 fi
 echo "results in $out"
+echo "bench: done in $(($(date +%s) - start)) s"
+if ((${#failed[@]})); then
+    echo "bench: FAILED:" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    exit 1
+fi

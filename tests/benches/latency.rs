@@ -133,7 +133,8 @@ async fn measure<F: FnMut(u32)>(collector: &Collector, args: &Args, mut change: 
     out
 }
 
-fn report(mode: &str, mut ms: Vec<f64>, wanted: u32) {
+/// Prints the row; false unless every change arrived.
+fn report(mode: &str, mut ms: Vec<f64>, wanted: u32) -> bool {
     ms.sort_by(f64::total_cmp);
     let q = |f: f64| {
         let idx = ((ms.len() as f64 - 1.0) * f).round() as usize;
@@ -148,6 +149,7 @@ fn report(mode: &str, mut ms: Vec<f64>, wanted: u32) {
         q(0.99),
         q(1.0)
     );
+    ms.len() == wanted as usize
 }
 
 async fn wait_first(collector: &Collector, p: IpNet) -> bool {
@@ -169,7 +171,8 @@ fn write_file(path: &Path, cidr: Ipv4Net) {
     }
 }
 
-async fn run_api(args: &Args, dir: &Path) -> std::io::Result<()> {
+/// Ok(true) when every change arrived.
+async fn run_api(args: &Args, dir: &Path) -> std::io::Result<bool> {
     let npc = Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs");
     let fake = FakeKube::start().await?;
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
@@ -194,7 +197,7 @@ async fn run_api(args: &Args, dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("config.yaml"), cfg)?;
     let kc = kubeconfig.to_string_lossy().into_owned();
     let mut child = spawn(&args.speaker, dir, &["--kubeconfig", &kc])?;
-    if wait_first(&collector, IpNet::V4(prefix(0))).await {
+    let all = if wait_first(&collector, IpNet::V4(prefix(0))).await {
         let ms = measure(&collector, args, |i| {
             let set = json!([prefix(i).to_string()]);
             if fake
@@ -205,18 +208,20 @@ async fn run_api(args: &Args, dir: &Path) -> std::io::Result<()> {
             }
         })
         .await;
-        report("API (`NodePodCIDR` update)", ms, args.changes);
+        report("API (`NodePodCIDR` update)", ms, args.changes)
     } else {
         eprintln!(
             "api: the speaker never announced; see {}/speaker.log",
             dir.display()
         );
-    }
+        false
+    };
     stop(&mut child);
-    Ok(())
+    Ok(all)
 }
 
-async fn run_file(args: &Args, dir: &Path) -> std::io::Result<()> {
+/// Ok(true) when every change arrived.
+async fn run_file(args: &Args, dir: &Path) -> std::io::Result<bool> {
     let collector = Collector::start(CollectorConfig::new(([127, 0, 0, 1], 0).into())).await?;
     let file = dir.join("cidrs.yaml");
     write_file(&file, prefix(0));
@@ -227,29 +232,37 @@ async fn run_file(args: &Args, dir: &Path) -> std::io::Result<()> {
     )?;
     let poll = args.file_poll_ms.to_string();
     let mut child = spawn(&args.speaker, dir, &["--file-poll-ms", &poll])?;
-    if wait_first(&collector, IpNet::V4(prefix(0))).await {
+    let all = if wait_first(&collector, IpNet::V4(prefix(0))).await {
         let ms = measure(&collector, args, |i| write_file(&file, prefix(i))).await;
-        report(&format!("file rewrite (poll {poll} ms)"), ms, args.changes);
+        report(&format!("file rewrite (poll {poll} ms)"), ms, args.changes)
     } else {
         eprintln!(
             "file: the speaker never announced; see {}/speaker.log",
             dir.display()
         );
-    }
+        false
+    };
     stop(&mut child);
-    Ok(())
+    Ok(all)
 }
 
-fn main() {
-    let Some(args) = parse_args() else { return };
+/// Exits 1 unless every change of every measured source arrived (bench/run.sh relies on it).
+fn main() -> std::process::ExitCode {
+    let Some(args) = parse_args() else {
+        return std::process::ExitCode::SUCCESS;
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return eprintln!("runtime: {e}"),
+        Err(e) => {
+            eprintln!("runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
     };
+    let mut ok = true;
     let base = std::env::temp_dir().join(format!("podcidr-latency-{}", std::process::id()));
     println!("| source | changes received | min ms | p50 ms | p90 ms | p99 ms | max ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
@@ -268,9 +281,18 @@ fn main() {
                 }
             })
         });
-        if let Err(e) = res {
-            eprintln!("{mode}: {e}");
+        match res {
+            Ok(all) => ok &= all,
+            Err(e) => {
+                eprintln!("{mode}: {e}");
+                ok = false;
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&base);
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
 }
