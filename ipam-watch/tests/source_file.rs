@@ -138,8 +138,57 @@ async fn missing_file_is_not_ready_until_it_appears() {
 
 #[tokio::test]
 async fn configmap_symlink_swap_is_seen() {
+    configmap_swap("configmap", POLL).await;
+}
+
+/// Polling an hour apart: only the inotify watch on the directory can see these in time.
+const NO_POLL: Duration = Duration::from_secs(3600);
+
+#[tokio::test]
+async fn configmap_symlink_swap_is_seen_at_once_through_inotify() {
+    configmap_swap("configmap-inotify", NO_POLL).await;
+}
+
+#[tokio::test]
+async fn rename_and_in_place_writes_are_seen_at_once_through_inotify() {
+    let dir = TempDir::new("inotify");
+    let path = dir.0.join("cidrs.yaml");
+    write_atomic(
+        &path,
+        "nodes:
+  node-a: [198.19.1.0/24]
+",
+    );
+    let (mut rx, driver) = FileSource::new(&path)
+        .with_interval(NO_POLL)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    until(&mut rx, "first load", |s| s.ready).await;
+
+    write_atomic(
+        &path,
+        "nodes:
+  node-a: [198.19.2.0/24]
+",
+    );
+    until(&mut rx, "rename", |s| s.cidrs == nets(&["198.19.2.0/24"])).await;
+    std::fs::write(
+        &path,
+        "nodes:
+  node-a: [198.19.3.0/24]
+",
+    )
+    .unwrap();
+    until(&mut rx, "in-place write", |s| {
+        s.cidrs == nets(&["198.19.3.0/24"])
+    })
+    .await;
+    driver.abort();
+}
+
+async fn configmap_swap(test: &str, poll: Duration) {
     use std::os::unix::fs::symlink;
-    let dir = TempDir::new("configmap");
+    let dir = TempDir::new(test);
     let root = &dir.0;
     // kubelet's layout: cidrs.yaml -> ..data/cidrs.yaml, ..data -> ..<timestamp>/
     std::fs::create_dir(root.join("..v1")).unwrap();
@@ -152,7 +201,7 @@ async fn configmap_symlink_swap_is_seen() {
     symlink("..data/cidrs.yaml", root.join("cidrs.yaml")).unwrap();
 
     let (mut rx, driver) = FileSource::new(root.join("cidrs.yaml"))
-        .with_interval(POLL)
+        .with_interval(poll)
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
     until(&mut rx, "first load", |s| s.ready).await;

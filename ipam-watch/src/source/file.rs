@@ -5,12 +5,13 @@
 //!   node-a: [198.19.1.0/24, fd00:19:1::/64]
 //! ```
 //!
-//! Change detection polls `stat` on a bounded interval (default 2 s) instead of inotify: a
-//! ConfigMap volume updates by swapping a symlinked `..data` directory, which an inotify watch
-//! on the file path does not see, and editors replace files by rename. Following the path and
-//! comparing (device, inode, mtime, ctime, size) catches all of these, costs one `stat` per
-//! tick, and needs no extra dependency. A bad file (or a half-written one) keeps the last good
-//! set and sets `last_error`; the next change is picked up on the next tick.
+//! Change detection compares (device, inode, mtime, ctime, size) of the path, followed through
+//! symlinks: a ConfigMap volume updates by swapping a symlinked `..data` directory and editors
+//! replace files by rename, and the stamp catches both. It is checked when an inotify watch on
+//! the file's directory reports anything (changes apply within a millisecond) and on a
+//! bounded interval (default 2 s) regardless, so a missed event or a kernel without inotify
+//! only costs latency. A bad file (or a half-written one) keeps the last good set and sets
+//! `last_error`; the next change is picked up by the next check.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use super::dir_watch::DirWatch;
 use super::drive::{Observation, drive, snapshot};
 use super::parse::parse_cidrs;
 use super::{ClusterSet, DesiredSet, Driver, NodeCidrs, PodCidrSource, SourceKind, View};
@@ -91,18 +93,29 @@ impl FileSource {
     fn observations(&self) -> impl futures::Stream<Item = Observation> + Send + 'static {
         let path = self.path.clone();
         let period = self.interval;
-        // The timer is made on first poll, so building a driver needs no runtime.
-        let state = (None::<tokio::time::Interval>, None::<Result<Stamp, String>>);
-        stream::unfold(state, move |(ticks, mut last)| {
+        // The timer and the watch are made on first poll, so building a driver needs no
+        // runtime.
+        let state = (
+            None::<(tokio::time::Interval, Option<DirWatch>)>,
+            None::<Result<Stamp, String>>,
+        );
+        stream::unfold(state, move |(wakers, mut last)| {
             let path = path.clone();
             async move {
-                let mut ticks = ticks.unwrap_or_else(|| {
+                let (mut ticks, mut watch) = wakers.unwrap_or_else(|| {
                     let mut ticks = tokio::time::interval(period);
                     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    ticks
+                    (ticks, dir_watch(&path))
                 });
                 loop {
-                    ticks.tick().await;
+                    let failed = tokio::select! {
+                        _ = ticks.tick() => None,
+                        r = next_event(&mut watch) => r.err(),
+                    };
+                    if let Some(e) = failed {
+                        tracing::warn!(path = %path.display(), error = %e, "inotify watch failed; polling only");
+                        watch = None;
+                    }
                     let current = stamp(&path).await;
                     if last.as_ref() == Some(&current) {
                         continue;
@@ -112,11 +125,26 @@ impl FileSource {
                         Err(message) => vec![(View::Source, Err(message.clone()))],
                     };
                     last = Some(current);
-                    return Some((stream::iter(observations), (Some(ticks), last)));
+                    return Some((stream::iter(observations), (Some((ticks, watch)), last)));
                 }
             }
         })
         .flatten()
+    }
+}
+
+fn dir_watch(path: &Path) -> Option<DirWatch> {
+    DirWatch::new(path)
+        .inspect_err(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "no inotify watch on the file's directory; polling only");
+        })
+        .ok()
+}
+
+async fn next_event(watch: &mut Option<DirWatch>) -> std::io::Result<()> {
+    match watch {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -13,6 +13,7 @@
 //! implementations only wire real `kube` watchers (or the file poller) into that driver.
 
 mod api;
+mod dir_watch;
 mod drive;
 mod file;
 mod parse;

@@ -66,7 +66,8 @@ pub struct SpeakerArgs {
     /// Seconds between checks of the config file for changes (SIGHUP reloads at once).
     #[arg(long, default_value_t = 2)]
     pub config_poll_seconds: u64,
-    /// Milliseconds between checks of a `file` source for changes (benchmarks use a short one).
+    /// Milliseconds between checks of a `file` source for changes; changes inotify reports are
+    /// checked at once, this bounds the rest.
     #[arg(long, default_value_t = 2000)]
     pub file_poll_ms: u64,
 }
