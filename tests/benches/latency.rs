@@ -234,7 +234,11 @@ async fn run_file(args: &Args, dir: &Path) -> std::io::Result<bool> {
     let mut child = spawn(&args.speaker, dir, &["--file-poll-ms", &poll])?;
     let all = if wait_first(&collector, IpNet::V4(prefix(0))).await {
         let ms = measure(&collector, args, |i| write_file(&file, prefix(i))).await;
-        report(&format!("file rewrite (poll {poll} ms)"), ms, args.changes)
+        report(
+            &format!("file rewrite (inotify; poll {poll} ms)"),
+            ms,
+            args.changes,
+        )
     } else {
         eprintln!(
             "file: the speaker never announced; see {}/speaker.log",
