@@ -659,6 +659,15 @@ impl Speaker {
         }
     }
 
+    fn count_reload(&self, result: &str) {
+        self.metrics
+            .config_reloads
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
     async fn reload(&mut self, why: &str) {
         let Some(path) = self.opts.config_path.clone() else {
             return;
@@ -667,12 +676,7 @@ impl Speaker {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(reason = why, errors = %e, "config reload rejected; keeping the running config");
-                self.metrics
-                    .config_reloads
-                    .get_or_create(&ResultLabel {
-                        result: "rejected".into(),
-                    })
-                    .inc();
+                self.count_reload("rejected");
                 return;
             }
         };
@@ -692,12 +696,7 @@ impl Speaker {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "config reload rejected; keeping the running config");
-                    self.metrics
-                        .config_reloads
-                        .get_or_create(&ResultLabel {
-                            result: "rejected".into(),
-                        })
-                        .inc();
+                    self.count_reload("rejected");
                     return;
                 }
             }
@@ -751,12 +750,7 @@ impl Speaker {
             updated = changes.updated.len(),
             "config reloaded"
         );
-        self.metrics
-            .config_reloads
-            .get_or_create(&ResultLabel {
-                result: "applied".into(),
-            })
-            .inc();
+        self.count_reload("applied");
         self.recompute();
     }
 }
