@@ -160,9 +160,7 @@ impl Eq for AdjRibOut {}
 impl AdjRibOut {
     /// The advertised routes, sorted by prefix.
     pub fn advertised(&self) -> impl Iterator<Item = (&IpNet, &Arc<RouteAttributes>)> + '_ {
-        self.sent
-            .iter()
-            .filter(|(p, _)| self.refused.is_empty() || !self.refused.contains(p))
+        self.sent.iter().filter(|(p, _)| !self.refused.contains(p))
     }
 
     pub fn get(&self, prefix: &IpNet) -> Option<&Arc<RouteAttributes>> {

@@ -35,16 +35,17 @@ fn notification(r: &NotificationRecord) -> NotificationReport {
     }
 }
 
-/// One peer as the report shows it.
-pub struct PeerView<'a> {
-    pub config: &'a PeerConfig,
-    pub status: &'a SessionStatus,
-    pub routes: &'a Arc<RouteSet>,
-    pub refused: &'a [(IpNet, PeerRefusal)],
+/// One peer as the report shows it, owned; the route set is shared with its session.
+#[derive(Debug, Clone)]
+pub struct PeerInput {
+    pub config: PeerConfig,
+    pub status: SessionStatus,
+    pub routes: Arc<RouteSet>,
+    pub refused: Arc<[(IpNet, PeerRefusal)]>,
 }
 
-pub fn peer_report(local_asn: Asn, v: &PeerView<'_>) -> PeerReport {
-    let s = v.status;
+pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
+    let s = &v.status;
     let neg = s.negotiated.as_ref();
     let established = s.state == State::Established;
     let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
@@ -142,7 +143,7 @@ pub fn report(
     local_asn: Asn,
     desired: &DesiredSet,
     guarded: Option<&Guarded>,
-    peers: &[PeerView<'_>],
+    peers: &[PeerInput],
     now: u64,
 ) -> SpeakerReport {
     let mut refused: Vec<RefusedCidr> = guarded
@@ -252,15 +253,6 @@ pub fn content_fingerprint(r: &SpeakerReport) -> u64 {
     h.finish()
 }
 
-/// One peer's part of a report, owned; the route set is shared with its session.
-#[derive(Debug, Clone)]
-pub struct PeerInput {
-    pub config: PeerConfig,
-    pub status: SessionStatus,
-    pub routes: Arc<RouteSet>,
-    pub refused: Arc<[(IpNet, PeerRefusal)]>,
-}
-
 /// What a report is rendered from, cheap to clone (the large parts are shared). The main
 /// loop hands a copy to the admin endpoint each tick and the report is rendered only when
 /// someone reads it or it is published: a 100,000-prefix node does not format 200,000
@@ -276,22 +268,12 @@ pub struct ReportInputs {
 
 impl ReportInputs {
     pub fn render(&self, now: u64) -> SpeakerReport {
-        let views: Vec<PeerView<'_>> = self
-            .peers
-            .iter()
-            .map(|p| PeerView {
-                config: &p.config,
-                status: &p.status,
-                routes: &p.routes,
-                refused: &p.refused,
-            })
-            .collect();
         report(
             self.source,
             self.local_asn,
             &self.desired,
             self.guarded.as_deref(),
-            &views,
+            &self.peers,
             now,
         )
     }
@@ -342,11 +324,11 @@ mod tests {
             ibgp: false,
             peer_capabilities: Vec::new(),
         });
-        let view = PeerView {
-            config: &cfg.peers[0],
-            status: &status,
-            routes: &routes,
-            refused: &[],
+        let view = PeerInput {
+            config: cfg.peers[0].clone(),
+            status,
+            routes,
+            refused: Arc::new([]),
         };
         let r = peer_report(Asn(65010), &view);
         assert_eq!(r.routes.len(), MAX_REPORTED_ROUTES);
