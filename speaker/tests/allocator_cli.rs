@@ -11,24 +11,10 @@ use ipam_watch::crd::NodePodCIDR;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_podcidr-bgp");
+mod common;
+use common::{BIN, TempDir};
+
 const WAIT: Duration = Duration::from_secs(30);
-
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("allocator-cli-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 async fn run_to_end(args: &[&str]) -> (i32, String) {
     let out = tokio::time::timeout(

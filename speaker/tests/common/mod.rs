@@ -33,13 +33,9 @@ impl Drop for TempDir {
     }
 }
 
-/// A free port on 127.0.0.1 (bound, then released).
+/// A free port on 127.0.0.1, never the same twice in this process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    integration_tests::net::free_port(std::net::Ipv4Addr::LOCALHOST.into())
 }
 
 /// A child process stopped (SIGKILL) on drop unless already waited for.
