@@ -7,45 +7,18 @@ use std::time::Duration;
 
 use fake_kube::{FakeKube, Gvr};
 use futures::StreamExt;
-use ipam_watch::crd::{NodePodCIDR, NodePodCIDRSpec};
+use ipam_watch::crd::NodePodCIDR;
 use ipam_watch::source::{DesiredSet, IpamCrdSource, PodCidrSource, node_scope};
-use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use kube::api::{Api, ObjectMeta};
+use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
+mod common;
+use common::{nets, node, npc, until};
+
 const WAIT: Duration = Duration::from_secs(20);
-
-fn nets(list: &[&str]) -> Vec<IpNet> {
-    list.iter().map(|s| s.parse().unwrap()).collect()
-}
-
-fn node(name: &str, cidrs: &[&str]) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            pod_cidrs: Some(cidrs.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-fn npc(name: &str, cidrs: &[&str]) -> NodePodCIDR {
-    NodePodCIDR::new(
-        name,
-        NodePodCIDRSpec {
-            pod_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
-            pool: Some("default".into()),
-        },
-    )
-}
 
 async fn cluster() -> FakeKube {
     let fake = FakeKube::start()
@@ -57,7 +30,9 @@ async fn cluster() -> FakeKube {
         ("node-c", "10.5.115.0/24", "10.5.115.0/24"),
     ] {
         fake.insert_resource(&node(name, &[node_spec])).unwrap();
-        fake.insert_resource(&npc(name, &[allocated])).unwrap();
+        let mut object = npc(name, &[allocated]);
+        object.spec.pool = Some("default".into());
+        fake.insert_resource(&object).unwrap();
     }
     fake
 }
@@ -80,18 +55,6 @@ fn record(mut rx: watch::Receiver<Arc<DesiredSet>>) -> Arc<Mutex<Vec<Arc<Desired
         }
     });
     seen
-}
-
-async fn until(
-    rx: &mut watch::Receiver<Arc<DesiredSet>>,
-    what: &str,
-    f: impl FnMut(&Arc<DesiredSet>) -> bool,
-) -> Arc<DesiredSet> {
-    timeout(WAIT, rx.wait_for(f))
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-        .expect("driver alive")
-        .clone()
 }
 
 #[tokio::test]
@@ -122,7 +85,10 @@ async fn per_node_source_sees_only_its_own_object_and_survives_dropped_watches()
     let driver = tokio::spawn(driver);
     let history = record(rx.clone());
 
-    let set = until(&mut rx, "initial list", |s| s.ready && s.mismatch.is_some()).await;
+    let set = until(&mut rx, WAIT, "initial list", |s| {
+        s.ready && s.mismatch.is_some()
+    })
+    .await;
     assert_eq!(
         set.cidrs,
         nets(&["10.5.113.0/24"]),
@@ -138,7 +104,7 @@ async fn per_node_source_sees_only_its_own_object_and_survives_dropped_watches()
     fake.drop_watches();
     fake.wait_for_open_watches(2, WAIT).await.unwrap();
     set_allocation(&fake, "node-a", "10.5.120.0/24");
-    let set = until(&mut rx, "update after resume", |s| {
+    let set = until(&mut rx, WAIT, "update after resume", |s| {
         s.cidrs == nets(&["10.5.120.0/24"])
     })
     .await;
@@ -148,7 +114,7 @@ async fn per_node_source_sees_only_its_own_object_and_survives_dropped_watches()
     // the expiry, so wait for the state after both: new CIDRs and the relist done.
     fake.expire_watches();
     set_allocation(&fake, "node-a", "10.5.112.0/24");
-    until(&mut rx, "update after relist", |s| {
+    until(&mut rx, WAIT, "update after relist", |s| {
         s.cidrs == nets(&["10.5.112.0/24"]) && s.mismatch.is_none() && s.last_error.is_none()
     })
     .await;
@@ -171,10 +137,10 @@ async fn api_outage_keeps_the_last_set_and_reports_it() {
     let fake = cluster().await;
     let (mut rx, driver) = IpamCrdSource::new(fake.client_without_retry()).watch_node("node-a");
     let driver = tokio::spawn(driver);
-    until(&mut rx, "initial list", |s| s.ready).await;
+    until(&mut rx, WAIT, "initial list", |s| s.ready).await;
 
     fake.set_outage(true);
-    let set = until(&mut rx, "error", |s| s.last_error.is_some()).await;
+    let set = until(&mut rx, WAIT, "error", |s| s.last_error.is_some()).await;
     assert_eq!(
         set.cidrs,
         nets(&["10.5.113.0/24"]),
@@ -189,7 +155,7 @@ async fn api_outage_keeps_the_last_set_and_reports_it() {
         o["metadata"]["labels"] = json!({"touched": "yes"});
     })
     .unwrap();
-    let set = until(&mut rx, "recovery", |s| s.last_error.is_none()).await;
+    let set = until(&mut rx, WAIT, "recovery", |s| s.last_error.is_none()).await;
     assert_eq!(set.cidrs, nets(&["10.5.116.0/24"]));
     driver.abort();
 }

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_watch::source::{ClusterSet, DesiredSet, FileSource, PodCidrSource, View};
-use ipnet::IpNet;
-use tokio::sync::watch;
+use ipam_watch::source::{ClusterSet, FileSource, PodCidrSource, View};
 use tokio::time::timeout;
+
+mod common;
+use common::{nets, until};
 
 const WAIT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(10);
@@ -39,22 +40,6 @@ fn write_atomic(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-fn nets(list: &[&str]) -> Vec<IpNet> {
-    list.iter().map(|s| s.parse().unwrap()).collect()
-}
-
-async fn until(
-    rx: &mut watch::Receiver<Arc<DesiredSet>>,
-    what: &str,
-    f: impl FnMut(&Arc<DesiredSet>) -> bool,
-) -> Arc<DesiredSet> {
-    timeout(WAIT, rx.wait_for(f))
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-        .expect("driver alive")
-        .clone()
-}
-
 #[tokio::test]
 async fn rewrite_by_rename_publishes_the_new_set() {
     let dir = TempDir::new("rename");
@@ -64,11 +49,11 @@ async fn rewrite_by_rename_publishes_the_new_set() {
     let (mut rx, driver) = source.watch_node("node-a");
     let driver = tokio::spawn(driver);
 
-    let set = until(&mut rx, "first load", |s| s.ready).await;
+    let set = until(&mut rx, WAIT, "first load", |s| s.ready).await;
     assert_eq!(set.cidrs, nets(&["198.19.1.0/24", "fd00:19:1::/64"]));
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.2.0/24]\n");
-    let set = until(&mut rx, "reload", |s| {
+    let set = until(&mut rx, WAIT, "reload", |s| {
         s.cidrs != nets(&["198.19.1.0/24", "fd00:19:1::/64"])
     })
     .await;
@@ -76,7 +61,7 @@ async fn rewrite_by_rename_publishes_the_new_set() {
     assert!(set.ready);
 
     write_atomic(&path, "nodes:\n  node-b: [198.19.3.0/24]\n");
-    let set = until(&mut rx, "withdrawal", |s| s.cidrs.is_empty()).await;
+    let set = until(&mut rx, WAIT, "withdrawal", |s| s.cidrs.is_empty()).await;
     assert!(
         set.ready,
         "a node missing from a good file has nothing to announce"
@@ -93,10 +78,10 @@ async fn garbage_keeps_the_last_good_set_and_reports() {
         .with_interval(POLL)
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
-    until(&mut rx, "first load", |s| s.ready).await;
+    until(&mut rx, WAIT, "first load", |s| s.ready).await;
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24\n  nonsense: {\n");
-    let set = until(&mut rx, "error", |s| s.last_error.is_some()).await;
+    let set = until(&mut rx, WAIT, "error", |s| s.last_error.is_some()).await;
     assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]), "last good set kept");
     assert!(set.ready);
     let error = set.last_error.clone().unwrap();
@@ -104,7 +89,7 @@ async fn garbage_keeps_the_last_good_set_and_reports() {
     assert!(error.message.contains("cidrs.yaml"), "{}", error.message);
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\nextra: true\n");
-    let set = until(&mut rx, "unknown key rejected", |s| {
+    let set = until(&mut rx, WAIT, "unknown key rejected", |s| {
         s.last_error
             .as_ref()
             .is_some_and(|e| e.message != error.message)
@@ -113,7 +98,7 @@ async fn garbage_keeps_the_last_good_set_and_reports() {
     assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]));
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.9.0/24]\n");
-    let set = until(&mut rx, "recovery", |s| s.last_error.is_none()).await;
+    let set = until(&mut rx, WAIT, "recovery", |s| s.last_error.is_none()).await;
     assert_eq!(set.cidrs, nets(&["198.19.9.0/24"]));
     driver.abort();
 }
@@ -126,11 +111,11 @@ async fn missing_file_is_not_ready_until_it_appears() {
         .with_interval(POLL)
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
-    let set = until(&mut rx, "error", |s| s.last_error.is_some()).await;
+    let set = until(&mut rx, WAIT, "error", |s| s.last_error.is_some()).await;
     assert!(!set.ready);
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
-    let set = until(&mut rx, "first load", |s| s.ready).await;
+    let set = until(&mut rx, WAIT, "first load", |s| s.ready).await;
     assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]));
     assert_eq!(set.last_error, None);
     driver.abort();
@@ -163,7 +148,7 @@ async fn rename_and_in_place_writes_are_seen_at_once_through_inotify() {
         .with_interval(NO_POLL)
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
-    until(&mut rx, "first load", |s| s.ready).await;
+    until(&mut rx, WAIT, "first load", |s| s.ready).await;
 
     write_atomic(
         &path,
@@ -171,7 +156,10 @@ async fn rename_and_in_place_writes_are_seen_at_once_through_inotify() {
   node-a: [198.19.2.0/24]
 ",
     );
-    until(&mut rx, "rename", |s| s.cidrs == nets(&["198.19.2.0/24"])).await;
+    until(&mut rx, WAIT, "rename", |s| {
+        s.cidrs == nets(&["198.19.2.0/24"])
+    })
+    .await;
     std::fs::write(
         &path,
         "nodes:
@@ -179,7 +167,7 @@ async fn rename_and_in_place_writes_are_seen_at_once_through_inotify() {
 ",
     )
     .unwrap();
-    until(&mut rx, "in-place write", |s| {
+    until(&mut rx, WAIT, "in-place write", |s| {
         s.cidrs == nets(&["198.19.3.0/24"])
     })
     .await;
@@ -204,7 +192,7 @@ async fn configmap_swap(test: &str, poll: Duration) {
         .with_interval(poll)
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
-    until(&mut rx, "first load", |s| s.ready).await;
+    until(&mut rx, WAIT, "first load", |s| s.ready).await;
 
     std::fs::create_dir(root.join("..v2")).unwrap();
     std::fs::write(
@@ -215,7 +203,10 @@ async fn configmap_swap(test: &str, poll: Duration) {
     symlink("..v2", root.join("..data_tmp")).unwrap();
     std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
 
-    let set = until(&mut rx, "swap", |s| s.cidrs == nets(&["198.19.2.0/24"])).await;
+    let set = until(&mut rx, WAIT, "swap", |s| {
+        s.cidrs == nets(&["198.19.2.0/24"])
+    })
+    .await;
     assert!(set.ready);
     driver.abort();
 }

@@ -9,52 +9,22 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use ipam_watch::crd::{NodePodCIDR, NodePodCIDRSpec};
+use ipam_watch::crd::NodePodCIDR;
 use ipam_watch::source::{
     ClusterSet, DesiredSet, InvalidCidr, InvalidReason, NodeEvents, SourceMismatch, View,
     desired_from_node, desired_from_node_pod_cidr, run_cluster, run_node,
 };
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use kube::api::ObjectMeta;
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+mod common;
+use common::{nets, node, npc};
+
 type Item<K> = Result<Event<K>, watcher::Error>;
-
-fn net(s: &str) -> IpNet {
-    s.parse().unwrap()
-}
-
-fn nets(list: &[&str]) -> Vec<IpNet> {
-    list.iter().map(|s| net(s)).collect()
-}
-
-fn node(name: &str, cidrs: &[&str]) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            pod_cidrs: Some(cidrs.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-fn npc(name: &str, cidrs: &[&str]) -> NodePodCIDR {
-    NodePodCIDR::new(
-        name,
-        NodePodCIDRSpec {
-            pod_cidrs: cidrs.iter().map(|s| s.to_string()).collect(),
-            pool: None,
-        },
-    )
-}
 
 /// A per-node driver fed step by step.
 struct Harness<K> {
