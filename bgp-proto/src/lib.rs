@@ -17,6 +17,7 @@
 pub mod builder;
 pub mod codec;
 pub mod collector;
+mod encode_error;
 pub mod error;
 pub mod iana;
 pub mod message;

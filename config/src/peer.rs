@@ -8,13 +8,13 @@ use bgp_proto::{Asn, Family, HoldTime};
 
 use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
+use crate::fields::{is_unicast, parse_asn, parse_path};
 use crate::model::{
     ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
     DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerConfig, SessionType,
 };
 use crate::selector::{is_dns_label, parse_selector};
 use crate::tree::{Lookup, Node, Obj, boolean, node};
-use crate::validate::{is_unicast, parse_asn, parse_path};
 
 const PEER_KEYS: &[&str] = &[
     "name",

@@ -10,7 +10,7 @@ use crate::message::WireOptions;
 use crate::reader::Reader;
 
 pub use super::aspath::{AsPath, AsSegment, AsSegmentType};
-pub use super::update::{MpReach, MpUnreach};
+pub use super::mp::{MpReach, MpUnreach};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {

@@ -3,6 +3,7 @@
 mod aspath;
 pub mod attribute;
 pub mod capability;
+mod mp;
 pub mod notification;
 pub mod open;
 pub(crate) mod prefix;

@@ -2,7 +2,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::error::EncodeError;
+use crate::encode_error::EncodeError;
 use crate::iana::notification as code;
 
 /// A NOTIFICATION error code; unknown codes round-trip.

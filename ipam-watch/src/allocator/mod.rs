@@ -35,6 +35,7 @@ mod pool;
 pub mod pool_sync;
 mod prefix_set;
 mod reconcile;
+mod record;
 mod runner;
 mod selector;
 mod status;

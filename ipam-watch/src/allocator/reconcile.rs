@@ -12,6 +12,8 @@ use super::core::{AllocError, Allocator, HeldState};
 use super::status::{AllocatedReason, Condition, NodeOutcome};
 use super::store::{NodePodCidrStore, WriteOutcome};
 
+pub use super::record::{ObservedRecord, RecordSpec};
+
 /// A Node as observed (absent from the list = gone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedNode {
@@ -23,21 +25,6 @@ pub struct ObservedNode {
     pub labels: BTreeMap<String, String>,
     /// `metadata.deletionTimestamp` is set; the node still exists and keeps its CIDRs.
     pub deleting: bool,
-}
-
-/// A `NodePodCIDR` record as observed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObservedRecord {
-    /// Record name (= node name).
-    pub name: String,
-    /// UID of the owning Node.
-    pub owner_uid: NodeUid,
-    /// `spec.podCIDRs`, unparsed.
-    pub pod_cidrs: Vec<String>,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
-    /// The `Allocated` condition, if any.
-    pub allocated: Option<Condition>,
 }
 
 /// Everything one reconcile pass looks at.
@@ -64,15 +51,6 @@ impl Observed {
             leader: true,
         }
     }
-}
-
-/// Desired spec of a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordSpec {
-    /// Owner reference target (Node UID).
-    pub owner_uid: NodeUid,
-    /// Canonical CIDR strings, primary family first.
-    pub pod_cidrs: Vec<String>,
 }
 
 /// An API call to make.

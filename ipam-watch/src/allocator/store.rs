@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::cidr::NodeUid;
-use super::reconcile::{ObservedRecord, RecordSpec};
+use super::record::{ObservedRecord, RecordSpec};
 use super::status::Condition;
 
 /// Result of one API call.
