@@ -43,7 +43,7 @@ async fn session_announces_changes_and_withdraws_into_the_collector() {
         peer: collector.local_addr(),
         options: ConnectOptions::new(TtlSecurity::IBGP_DEFAULT),
     };
-    let (routes, rx) = watch::channel(set(&["198.19.1.0/24", "fd00:19:1::/64"]));
+    let (routes, rx) = watch::channel(Some(set(&["198.19.1.0/24", "fd00:19:1::/64"])));
     let task = driver::spawn(Session::new(cfg), connector, None, rx);
     assert!(
         collector
@@ -61,7 +61,7 @@ async fn session_announces_changes_and_withdraws_into_the_collector() {
     assert_eq!(v6.next_hop, Some("2001:db8::10".parse().unwrap()));
     assert_eq!(v6.as_path, vec![4_200_000_001]);
 
-    routes.send(set(&["198.19.2.0/24"])).unwrap();
+    routes.send(Some(set(&["198.19.2.0/24"]))).unwrap();
     assert!(
         collector
             .wait_for(Duration::from_secs(10), |r| r.get(&id).is_some_and(|t| t

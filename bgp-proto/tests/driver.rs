@@ -2,134 +2,21 @@
 //! router with a real codec on the other end.
 
 use std::io;
-use std::net::Ipv4Addr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::message::capability::Capability;
 use bgp_proto::message::{Message, WireOptions};
-use bgp_proto::session::driver::{self, Connector, SessionTask};
-use bgp_proto::session::{RouteAttributes, RouteSet, Session, SessionConfig, State, StopReason};
-use bgp_proto::{Asn, BgpCodec, ErrorCode, Family, HoldTime, Open, RouterId, Update};
+use bgp_proto::session::driver::{self, Connector};
+use bgp_proto::session::{Session, SessionConfig, State, StopReason};
+use bgp_proto::{BgpCodec, ErrorCode, Family, Update};
 use futures::{SinkExt, StreamExt};
 use ipnet::IpNet;
 use tokio::io::DuplexStream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::codec::Framed;
 
-type Peer = Framed<DuplexStream, BgpCodec>;
-
-/// Each connect creates a duplex pair and hands the far end to the test.
-struct DuplexConnector {
-    peers: mpsc::UnboundedSender<DuplexStream>,
-    capacity: usize,
-}
-
-impl Connector for DuplexConnector {
-    type Stream = DuplexStream;
-    fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<DuplexStream>> + Send>> {
-        let (ours, theirs) = tokio::io::duplex(self.capacity);
-        let _ = self.peers.send(theirs);
-        Box::pin(async move { Ok(ours) })
-    }
-}
-
-fn cfg() -> SessionConfig {
-    SessionConfig::new(
-        Asn(4_200_000_001),
-        RouterId::new(Ipv4Addr::new(192, 0, 2, 10)).unwrap(),
-        Asn(65000),
-    )
-}
-
-fn routes(prefixes: &[&str]) -> Arc<RouteSet> {
-    Arc::new(
-        prefixes
-            .iter()
-            .map(|p| {
-                let p: IpNet = p.parse().unwrap();
-                let nh = match p {
-                    IpNet::V4(_) => "192.0.2.10".parse().unwrap(),
-                    IpNet::V6(_) => "2001:db8::10".parse().unwrap(),
-                };
-                (p, Arc::new(RouteAttributes::with_next_hop(nh)))
-            })
-            .collect(),
-    )
-}
-
-struct Harness {
-    task: SessionTask,
-    peers: mpsc::UnboundedReceiver<DuplexStream>,
-    routes: watch::Sender<Arc<RouteSet>>,
-}
-
-fn start(cfg: SessionConfig, initial: Arc<RouteSet>, capacity: usize) -> Harness {
-    let (tx, peers) = mpsc::unbounded_channel();
-    let (routes, rx) = watch::channel(initial);
-    let task = driver::spawn(
-        Session::new(cfg),
-        DuplexConnector {
-            peers: tx,
-            capacity,
-        },
-        None,
-        rx,
-    );
-    Harness {
-        task,
-        peers,
-        routes,
-    }
-}
-
-async fn next_peer(h: &mut Harness) -> Peer {
-    let s = tokio::time::timeout(Duration::from_secs(600), h.peers.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    Framed::new(s, BgpCodec::new(WireOptions::four_octet()))
-}
-
-async fn recv(peer: &mut Peer) -> Message {
-    tokio::time::timeout(Duration::from_secs(600), peer.next())
-        .await
-        .expect("a message")
-        .expect("open")
-        .unwrap()
-        .message
-}
-
-fn router_open(hold: u16) -> Message {
-    let caps = vec![
-        Capability::multiprotocol(Family::IPV4_UNICAST),
-        Capability::multiprotocol(Family::IPV6_UNICAST),
-        Capability::RouteRefresh,
-    ];
-    Message::Open(Open::new(
-        Asn(65000),
-        HoldTime::new(hold).unwrap(),
-        RouterId::new(Ipv4Addr::new(192, 0, 2, 1)).unwrap(),
-        caps,
-    ))
-}
-
-/// Router side of the OPEN exchange; returns once our KEEPALIVE arrived.
-async fn establish(peer: &mut Peer, hold: u16) {
-    assert!(matches!(recv(peer).await, Message::Open(_)));
-    peer.send(router_open(hold)).await.unwrap();
-    peer.send(Message::Keepalive).await.unwrap();
-    assert_eq!(recv(peer).await, Message::Keepalive);
-}
-
-async fn wait_state(task: &SessionTask, state: State) {
-    let mut rx = task.status.clone();
-    tokio::time::timeout(Duration::from_secs(600), rx.wait_for(|s| s.state == state))
-        .await
-        .unwrap()
-        .unwrap();
-}
+mod driver_harness;
+use driver_harness::*;
 
 #[tokio::test(start_paused = true)]
 async fn establishes_then_sends_table_and_end_of_rib() {
@@ -191,7 +78,7 @@ async fn route_changes_send_only_the_difference() {
     for _ in 0..3 {
         recv(&mut peer).await;
     }
-    h.routes.send(routes(&["198.18.2.0/24"])).unwrap();
+    h.routes.send(Some(routes(&["198.18.2.0/24"]))).unwrap();
     let Message::Update(w) = recv(&mut peer).await else {
         panic!()
     };
@@ -341,7 +228,7 @@ async fn passive_session_uses_incoming_connections() {
         }
     }
     let (in_tx, in_rx) = mpsc::channel(1);
-    let (_routes, rx) = watch::channel(routes(&["198.18.1.0/24"]));
+    let (_routes, rx) = watch::channel(Some(routes(&["198.18.1.0/24"])));
     let task = driver::spawn(
         Session::new(SessionConfig {
             passive: true,
@@ -379,4 +266,65 @@ async fn end_of_rib_follows_the_table_after_reconnect_rfc4724() {
     }
     assert_eq!(seen[0].nlri.len(), 1);
     assert!(seen[1].end_of_rib_family().is_some() && seen[2].end_of_rib_family().is_some());
+}
+
+/// Keeps the session up (one KEEPALIVE of ours) and asserts the next `span` brings only
+/// KEEPALIVEs.
+async fn only_keepalives_for(peer: &mut Peer, span: Duration) {
+    peer.send(Message::Keepalive).await.unwrap();
+    let quiet = tokio::time::timeout(span, async {
+        loop {
+            assert_eq!(recv(peer).await, Message::Keepalive);
+        }
+    });
+    assert!(quiet.await.is_err());
+}
+
+/// After a speaker restart the route source may not be ready: an empty table and End-of-RIB
+/// then would make a graceful-restart router flush every route it kept for us.
+#[tokio::test(start_paused = true)]
+async fn no_end_of_rib_until_the_route_source_is_ready_rfc4724_4() {
+    let mut h = start_with(cfg(), None, 1 << 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 90).await;
+    only_keepalives_for(&mut peer, Duration::from_secs(60)).await;
+
+    h.routes.send(Some(routes(&["198.18.1.0/24"]))).unwrap();
+    let mut seen: Vec<Update> = Vec::new();
+    while seen.len() < 3 {
+        if let Message::Update(u) = recv(&mut peer).await {
+            seen.push(u);
+        }
+    }
+    assert_eq!(seen[0].nlri, vec!["198.18.1.0/24".parse().unwrap()]);
+    assert_eq!(seen[1].end_of_rib_family(), Some(Family::IPV4_UNICAST));
+    assert_eq!(seen[2].end_of_rib_family(), Some(Family::IPV6_UNICAST));
+
+    // The source going away again keeps what was announced.
+    h.routes.send(None).unwrap();
+    only_keepalives_for(&mut peer, Duration::from_secs(60)).await;
+    let st = h.task.status.borrow().clone();
+    assert_eq!(st.advertised.get("ipv4-unicast"), Some(&1));
+    assert_eq!(st.state, State::Established);
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_connect_retry_reaches_a_running_session() {
+    let hour = Duration::from_secs(3600);
+    let cfg = SessionConfig {
+        connect_retry_base: hour,
+        connect_retry_max: hour,
+        ..cfg()
+    };
+    let mut h = start(cfg, routes(&[]), 1 << 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 3).await;
+    h.task
+        .set_connect_retry(Duration::from_secs(1), Duration::from_secs(2));
+    let t0 = tokio::time::Instant::now();
+    // The peer stays silent: the hold timer (3 s) drops the session and the retry comes
+    // within the new bounds, not after an hour.
+    let _again = next_peer(&mut h).await;
+    assert!(t0.elapsed() <= Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(peer);
 }

@@ -99,6 +99,11 @@ fn input() -> impl Strategy<Value = Input> {
             reason: "x"
         })),
         route_set().prop_map(Input::SetRoutes),
+        Just(Input::SendQueueDrained),
+        (1u64..5, 5u64..60).prop_map(|(base, max)| Input::SetConnectRetry {
+            base: std::time::Duration::from_secs(base),
+            max: std::time::Duration::from_secs(max),
+        }),
     ]
 }
 
@@ -107,7 +112,8 @@ proptest! {
 
     /// Never panics; Established only after OPEN then KEEPALIVE on the current connection;
     /// the hold timer is armed after OPEN iff the negotiated hold time is non-zero; nothing is
-    /// sent without a connection; the Adj-RIB-Out matches what UPDATEs said.
+    /// sent without a connection; no UPDATE (not even End-of-RIB) before the first route set;
+    /// the Adj-RIB-Out matches what UPDATEs said.
     #[test]
     fn session_invariants_hold_for_any_input_sequence(
         inputs in prop::collection::vec(input(), 1..60),
@@ -121,7 +127,9 @@ proptest! {
         let mut connected = false;
         let mut open_seen = false;
         let mut keepalive_after_open = false;
+        let mut routes_known = false;
         for input in inputs {
+            routes_known |= matches!(input, Input::SetRoutes(_));
             let before = s.state();
             match &input {
                 Input::TcpConnected if matches!(before, State::Connect | State::Active) => {
@@ -139,7 +147,10 @@ proptest! {
             let out = s.handle(input);
             for o in &out {
                 match o {
-                    Output::Send(_) => prop_assert!(connected, "sent without a connection: {out:?}"),
+                    Output::Send(m) => {
+                        prop_assert!(connected, "sent without a connection: {out:?}");
+                        prop_assert!(routes_known || !matches!(m, Message::Update(_)), "UPDATE before routes: {out:?}");
+                    }
                     Output::Disconnect => connected = false,
                     Output::ArmTimer(Timer::Hold, d) if s.negotiated().is_some() => {
                         prop_assert!(!s.negotiated().unwrap().hold_time.is_disabled());

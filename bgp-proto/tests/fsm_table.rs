@@ -1,7 +1,7 @@
 //! Session FSM against RFC 4271 §8.2.2, one test per (state, event) row we implement, plus
 //! the announcing rules (RFC 4724, 2918, 7313, 6793, 8950, 9003, 9687).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,116 +15,11 @@ use bgp_proto::session::{
     StopReason, Timer,
 };
 use bgp_proto::{
-    Asn, DecodeError, ErrorCode, Family, HoldTime, Notification, Open, RouteRefresh, RouterId,
-    Update,
+    Asn, DecodeError, ErrorCode, Family, HoldTime, Notification, Open, RouteRefresh, Update,
 };
-use ipnet::IpNet;
 
-const LOCAL: Asn = Asn(4_200_000_001);
-const PEER: Asn = Asn(65000);
-
-fn rid(a: u8) -> RouterId {
-    RouterId::new(Ipv4Addr::new(192, 0, 2, a)).unwrap()
-}
-
-fn cfg() -> SessionConfig {
-    SessionConfig::new(LOCAL, rid(10), PEER)
-}
-
-fn peer_open(asn: Asn, hold: u16, caps: Vec<Capability>) -> Open {
-    Open::new(asn, HoldTime::new(hold).unwrap(), rid(1), caps)
-}
-
-fn both_families() -> Vec<Capability> {
-    vec![
-        Capability::multiprotocol(Family::IPV4_UNICAST),
-        Capability::multiprotocol(Family::IPV6_UNICAST),
-        Capability::RouteRefresh,
-    ]
-}
-
-fn recv(m: Message) -> Input {
-    Input::Received(Decoded {
-        message: m,
-        length: 0,
-        errors: Vec::new(),
-    })
-}
-
-fn state_changes(out: &[Output]) -> Vec<State> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::StateChanged { to, .. } => Some(*to),
-            _ => None,
-        })
-        .collect()
-}
-
-fn sent(out: &[Output]) -> Vec<&Message> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Send(m) => Some(m),
-            _ => None,
-        })
-        .collect()
-}
-
-fn sent_notification(out: &[Output]) -> Option<(u8, u8)> {
-    sent(out).into_iter().find_map(|m| match m {
-        Message::Notification(n) => Some((u8::from(n.code), n.subcode)),
-        _ => None,
-    })
-}
-
-fn armed(out: &[Output], t: Timer) -> Option<Duration> {
-    out.iter().rev().find_map(|o| match o {
-        Output::ArmTimer(x, d) if *x == t => Some(*d),
-        _ => None,
-    })
-}
-
-fn updates(out: &[Output]) -> Vec<Update> {
-    sent(out)
-        .into_iter()
-        .filter_map(|m| match m {
-            Message::Update(u) => Some(u.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn to_open_sent(s: &mut Session) {
-    s.handle(Input::Start);
-    s.handle(Input::TcpConnected);
-    assert_eq!(s.state(), State::OpenSent);
-}
-
-fn to_open_confirm(s: &mut Session, open: Open) -> Vec<Output> {
-    to_open_sent(s);
-    let out = s.handle(recv(Message::Open(open)));
-    assert_eq!(s.state(), State::OpenConfirm, "{out:?}");
-    out
-}
-
-fn to_established(s: &mut Session, open: Open) -> Vec<Output> {
-    to_open_confirm(s, open);
-    let out = s.handle(recv(Message::Keepalive));
-    assert_eq!(s.state(), State::Established);
-    out
-}
-
-fn routes(items: &[(&str, &str)]) -> Arc<RouteSet> {
-    Arc::new(
-        items
-            .iter()
-            .map(|(p, nh)| {
-                let p: IpNet = p.parse().unwrap();
-                let nh: IpAddr = nh.parse().unwrap();
-                (p, Arc::new(RouteAttributes::with_next_hop(nh)))
-            })
-            .collect(),
-    )
-}
+mod fsm_harness;
+use fsm_harness::*;
 
 // ----- Idle
 

@@ -4,29 +4,35 @@
 //! Reads happen in the session task; writes go to a writer task through a queue, so a peer
 //! that stops reading cannot stop us from reading (and noticing its NOTIFICATION or its hold
 //! timer). The writer enforces the RFC 9687 send hold timer. Messages produced by one input
-//! are encoded into one buffer and written with one call (write coalescing).
+//! are encoded into one buffer and written with one call (write coalescing). The queue is
+//! bounded in bytes (`SessionConfig::send_queue_limit`): passing the bound counts as send
+//! hold timer expiry.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
 use crate::codec::{BgpCodec, CodecError};
+use crate::error::DecodeError;
 use crate::message::notification::Notification;
 use crate::message::{Message, WireOptions};
 use crate::types::Family;
 
 use super::rib_out::{Refusal, RouteSet};
 use super::status::{NotificationRecord, SessionStatus};
+pub use super::update_errors::UPDATE_ERROR_EVENT_INTERVAL;
+use super::update_errors::{Summary, UpdateErrorWindow};
 use super::{DownReason, Input, Output, Session, State, StopReason, Timer};
 
 /// Opens the TCP (or test) connection for active sessions.
@@ -51,12 +57,26 @@ pub enum SessionEvent {
     },
     NotificationSent(Notification),
     NotificationReceived(Notification),
-    /// RFC 7606 non-fatal errors in a received UPDATE.
-    UpdateErrors(Vec<String>),
+    /// RFC 7606 non-fatal errors in received UPDATEs, at most one event per
+    /// [`UPDATE_ERROR_EVENT_INTERVAL`]: the first at once, the rest summed up at the end of
+    /// the interval.
+    UpdateErrors {
+        /// Errors per `DecodeError::kind` since the last event.
+        counts: BTreeMap<&'static str, u64>,
+        /// The first error of those, in words.
+        example: String,
+    },
     Refused(Vec<(ipnet::IpNet, Refusal)>),
     UpdatesSent {
         messages: usize,
     },
+}
+
+/// What the owner of a [`SessionTask`] asks of it.
+#[derive(Debug)]
+enum Control {
+    Stop(StopReason),
+    SetConnectRetry { base: Duration, max: Duration },
 }
 
 /// Handle to a running session task.
@@ -64,14 +84,20 @@ pub enum SessionEvent {
 pub struct SessionTask {
     pub status: watch::Receiver<SessionStatus>,
     pub events: broadcast::Sender<SessionEvent>,
-    control: mpsc::UnboundedSender<StopReason>,
+    control: mpsc::UnboundedSender<Control>,
     join: tokio::task::JoinHandle<()>,
 }
 
 impl SessionTask {
     /// Stops the session (NOTIFICATION per reason) and ends the task.
     pub fn stop(&self, reason: StopReason) {
-        let _ = self.control.send(reason);
+        let _ = self.control.send(Control::Stop(reason));
+    }
+
+    /// New ConnectRetry backoff bounds, used from the next retry on; the session is not
+    /// reset.
+    pub fn set_connect_retry(&self, base: Duration, max: Duration) {
+        let _ = self.control.send(Control::SetConnectRetry { base, max });
     }
 
     /// Waits for the task to end (after [`SessionTask::stop`]).
@@ -85,11 +111,15 @@ impl SessionTask {
 }
 
 /// Starts the session task. Passive sessions get their connections through `incoming`.
+///
+/// `routes` is `None` until the route source is ready: until then the session announces
+/// nothing and sends no End-of-RIB, so a graceful-restart peer keeps our stale routes. A
+/// `None` after a route set keeps that set.
 pub fn spawn<C: Connector>(
     session: Session,
     connector: C,
     incoming: Option<mpsc::Receiver<C::Stream>>,
-    routes: watch::Receiver<Arc<RouteSet>>,
+    routes: watch::Receiver<Option<Arc<RouteSet>>>,
 ) -> SessionTask {
     let (status_tx, status) = watch::channel(SessionStatus::new(unix_now()));
     let (events, _) = broadcast::channel(256);
@@ -109,6 +139,8 @@ pub fn spawn<C: Connector>(
         wire: WireOptions::default(),
         stopping: false,
         closing: tokio::task::JoinSet::new(),
+        send_queue_full: false,
+        update_errors: UpdateErrorWindow::default(),
     };
     let join = tokio::spawn(driver.run());
     SessionTask {
@@ -141,6 +173,12 @@ struct Connection<S> {
     writer: mpsc::UnboundedSender<WriterCmd>,
     writer_events: mpsc::UnboundedReceiver<WriterEvent>,
     writer_task: tokio::task::JoinHandle<()>,
+    /// Bytes handed to the writer and not yet written; the writer decrements it.
+    queued: Arc<AtomicUsize>,
+    /// Signalled by the writer when `queued` drops to zero.
+    drained: Arc<Notify>,
+    /// The session asked for `Input::SendQueueDrained` (`Output::NotifyWhenDrained`).
+    drain_wanted: bool,
 }
 
 type Connecting<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
@@ -149,8 +187,8 @@ struct Driver<C: Connector> {
     session: Session,
     connector: C,
     incoming: Option<mpsc::Receiver<C::Stream>>,
-    routes: watch::Receiver<Arc<RouteSet>>,
-    control: mpsc::UnboundedReceiver<StopReason>,
+    routes: watch::Receiver<Option<Arc<RouteSet>>>,
+    control: mpsc::UnboundedReceiver<Control>,
     status: watch::Sender<SessionStatus>,
     events: broadcast::Sender<SessionEvent>,
     timers: BTreeMap<Timer, Instant>,
@@ -161,6 +199,9 @@ struct Driver<C: Connector> {
     stopping: bool,
     /// Connections being closed (see `linger`); awaited before `run` returns.
     closing: tokio::task::JoinSet<()>,
+    /// A write passed `send_queue_limit` during the current `process`.
+    send_queue_full: bool,
+    update_errors: UpdateErrorWindow,
 }
 
 async fn write_loop<S: AsyncWrite>(
@@ -168,12 +209,18 @@ async fn write_loop<S: AsyncWrite>(
     mut cmds: mpsc::UnboundedReceiver<WriterCmd>,
     events: mpsc::UnboundedSender<WriterEvent>,
     send_hold: Duration,
+    queued: Arc<AtomicUsize>,
+    drained: Arc<Notify>,
 ) {
     while let Some(cmd) = cmds.recv().await {
         match cmd {
             WriterCmd::Write(buf) => {
                 match tokio::time::timeout(send_hold, wr.write_all(&buf)).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => {
+                        if queued.fetch_sub(buf.len(), Ordering::AcqRel) == buf.len() {
+                            drained.notify_one();
+                        }
+                    }
                     Ok(Err(e)) => {
                         let _ = events.send(WriterEvent::Failed(e.to_string()));
                         return;
@@ -197,16 +244,28 @@ impl<C: Connector> Driver<C> {
     async fn run(mut self) {
         self.process(Input::Start);
         let initial = self.routes.borrow_and_update().clone();
-        self.process(Input::SetRoutes(initial));
+        if let Some(initial) = initial {
+            self.process(Input::SetRoutes(initial));
+        }
         loop {
             if self.stopping && self.session.state() == State::Idle {
                 break;
+            }
+            // Checked here as well as on the writer's signal, so no wake-up can be missed.
+            if let Some(conn) = &mut self.conn
+                && conn.drain_wanted
+                && conn.queued.load(Ordering::Acquire) == 0
+            {
+                conn.drain_wanted = false;
+                self.process(Input::SendQueueDrained);
+                continue;
             }
             let next_timer = self
                 .timers
                 .iter()
                 .min_by_key(|(_, at)| **at)
                 .map(|(t, at)| (*t, *at));
+            let errors_deadline = self.update_errors.deadline();
             tokio::select! {
                 // Timers are outputs of the FSM; the driver only keeps the deadlines.
                 _ = sleep_until(next_timer.map(|(_, at)| at)), if next_timer.is_some() => {
@@ -227,6 +286,8 @@ impl<C: Connector> Driver<C> {
                 }
                 ev = conn_event(&mut self.conn), if self.conn.is_some() => match ev {
                     ConnEvent::Frame(frame) => self.on_frame(frame),
+                    // The loop's head checks whether the queue is empty.
+                    ConnEvent::Drained => {}
                     ConnEvent::Writer(ev) => {
                         self.detach();
                         match ev {
@@ -239,19 +300,34 @@ impl<C: Connector> Driver<C> {
                 changed = self.routes.changed(), if !self.stopping => {
                     if changed.is_ok() {
                         let routes = self.routes.borrow_and_update().clone();
-                        self.process(Input::SetRoutes(routes));
+                        if let Some(routes) = routes {
+                            self.process(Input::SetRoutes(routes));
+                        }
                     } else {
                         // The route source is gone: the speaker is shutting down.
                         self.stopping = true;
                         self.process(Input::Stop(StopReason::Shutdown("speaker stopping".into())));
                     }
                 }
-                Some(_) = self.closing.join_next(), if !self.closing.is_empty() => {}
-                Some(reason) = self.control.recv(), if !self.stopping => {
-                    self.stopping = true;
-                    self.process(Input::Stop(reason));
+                _ = sleep_until(errors_deadline), if errors_deadline.is_some() => {
+                    if let Some(summary) = self.update_errors.expire(Instant::now()) {
+                        self.report_update_errors(summary);
+                    }
                 }
+                Some(_) = self.closing.join_next(), if !self.closing.is_empty() => {}
+                Some(control) = self.control.recv(), if !self.stopping => match control {
+                    Control::Stop(reason) => {
+                        self.stopping = true;
+                        self.process(Input::Stop(reason));
+                    }
+                    Control::SetConnectRetry { base, max } => {
+                        self.process(Input::SetConnectRetry { base, max });
+                    }
+                },
             }
+        }
+        if let Some(summary) = self.update_errors.expire(Instant::now()) {
+            self.report_update_errors(summary);
         }
         // Let the writers deliver the final NOTIFICATION, bounded by their own timeouts.
         self.detach();
@@ -263,13 +339,25 @@ impl<C: Connector> Driver<C> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let send_hold = self.session.config().send_hold_time();
-        let writer_task = tokio::spawn(write_loop(wr, rx, ev_tx, send_hold));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let drained = Arc::new(Notify::new());
+        let writer_task = tokio::spawn(write_loop(
+            wr,
+            rx,
+            ev_tx,
+            send_hold,
+            Arc::clone(&queued),
+            Arc::clone(&drained),
+        ));
         self.wire = WireOptions::default();
         self.conn = Some(Connection {
             reader: FramedRead::new(rd, BgpCodec::new(self.wire)),
             writer: tx,
             writer_events: ev_rx,
             writer_task,
+            queued,
+            drained,
+            drain_wanted: false,
         });
         self.process(Input::TcpConnected);
     }
@@ -406,13 +494,14 @@ impl<C: Connector> Driver<C> {
                         .events
                         .send(SessionEvent::StateChanged { from, to, reason });
                 }
-                Output::UpdateErrors(errors) => {
-                    let _ = self.events.send(SessionEvent::UpdateErrors(
-                        errors.iter().map(ToString::to_string).collect(),
-                    ));
-                }
+                Output::UpdateErrors(errors) => self.on_update_errors(&errors),
                 Output::Refused(r) => {
                     let _ = self.events.send(SessionEvent::Refused(r));
+                }
+                Output::NotifyWhenDrained => {
+                    if let Some(conn) = &mut self.conn {
+                        conn.drain_wanted = true;
+                    }
                 }
             }
         }
@@ -423,16 +512,62 @@ impl<C: Connector> Driver<C> {
                 .send(SessionEvent::UpdatesSent { messages: updates });
         }
         self.publish();
+        if std::mem::take(&mut self.send_queue_full) {
+            // A peer that lets this much pile up is not reading: RFC 9687 send hold expiry.
+            self.process(Input::TimerFired(Timer::SendHold));
+        }
     }
 
+    /// Hands a batch to the writer, unless it would pass `send_queue_limit`: then the
+    /// connection is dropped at once (its queue with it) and `process` feeds send hold
+    /// expiry.
     fn flush(&mut self, batch: &mut BytesMut) {
         if batch.is_empty() {
             return;
         }
         let bytes = batch.split().freeze();
-        if let Some(conn) = &self.conn {
-            let _ = conn.writer.send(WriterCmd::Write(bytes));
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        let len = bytes.len();
+        let queued = conn.queued.load(Ordering::Acquire);
+        if queued > 0 && queued.saturating_add(len) > self.session.config().send_queue_limit {
+            if let Some(conn) = self.conn.take() {
+                // No linger: the queue is what must go, and the peer is not reading anyway.
+                conn.writer_task.abort();
+            }
+            self.send_queue_full = true;
+            return;
         }
+        let now_queued = conn
+            .queued
+            .fetch_add(len, Ordering::AcqRel)
+            .saturating_add(len);
+        let _ = conn.writer.send(WriterCmd::Write(bytes));
+        self.status.send_if_modified(|s| {
+            let higher = now_queued > s.send_queue_high_water;
+            if higher {
+                s.send_queue_high_water = now_queued;
+            }
+            higher
+        });
+    }
+
+    fn on_update_errors(&mut self, errors: &[DecodeError]) {
+        self.status.send_modify(|s| {
+            for e in errors {
+                *s.update_errors.entry(e.kind()).or_default() += 1;
+            }
+        });
+        if let Some(summary) = self.update_errors.record(errors, Instant::now()) {
+            self.report_update_errors(summary);
+        }
+    }
+
+    fn report_update_errors(&self, Summary { counts, example }: Summary) {
+        let _ = self
+            .events
+            .send(SessionEvent::UpdateErrors { counts, example });
     }
 
     fn publish(&mut self) {
@@ -444,8 +579,12 @@ impl<C: Connector> Driver<C> {
         let negotiated = s.negotiated().cloned();
         let sent = s.last_notification_sent().cloned();
         let received = s.last_notification_received().cloned();
+        let rib = s.adj_rib_out();
         self.status.send_if_modified(|st| {
             let before = st.clone();
+            if !st.adj_rib_out.0.same_snapshot(rib) {
+                st.adj_rib_out = super::status::RibSnapshot(rib.clone());
+            }
             st.advertised = advertised;
             st.negotiated = negotiated;
             if let Some(n) = &sent
@@ -493,6 +632,7 @@ async fn recv_incoming<S>(rx: &mut Option<mpsc::Receiver<S>>) -> Option<S> {
 enum ConnEvent {
     Frame(Option<Result<crate::message::Decoded, CodecError>>),
     Writer(Option<WriterEvent>),
+    Drained,
 }
 
 /// How long a closed connection keeps reading for the peer's close.
@@ -528,6 +668,7 @@ async fn conn_event<S: AsyncRead + AsyncWrite>(conn: &mut Option<Connection<S>>)
         Some(c) => tokio::select! {
             f = c.reader.next() => ConnEvent::Frame(f),
             w = c.writer_events.recv() => ConnEvent::Writer(w),
+            () = c.drained.notified(), if c.drain_wanted => ConnEvent::Drained,
         },
         None => std::future::pending().await,
     }

@@ -1,5 +1,6 @@
 //! The session state machine. One `match` per state; RFC 4271 §8.2.2 event names in comments.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,13 @@ pub struct Session {
     restarting: bool,
     negotiated: Option<Negotiated>,
     rib: AdjRibOut,
-    desired: Arc<RouteSet>,
+    /// None until the route source is ready: an empty table and End-of-RIB then would make a
+    /// graceful-restart peer flush every route it kept for us (RFC 4724 §4.2).
+    desired: Option<Arc<RouteSet>>,
+    /// A route refresh response is queued and not yet written (see `route_refresh`).
+    refresh_draining: bool,
+    /// Families asked for again while a response was queued: answered once it drained.
+    refresh_pending: BTreeSet<Family>,
     retry: Backoff,
     rng: XorShift64,
     last_sent: Option<Notification>,
@@ -48,7 +55,9 @@ impl Session {
             restarting: false,
             negotiated: None,
             rib: AdjRibOut::default(),
-            desired: Arc::new(RouteSet::new()),
+            desired: None,
+            refresh_draining: false,
+            refresh_pending: BTreeSet::new(),
             retry,
             rng,
             last_sent: None,
@@ -108,11 +117,23 @@ impl Session {
                 }
             }
             Input::SetRoutes(routes) => {
-                self.desired = routes;
+                let first = self.desired.replace(routes).is_none();
                 if self.state == State::Established {
-                    self.send_changes(&mut out);
+                    if first {
+                        self.send_full_table(&mut out);
+                    } else {
+                        self.send_changes(&mut out);
+                    }
                 }
             }
+            Input::SetConnectRetry { base, max } => {
+                // Bounds only: the attempt count (and so the current backoff step) stays.
+                self.cfg.connect_retry_base = base;
+                self.cfg.connect_retry_max = max;
+                self.retry.base = base;
+                self.retry.max = max;
+            }
+            Input::SendQueueDrained => self.refresh_drained(&mut out),
         }
         out
     }
@@ -128,6 +149,8 @@ impl Session {
         }
         if from == State::Established {
             self.rib.clear();
+            self.refresh_draining = false;
+            self.refresh_pending.clear();
         }
         out.push(Output::StateChanged { from, to, reason });
     }
@@ -409,7 +432,10 @@ impl Session {
         let Some(ctx) = self.export_context() else {
             return;
         };
-        let plan = self.rib.plan(&self.desired, &ctx);
+        let Some(desired) = &self.desired else {
+            return;
+        };
+        let plan = self.rib.plan(desired, &ctx);
         if !plan.refused.is_empty() {
             out.push(Output::Refused(plan.refused.clone()));
         }
@@ -434,8 +460,12 @@ impl Session {
     }
 
     /// After establishment: everything, then End-of-RIB for every negotiated family
-    /// (RFC 4724 §4), so a peer holding our routes as stale flushes only what is gone.
+    /// (RFC 4724 §4), so a peer holding our routes as stale flushes only what is gone. Before
+    /// the first route set is known nothing is sent; its arrival sends the table then.
     fn send_full_table(&mut self, out: &mut Vec<Output>) {
+        if self.desired.is_none() {
+            return;
+        }
         self.send_changes(out);
         if let Some(neg) = &self.negotiated {
             let families = neg.families.clone();
@@ -444,6 +474,10 @@ impl Session {
         }
     }
 
+    /// A peer that asks faster than it reads gets one queued response per family plus one
+    /// follow-up, not a table copy per request: while a response waits to be written, new
+    /// requests only mark their family, answered once the queue drained (so every request
+    /// still gets a full response that starts after it arrived).
     fn route_refresh(&mut self, out: &mut Vec<Output>, rr: RouteRefresh) {
         let Some(ctx) = self.export_context() else {
             return;
@@ -453,7 +487,39 @@ impl Session {
         if rr.subtype != RouteRefreshSubtype::Normal || !ctx.families.contains(&rr.family) {
             return;
         }
-        let family: Family = rr.family;
+        // Before the first route set the answer is the full table that set brings; an empty
+        // one now would end in an End-of-RIB (or EoRR) that flushes the peer's stale routes.
+        if self.desired.is_none() {
+            return;
+        }
+        if self.refresh_draining {
+            self.refresh_pending.insert(rr.family);
+            return;
+        }
+        self.refresh_response(out, &ctx, rr.family);
+        self.refresh_draining = true;
+        out.push(Output::NotifyWhenDrained);
+    }
+
+    fn refresh_drained(&mut self, out: &mut Vec<Output>) {
+        if self.state != State::Established || !self.refresh_draining {
+            return;
+        }
+        self.refresh_draining = false;
+        if self.refresh_pending.is_empty() {
+            return;
+        }
+        let Some(ctx) = self.export_context() else {
+            return;
+        };
+        for family in std::mem::take(&mut self.refresh_pending) {
+            self.refresh_response(out, &ctx, family);
+        }
+        self.refresh_draining = true;
+        out.push(Output::NotifyWhenDrained);
+    }
+
+    fn refresh_response(&mut self, out: &mut Vec<Output>, ctx: &ExportContext, family: Family) {
         let enhanced = self
             .negotiated
             .as_ref()
@@ -464,7 +530,7 @@ impl Session {
             out.push(marker(RouteRefreshSubtype::BeginningOfRouteRefresh));
         }
         // The table was encodable when first sent, so this does not fail in practice.
-        if let Ok(updates) = rib_out::full_table_updates(&self.rib, family, &ctx) {
+        if let Ok(updates) = rib_out::full_table_updates(&self.rib, family, ctx) {
             self.send_updates(out, updates);
         }
         if enhanced {

@@ -9,6 +9,7 @@ pub mod open;
 pub mod rib_out;
 pub mod route_set;
 mod status;
+mod update_errors;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use std::time::Duration;
 pub use fsm::Session;
 pub use open::Negotiated;
 pub use rib_out::{AdjRibOut, ExportContext, OriginKind, Plan, Refusal, RouteAttributes, RouteSet};
-pub use status::{Counters, NotificationRecord, SessionStatus};
+pub use status::{Counters, NotificationRecord, RibSnapshot, SessionStatus};
 
 use crate::error::DecodeError;
 use crate::message::notification::Notification;
@@ -31,6 +32,10 @@ pub struct GracefulRestartConfig {
     /// F bit: pod traffic keeps flowing while we restart, so the peer may keep forwarding.
     pub preserve_forwarding: bool,
 }
+
+/// Default [`SessionConfig::send_queue_limit`]: 8 MiB, several copies of a 100,000-route
+/// table.
+pub const DEFAULT_SEND_QUEUE_LIMIT: usize = 8 << 20;
 
 /// Per-peer session settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +56,12 @@ pub struct SessionConfig {
     pub extended_next_hop: bool,
     /// RFC 9687 send hold time; default max(8 min, 2 × hold time).
     pub send_hold_time: Option<Duration>,
+    /// Bytes queued for the peer but not yet written, per connection (default
+    /// [`DEFAULT_SEND_QUEUE_LIMIT`]). A write that would pass it counts as send hold timer
+    /// expiry (RFC 9687): a peer that does not read cannot make us buffer without bound. A
+    /// write to an empty queue is always accepted, so a table larger than the limit still
+    /// goes out.
+    pub send_queue_limit: usize,
     /// Seeds the connect-retry jitter, so tests are deterministic.
     pub jitter_seed: u64,
 }
@@ -71,6 +82,7 @@ impl SessionConfig {
             graceful_restart: None,
             extended_next_hop: false,
             send_hold_time: None,
+            send_queue_limit: DEFAULT_SEND_QUEUE_LIMIT,
             jitter_seed: 0x9e37_79b9_7f4a_7c15,
         }
     }
@@ -160,8 +172,13 @@ pub enum Input {
     Received(Decoded),
     /// Events 21, 22, 28: a message that failed to decode.
     DecodeFailed(DecodeError),
-    /// The routes this session should advertise (latest value wins).
+    /// The routes this session should advertise (latest value wins). Until the first one
+    /// arrives the session sends no UPDATE and no End-of-RIB.
     SetRoutes(Arc<RouteSet>),
+    /// New ConnectRetry backoff bounds for future retries; the session is not reset.
+    SetConnectRetry { base: Duration, max: Duration },
+    /// Everything queued for the peer was written (after [`Output::NotifyWhenDrained`]).
+    SendQueueDrained,
 }
 
 /// Why the session left Established or failed to get there.
@@ -224,4 +241,7 @@ pub enum Output {
     UpdateErrors(Vec<DecodeError>),
     /// Routes that could not be sent to this peer.
     Refused(Vec<(ipnet::IpNet, Refusal)>),
+    /// Feed [`Input::SendQueueDrained`] once every byte queued so far (this output's sends
+    /// included) was written to the peer.
+    NotifyWhenDrained,
 }

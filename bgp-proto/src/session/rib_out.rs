@@ -158,6 +158,12 @@ impl PartialEq for AdjRibOut {
 impl Eq for AdjRibOut {}
 
 impl AdjRibOut {
+    /// The same applied table (by reference) and the same refusals: a cheap equality for
+    /// snapshots, where [`PartialEq`] compares every route.
+    pub fn same_snapshot(&self, other: &AdjRibOut) -> bool {
+        Arc::ptr_eq(&self.sent, &other.sent) && self.refused == other.refused
+    }
+
     /// The advertised routes, sorted by prefix.
     pub fn advertised(&self) -> impl Iterator<Item = (&IpNet, &Arc<RouteAttributes>)> + '_ {
         self.sent.iter().filter(|(p, _)| !self.refused.contains(p))

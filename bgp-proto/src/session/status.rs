@@ -5,7 +5,21 @@ use std::collections::BTreeMap;
 use crate::message::Message;
 use crate::message::notification::Notification;
 
+use super::rib_out::AdjRibOut;
 use super::{Negotiated, State};
+
+/// What the session's Adj-RIB-Out holds, shared (not copied) with the session. Reports are
+/// rendered from this, so they say what the peer was sent, not a re-derivation.
+#[derive(Debug, Clone, Default)]
+pub struct RibSnapshot(pub AdjRibOut);
+
+impl PartialEq for RibSnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_snapshot(&other.0)
+    }
+}
+
+impl Eq for RibSnapshot {}
 
 /// Messages and bytes per message type, in one direction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +79,14 @@ pub struct SessionStatus {
     pub last_error: Option<String>,
     pub connect_attempts: u64,
     pub flaps: u64,
+    /// RFC 7606 non-fatal errors in received UPDATEs since the task started, per
+    /// `DecodeError::kind` (a fixed set of keys).
+    pub update_errors: BTreeMap<&'static str, u64>,
+    /// Most bytes ever queued for the peer and not yet written, over all connections (see
+    /// `SessionConfig::send_queue_limit`).
+    pub send_queue_high_water: usize,
+    /// The routes advertised to the peer (empty unless Established).
+    pub adj_rib_out: RibSnapshot,
 }
 
 impl SessionStatus {
@@ -81,6 +103,9 @@ impl SessionStatus {
             last_error: None,
             connect_attempts: 0,
             flaps: 0,
+            update_errors: BTreeMap::new(),
+            send_queue_high_water: 0,
+            adj_rib_out: RibSnapshot::default(),
         }
     }
 }
