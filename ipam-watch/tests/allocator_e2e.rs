@@ -5,13 +5,13 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
 use ipam_watch::allocator::kube_store::ALLOCATED_BY;
 use ipam_watch::allocator::lease::DEFAULT_LEASE_NAME;
 use ipam_watch::allocator::{
-    AllocatorMetrics, AllocatorOptions, EVENT_NAMESPACE, LeaseConfig, PodCidr, PodCidrPool,
+    AllocatorMetrics, AllocatorOptions, Clock, EVENT_NAMESPACE, LeaseConfig, PodCidr, PodCidrPool,
     RunError, run,
 };
 use ipam_watch::crd::{NodePodCIDR, PodCIDRPool};
@@ -402,8 +402,8 @@ async fn two_replicas_only_the_leader_writes_and_the_other_takes_over() {
     }
     assert!(b.metrics.encode().contains("podcidr_allocator_leader 0"));
 
-    // Someone else holds the lease now (expired, so the follower may take it): the leader
-    // must stop, not re-acquire.
+    // Someone else holds the lease now (and never renews it, so the follower takes it one
+    // lease duration later): the leader must stop, not re-acquire.
     fake.update(&Gvr::leases(), Some(NS), DEFAULT_LEASE_NAME, |l| {
         l["spec"]["holderIdentity"] = json!("thief");
         l["spec"]["renewTime"] = json!("2000-01-01T00:00:00.000000Z");
@@ -591,4 +591,67 @@ async fn deleted_lease_stops_the_leader() {
         matches!(&ended, Err(RunError::LeaseLost(why)) if why.contains("deleted")),
         "{ended:?}"
     );
+}
+
+/// A wall clock running `ahead` of the real one.
+#[derive(Debug)]
+struct Ahead(Duration);
+
+impl Clock for Ahead {
+    fn now(&self) -> SystemTime {
+        SystemTime::now() + self.0
+    }
+}
+
+/// The bug: the standby judged expiry by the leader's `renewTime` against its own wall
+/// clock; 3 s ahead, it took the Lease from a leader that was still renewing and writing,
+/// and two leaders could hand one CIDR to two nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lease_clock_skew_standby_ahead_never_takes_over_a_live_leader() {
+    let fake = FakeKube::start().await.unwrap();
+    add_pool(&fake, "main", "10.2.0.0/16", 24);
+    let a = Instance::start(fake.client(), options("replica-a", 3));
+    wait_holder(&fake, "replica-a").await;
+    let mut skewed = options("replica-b", 3);
+    skewed.clock = Arc::new(Ahead(Duration::from_secs(3)));
+    let b = Instance::start(fake.client(), skewed);
+    for i in 0..20 {
+        add_node(&fake, &format!("n{i:02}"));
+    }
+    for i in 0..20 {
+        wait_allocated(&fake, &format!("n{i:02}")).await;
+    }
+    // Two lease durations of renewals by the leader (one per second).
+    let renewed = fake.writes_to("leases");
+    fake.wait_for(WAIT, |f| f.writes_to("leases") >= renewed + 6)
+        .await
+        .expect("the leader renews");
+    let lease = fake
+        .get(&Gvr::leases(), Some(NS), DEFAULT_LEASE_NAME)
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-a", "{lease}");
+    assert_eq!(lease["spec"]["leaseTransitions"], 0, "{lease}");
+    assert_eq!(b.metrics.total_writes(), 0, "the standby wrote");
+    assert!(b.metrics.encode().contains("podcidr_allocator_leader 0"));
+    assert!(!a.task.is_finished(), "the leader lost its lease");
+
+    // The leader crashes (no release): the standby takes over one lease duration later.
+    a.task.abort();
+    let crashed = Instant::now();
+    wait_holder(&fake, "replica-b").await;
+    // Its last renew was at most one renew period (1 s) before the crash.
+    assert!(
+        crashed.elapsed() >= Duration::from_millis(1500),
+        "taken over {:?} after the crash",
+        crashed.elapsed()
+    );
+    for i in 20..25 {
+        add_node(&fake, &format!("n{i:02}"));
+    }
+    for i in 20..25 {
+        let r = wait_allocated(&fake, &format!("n{i:02}")).await;
+        assert_eq!(r["metadata"]["annotations"][ALLOCATED_BY], "replica-b");
+    }
+    assert_eq!(all_cidrs_unique(&fake).len(), 25, "a CIDR in two records");
+    within("b stops", b.stop()).await.unwrap();
 }

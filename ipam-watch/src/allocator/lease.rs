@@ -1,11 +1,18 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease (client-go style timing).
 //!
-//! Acquire when the Lease is absent, has no holder, or is expired
-//! (`renewTime + leaseDurationSeconds < now`); renew every third of the duration with a
-//! `resourceVersion`-checked replace. A leader may write only until
-//! `last successful renew (local send time) + 2/3 duration`; a leader that sees another
-//! holder, a deleted Lease, or misses that deadline has lost for good (the process restarts
-//! clean, never reusing in-memory state from an earlier term).
+//! Expiry is never judged by comparing the holder's `renewTime` with our wall clock: the
+//! clocks of two hosts disagree, and a candidate whose clock runs ahead would take a Lease
+//! that is still being renewed. Like client-go, a candidate remembers when *it* last saw the
+//! Lease record change (holder, times, duration, transitions or `resourceVersion`), on its
+//! own monotonic clock, and acquires only when the record has no holder or has not changed
+//! for more than `leaseDurationSeconds` since then. A fresh candidate therefore waits one
+//! full duration before taking over a Lease whose holder crashed. `renewTime` is still
+//! written, for humans and other tools, but never read for the decision.
+//!
+//! The leader renews every third of the duration with a `resourceVersion`-checked replace.
+//! It may write only until `last successful renew (local send time) + 2/3 duration`; a
+//! leader that sees another holder, a deleted Lease, or misses that deadline has lost for
+//! good (the process restarts clean, never reusing in-memory state from an earlier term).
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,10 +31,16 @@ pub const DEFAULT_LEASE_NAME: &str = "podcidr-bgp-allocator";
 /// Default Lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
-/// Wall clock, injectable for tests.
+/// Clocks, injectable for tests.
 pub trait Clock: Send + Sync + fmt::Debug {
-    /// Current wall-clock time.
+    /// Current wall-clock time (timestamps written to the API, quarantine).
     fn now(&self) -> SystemTime;
+
+    /// Local monotonic time: when a candidate observed a Lease record change. Never
+    /// compared with another host's time.
+    fn monotonic(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// The system clock.
@@ -112,6 +125,8 @@ pub struct LeaseElector {
     clock: Arc<dyn Clock>,
     /// Local send time of the last successful acquire/renew while leading.
     renewed: Option<Instant>,
+    /// The Lease record as last seen, and since when (candidate side).
+    observed: Option<Observation>,
 }
 
 impl fmt::Debug for LeaseElector {
@@ -119,6 +134,7 @@ impl fmt::Debug for LeaseElector {
         f.debug_struct("LeaseElector")
             .field("cfg", &self.cfg)
             .field("renewed", &self.renewed)
+            .field("observed", &self.observed)
             .finish()
     }
 }
@@ -127,22 +143,62 @@ fn micro(t: SystemTime) -> MicroTime {
     MicroTime(timestamp(t))
 }
 
-/// True if nobody validly holds `lease` at `now`.
-fn expired(lease: &Lease, now: SystemTime, default: Duration) -> bool {
-    let Some(spec) = &lease.spec else { return true };
-    if spec.holder_identity.as_deref().unwrap_or("").is_empty() {
-        return true;
+/// The parts of a Lease record whose change shows that someone is writing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RecordKey {
+    resource_version: Option<String>,
+    holder: String,
+    renew_time: Option<i64>,
+    acquire_time: Option<i64>,
+    duration_secs: Option<i32>,
+    transitions: Option<i32>,
+}
+
+impl RecordKey {
+    fn of(lease: &Lease) -> Self {
+        let spec = lease.spec.as_ref();
+        let us = |t: Option<&MicroTime>| t.map(|t| t.0.as_microsecond());
+        RecordKey {
+            resource_version: lease.metadata.resource_version.clone(),
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default(),
+            renew_time: us(spec.and_then(|s| s.renew_time.as_ref())),
+            acquire_time: us(spec.and_then(|s| s.acquire_time.as_ref())),
+            duration_secs: spec.and_then(|s| s.lease_duration_seconds),
+            transitions: spec.and_then(|s| s.lease_transitions),
+        }
     }
-    let Some(renew) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
-        return true;
-    };
-    let secs = spec
-        .lease_duration_seconds
-        .map_or(default.as_secs(), |s| u64::try_from(s.max(0)).unwrap_or(0));
-    let renew_us = renew.0.as_microsecond();
-    let now_us = timestamp(now).as_microsecond();
-    let dur_us = i64::try_from(secs).unwrap_or(i64::MAX / 2_000_000) * 1_000_000;
-    renew_us.saturating_add(dur_us) < now_us
+}
+
+/// What a candidate last saw of the Lease record, and when it first saw it that way (on its
+/// own monotonic clock). Expiry is decided from this alone, never from `renewTime`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observation {
+    record: RecordKey,
+    since: Instant,
+}
+
+impl Observation {
+    /// Records `lease` as seen at `at`; the timer restarts only if the record changed.
+    fn observe(slot: &mut Option<Observation>, lease: &Lease, at: Instant) {
+        let record = RecordKey::of(lease);
+        if slot.as_ref().is_none_or(|o| o.record != record) {
+            *slot = Some(Observation { record, since: at });
+        }
+    }
+
+    /// True if nobody validly holds the observed record at `at`: it has no holder, or it
+    /// has not changed for more than its `leaseDurationSeconds` (at least `ours`).
+    fn expired(&self, at: Instant, ours: Duration) -> bool {
+        if self.record.holder.is_empty() {
+            return true;
+        }
+        let theirs = self.record.duration_secs.map_or(Duration::ZERO, |s| {
+            Duration::from_secs(u64::try_from(s).unwrap_or(0))
+        });
+        at.saturating_duration_since(self.since) > theirs.max(ours)
+    }
 }
 
 impl LeaseElector {
@@ -153,6 +209,7 @@ impl LeaseElector {
             cfg,
             clock,
             renewed: None,
+            observed: None,
         }
     }
 
@@ -231,7 +288,14 @@ impl LeaseElector {
             let by = if holder.is_empty() { "nobody" } else { &holder };
             return Round::Lost(format!("the lease is now held by {by}"));
         }
-        if !ours && !expired(&lease, now, self.cfg.duration) {
+        // Timed on our own monotonic clock from when we saw this record first: a
+        // skewed wall clock (ours or the holder's) cannot shorten the holder's term.
+        Observation::observe(&mut self.observed, &lease, self.clock.monotonic());
+        let expired = self
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.expired(self.clock.monotonic(), self.cfg.duration));
+        if !ours && !expired {
             return Round::Follower;
         }
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
@@ -349,10 +413,13 @@ fn random_suffix() -> String {
 mod tests {
     use super::*;
 
-    fn lease(holder: Option<&str>, renew_secs: i64, duration: i32) -> Lease {
+    fn lease(holder: Option<&str>, renew_secs: i64, duration: i32, rv: u64) -> Lease {
         let t = k8s_openapi::jiff::Timestamp::from_second(renew_secs).unwrap();
         Lease {
-            metadata: ObjectMeta::default(),
+            metadata: ObjectMeta {
+                resource_version: Some(rv.to_string()),
+                ..ObjectMeta::default()
+            },
             spec: Some(LeaseSpec {
                 holder_identity: holder.map(str::to_string),
                 renew_time: Some(MicroTime(t)),
@@ -362,17 +429,71 @@ mod tests {
         }
     }
 
+    const D: Duration = Duration::from_secs(15);
+
+    /// The bug: expiry was `renewTime + duration < candidate's wall clock`, so a candidate
+    /// whose clock ran ahead took a Lease that was still being renewed. Now expiry depends
+    /// only on when the candidate saw the record change, on its own monotonic clock.
     #[test]
-    fn expiry_uses_renew_time_plus_duration() {
-        let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
-        let d = Duration::from_secs(15);
-        assert!(!expired(&lease(Some("a"), 100, 15), at(110), d));
-        assert!(!expired(&lease(Some("a"), 100, 15), at(115), d));
-        assert!(expired(&lease(Some("a"), 100, 15), at(116), d));
-        assert!(expired(&lease(None, 100, 15), at(101), d), "no holder");
+    fn lease_expiry_ignores_clock_skew_and_times_from_observed_change() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut seen = None;
+        // The holder's renewTime is far in the past by our wall clock (skew of hours):
+        // still valid, because we have only just seen it.
+        Observation::observe(&mut seen, &lease(Some("a"), 100, 15, 1), at(0));
+        assert!(!seen.as_ref().unwrap().expired(at(0), D));
+        // The holder renews every 5 s: however old renewTime looks, never expired.
+        for (i, ms) in (5_000..=60_000).step_by(5_000).enumerate() {
+            let rv = 2 + i as u64;
+            Observation::observe(
+                &mut seen,
+                &lease(Some("a"), 100 + (ms / 1000) as i64, 15, rv),
+                at(ms),
+            );
+            assert!(!seen.as_ref().unwrap().expired(at(ms + 4_999), D), "{ms}");
+        }
+        // The holder stops renewing: re-reading the same record does not restart the timer,
+        // and the lease expires only after more than the duration since the last change.
+        let last = 60_000;
+        for ms in [last + 5_000, last + 10_000, last + 15_000] {
+            Observation::observe(&mut seen, &lease(Some("a"), 160, 15, 13), at(ms));
+            assert!(!seen.as_ref().unwrap().expired(at(ms), D), "{ms}");
+        }
+        assert!(seen.as_ref().unwrap().expired(at(last + 15_001), D));
+        // A change of resourceVersion alone (someone wrote the record) restarts the timer.
+        Observation::observe(&mut seen, &lease(Some("a"), 160, 15, 14), at(last + 16_000));
+        assert!(!seen.as_ref().unwrap().expired(at(last + 30_000), D));
+        assert!(seen.as_ref().unwrap().expired(at(last + 31_001), D));
+    }
+
+    #[test]
+    fn lease_without_holder_is_free_and_longer_duration_wins() {
+        let t0 = Instant::now();
+        let mut seen = None;
+        Observation::observe(&mut seen, &lease(None, 0, 15, 1), t0);
+        assert!(seen.as_ref().unwrap().expired(t0, D), "no holder");
+        Observation::observe(&mut seen, &lease(Some(""), 0, 15, 2), t0);
+        assert!(seen.as_ref().unwrap().expired(t0, D), "empty holder");
+        // The holder's longer duration counts; so does ours when theirs is shorter.
+        Observation::observe(&mut seen, &lease(Some("a"), 0, 60, 3), t0);
         assert!(
-            expired(&lease(Some(""), 100, 15), at(101), d),
-            "empty holder"
+            !seen
+                .as_ref()
+                .unwrap()
+                .expired(t0 + Duration::from_secs(59), D)
+        );
+        assert!(
+            seen.as_ref()
+                .unwrap()
+                .expired(t0 + Duration::from_secs(61), D)
+        );
+        Observation::observe(&mut seen, &lease(Some("a"), 0, 1, 4), t0);
+        assert!(
+            !seen
+                .as_ref()
+                .unwrap()
+                .expired(t0 + Duration::from_secs(14), D)
         );
     }
 
