@@ -11,6 +11,15 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 
+# kubectl (its built-in kustomize renders deploy/ in speaker/tests/manifests_kustomize.rs).
+# There is no Debian package for a current one: bookworm's kubernetes-client is kubectl 1.20
+# with kustomize v2, which cannot read this layout. kubectl ships on the project's machine
+# image; without it that test fails under CI (and is skipped elsewhere) with this advice.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "install-test-deps: kubectl not found: install a current kubectl (kustomize v5) on PATH;" \
+    "Debian's kubernetes-client is too old" >&2
+fi
+
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,0 +1,287 @@
+//! deploy/ renders with `kubectl kustomize`, alone and under overlays that move it to another
+//! namespace (and rename it), and the speaker's ValidatingAdmissionPolicy still applies to the
+//! service account the speaker DaemonSet really runs as.
+//!
+//! Needs `kubectl` (with its built-in kustomize). It ships on the project's machine image;
+//! Debian bookworm's `kubernetes-client` (kubectl 1.20, kustomize v2) cannot read this
+//! layout. Without kubectl the test is skipped with a message on a developer machine and
+//! fails under CI (`CI` set), so a missing tool never passes silently there.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::TempDir;
+use serde_json::Value;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .canonicalize()
+        .unwrap()
+}
+
+/// False (after saying why) when kubectl is missing on a developer machine.
+fn have_kubectl() -> bool {
+    match Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+    {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => panic!(
+            "`kubectl version --client` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) if std::env::var_os("CI").is_some() => panic!(
+            "kubectl not found ({e}); CI must render deploy/ with `kubectl kustomize`. \
+             kubectl ships on the machine image; install a current kubectl (kustomize v5) \
+             on PATH. Debian's kubernetes-client is too old (kustomize v2)."
+        ),
+        Err(e) => {
+            eprintln!(
+                "SKIPPED: kubectl not found ({e}); install kubectl (kustomize v5) to check \
+                 that the deploy/ manifests follow kustomize overlays"
+            );
+            false
+        }
+    }
+}
+
+fn render(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap_or_else(|e| panic!("rendered YAML of {}: {e}", dir.display()))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// `to` relative to the directory `from` (both absolute): kustomize refuses absolute bases.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    out.extend(&to[common..]);
+    out
+}
+
+/// An overlay over deploy/ with `extra` lines (e.g. `namespace: other-ns`).
+fn overlay(tmp: &TempDir, name: &str, extra: &str) -> PathBuf {
+    let dir = tmp.path(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{extra}\n\
+             resources:\n  - {}\n",
+            relative(&dir, &deploy()).display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
+    v.as_str()
+        .unwrap_or_else(|| panic!("{what} is not a string: {v}"))
+}
+
+/// The username the API server gives the speaker pods: from the rendered DaemonSet's
+/// namespace and `serviceAccountName` (which must name a rendered ServiceAccount).
+fn speaker_username(docs: &[Value]) -> (String, String) {
+    let ds = of_kind(docs, "DaemonSet");
+    assert_eq!(ds.len(), 1, "one DaemonSet (the speaker)");
+    let ns = str_of(&ds[0]["metadata"]["namespace"], "DaemonSet namespace");
+    let sa = str_of(
+        &ds[0]["spec"]["template"]["spec"]["serviceAccountName"],
+        "serviceAccountName",
+    );
+    assert!(
+        of_kind(docs, "ServiceAccount")
+            .iter()
+            .any(|s| s["metadata"]["name"] == sa && s["metadata"]["namespace"] == ns),
+        "ServiceAccount {ns}/{sa} is rendered"
+    );
+    (ns.to_string(), format!("system:serviceaccount:{ns}:{sa}"))
+}
+
+fn labels_match(obj: &Value, selector: &Value) -> bool {
+    let Some(want) = selector["matchLabels"].as_object() else {
+        return selector.as_object().is_some_and(|s| s.is_empty());
+    };
+    assert!(
+        selector.get("matchExpressions").is_none(),
+        "only matchLabels is evaluated here: {selector}"
+    );
+    want.iter()
+        .all(|(k, v)| obj["metadata"]["labels"][k.as_str()] == *v)
+}
+
+/// The parameter objects the binding resolves to, among the rendered objects (the policy's
+/// `paramKind`, by `paramRef.name` or `paramRef.selector`); empty without a `paramKind`.
+fn params<'a>(docs: &'a [Value], policy: &Value, binding: &Value) -> Vec<&'a Value> {
+    let kind = &policy["spec"]["paramKind"];
+    if kind.is_null() {
+        return Vec::new();
+    }
+    let r = &binding["spec"]["paramRef"];
+    assert!(!r.is_null(), "a policy with paramKind needs paramRef");
+    assert_eq!(
+        r["parameterNotFoundAction"], "Deny",
+        "a missing parameter must fail closed, not match nobody"
+    );
+    docs.iter()
+        .filter(|d| d["apiVersion"] == kind["apiVersion"] && d["kind"] == kind["kind"])
+        .filter(|d| r["namespace"].is_null() || d["metadata"]["namespace"] == r["namespace"])
+        .filter(|d| match r["name"].as_str() {
+            Some(name) => d["metadata"]["name"] == name,
+            None => labels_match(d, &r["selector"]),
+        })
+        .collect()
+}
+
+/// Evaluates the usernames a `speaker-only` match condition accepts, for the two shapes it
+/// may take: `request.userInfo.username == <string>` and
+/// `[has(params.subjects) &&] params.subjects.exists(s, s.kind == 'ServiceAccount' &&
+/// request.userInfo.username == <concatenation of literals and s.<field>>)`.
+fn accepted_usernames(expr: &str, params: &[&Value]) -> BTreeSet<String> {
+    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (_, rhs) = expr
+        .split_once("request.userInfo.username ==")
+        .unwrap_or_else(|| panic!("the condition compares request.userInfo.username: {expr}"));
+    let Some(exists) = expr.find("params.subjects.exists(") else {
+        assert!(params.is_empty() || !expr.contains("params"), "{expr}");
+        return [literal(rhs.trim())].into();
+    };
+    let after = &expr[exists + "params.subjects.exists(".len()..];
+    let var = after.split(',').next().unwrap().trim();
+    let rhs = rhs
+        .trim()
+        .strip_suffix(')')
+        .expect("exists(...) closes last");
+    let only_sa = expr.contains(&format!("{var}.kind == 'ServiceAccount'"));
+    let mut out = BTreeSet::new();
+    for p in params {
+        for s in p["subjects"].as_array().into_iter().flatten() {
+            if only_sa && s["kind"] != "ServiceAccount" {
+                continue;
+            }
+            let user: String = rhs
+                .split('+')
+                .map(str::trim)
+                .map(|t| match t.strip_prefix(&format!("{var}.")) {
+                    Some(field) => str_of(&s[field], field).to_string(),
+                    None => literal(t),
+                })
+                .collect();
+            out.insert(user);
+        }
+    }
+    out
+}
+
+fn literal(t: &str) -> String {
+    let quoted = (t.starts_with('\'') && t.ends_with('\'') && t.len() >= 2)
+        || (t.starts_with('"') && t.ends_with('"') && t.len() >= 2);
+    assert!(quoted, "expected a string literal, got {t}");
+    t[1..t.len() - 1].to_string()
+}
+
+/// The speaker policy, bound, applies to the speaker's real username, and to nothing else.
+fn assert_policy_matches_speaker(docs: &[Value], want_ns: &str, what: &str) {
+    let (ns, user) = speaker_username(docs);
+    assert_eq!(
+        ns, want_ns,
+        "{what}: the speaker runs in the overlay's namespace"
+    );
+    let policies: Vec<&Value> = of_kind(docs, "ValidatingAdmissionPolicy")
+        .into_iter()
+        .filter(|p| {
+            p["spec"]["matchConstraints"]["resourceRules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resources"].to_string().contains("nodebgpstatuses"))
+        })
+        .collect();
+    assert_eq!(policies.len(), 1, "{what}: one policy on NodeBGPStatus");
+    let policy = policies[0];
+    let name = &policy["metadata"]["name"];
+    let bindings = of_kind(docs, "ValidatingAdmissionPolicyBinding");
+    let binding = bindings
+        .iter()
+        .find(|b| b["spec"]["policyName"] == *name)
+        .unwrap_or_else(|| panic!("{what}: a binding names policy {name}"));
+    assert_eq!(binding["spec"]["validationActions"][0], "Deny", "{what}");
+    let params = params(docs, policy, binding);
+    if !policy["spec"]["paramKind"].is_null() {
+        assert!(
+            !params.is_empty(),
+            "{what}: the binding finds its parameter"
+        );
+    }
+    let condition = policy["spec"]["matchConditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "speaker-only")
+        .unwrap_or_else(|| panic!("{what}: match condition speaker-only"));
+    let accepted = accepted_usernames(str_of(&condition["expression"], "expression"), &params);
+    assert_eq!(
+        accepted,
+        BTreeSet::from([user.clone()]),
+        "{what}: the policy must match the speaker's username {user}"
+    );
+}
+
+/// The bug: the policy's match condition hard-coded
+/// `system:serviceaccount:podcidr-system:podcidr-bgp-speaker`; an overlay with `namespace:`
+/// moved the ServiceAccount but not that string, and the policy silently matched nobody.
+/// (The overlay also failed to render at all: two Roles of one name, in podcidr-system and
+/// default, collided once moved into one namespace.)
+#[test]
+fn speaker_admission_policy_follows_kustomize_namespace_overlay() {
+    if !have_kubectl() {
+        return;
+    }
+    let base = render(&deploy());
+    assert_policy_matches_speaker(&base, "podcidr-system", "deploy/");
+
+    let tmp = TempDir::new("kustomize");
+    let moved = render(&overlay(&tmp, "ns", "namespace: other-ns"));
+    assert_policy_matches_speaker(&moved, "other-ns", "namespace overlay");
+    let renamed = render(&overlay(
+        &tmp,
+        "ns-prefix",
+        "namespace: other-ns\nnamePrefix: acme-",
+    ));
+    assert_policy_matches_speaker(&renamed, "other-ns", "namespace + namePrefix overlay");
+    assert!(
+        renamed
+            .iter()
+            .all(|d| !d.to_string().contains("podcidr-system")),
+        "nothing in the overlay still names the base namespace"
+    );
+}
