@@ -17,6 +17,7 @@
 mod community;
 mod diff;
 mod error;
+mod fields;
 mod md5;
 mod model;
 mod peer;
@@ -33,7 +34,7 @@ use bgp_proto::RouterId;
 pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};
-pub use md5::{Md5KeyError, load_md5_key};
+pub use md5::{MD5_KEY_FILE_MAX_LEN, Md5KeyError, load_md5_key};
 pub use model::*;
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
 

@@ -1,5 +1,10 @@
 //! Reading a TCP MD5 (RFC 2385) key from the file named by `passwordFile`.
+//!
+//! The file is read through a bounded reader: at most [`MD5_KEY_FILE_MAX_LEN`] + 1 bytes
+//! are ever read or allocated, so a wrong path (a log file, `/dev/zero`, a huge sparse file)
+//! fails fast with [`Md5KeyError::FileTooLarge`] instead of being read whole.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::model::MD5_KEY_MAX_LEN;
@@ -18,16 +23,47 @@ pub enum Md5KeyError {
         path.display()
     )]
     TooLong { path: PathBuf, len: usize },
+    #[error(
+        "{}: TCP MD5 key file is larger than {limit} bytes (a key of at most {MD5_KEY_MAX_LEN} \
+         bytes plus an optional CRLF); not reading further",
+        path.display()
+    )]
+    FileTooLarge { path: PathBuf, limit: usize },
+}
+
+/// Largest key file accepted: an 80-byte key plus `\r\n`.
+pub const MD5_KEY_FILE_MAX_LEN: usize = MD5_KEY_MAX_LEN + 2;
+
+/// Reads at most `MD5_KEY_FILE_MAX_LEN + 1` bytes into a fixed buffer; `None` if the file
+/// has more than `MD5_KEY_FILE_MAX_LEN`.
+fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = [0u8; MD5_KEY_FILE_MAX_LEN + 1];
+    let mut reader = std::fs::File::open(path)?.take(buf.len() as u64);
+    let mut len = 0;
+    while len < buf.len() {
+        match reader.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((len <= MD5_KEY_FILE_MAX_LEN).then(|| buf[..len].to_vec()))
 }
 
 /// The key bytes, less one trailing newline (`\n` or `\r\n`) as editors and `echo` add.
 /// Everything else, including inner or other trailing whitespace, is part of the key.
 pub fn load_md5_key(path: impl AsRef<Path>) -> Result<Vec<u8>, Md5KeyError> {
     let path = path.as_ref();
-    let mut key = std::fs::read(path).map_err(|source| Md5KeyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let mut key = read_bounded(path)
+        .map_err(|source| Md5KeyError::Read {
+            path: path.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| Md5KeyError::FileTooLarge {
+            path: path.to_owned(),
+            limit: MD5_KEY_FILE_MAX_LEN,
+        })?;
     if key.ends_with(b"\r\n") {
         key.truncate(key.len() - 2);
     } else if key.ends_with(b"\n") {

@@ -66,3 +66,47 @@ fn md5_key_missing_file_names_the_path() {
             .starts_with("/nonexistent/podcidr/key: cannot read TCP MD5 key")
     );
 }
+
+/// The bug: the whole file was read (`std::fs::read`) before its length was checked, so a
+/// wrong `passwordFile` (a log, a disk image) was read into memory whole. Now at most 83
+/// bytes are read: a 1 GiB sparse file is rejected at once, naming the path and the limit.
+#[test]
+fn md5_key_file_is_read_bounded_and_a_huge_file_is_rejected() {
+    let f = KeyFile::new("huge", b"");
+    std::fs::File::options()
+        .write(true)
+        .open(&f.0)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let err = load_md5_key(&f.0).unwrap_err();
+    assert!(
+        matches!(&err, Md5KeyError::FileTooLarge { limit: 82, path } if *path == f.0),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("{}: ", f.0.display())), "{text}");
+    assert!(
+        text.contains("larger than 82 bytes (a key of at most 80 bytes plus an optional CRLF)"),
+        "{text}"
+    );
+    assert_eq!(podcidr_config::MD5_KEY_FILE_MAX_LEN, 82);
+    // 82 bytes is still read (and judged as a key); 83 is not.
+    let f = KeyFile::new("82", &[b'k'; 82]);
+    assert!(matches!(
+        load_md5_key(&f.0),
+        Err(Md5KeyError::TooLong { len: 82, .. })
+    ));
+    let f = KeyFile::new("83", &[b'k'; 83]);
+    assert!(matches!(
+        load_md5_key(&f.0),
+        Err(Md5KeyError::FileTooLarge { .. })
+    ));
+}
+
+/// An endless file (a character device) ends after the limit instead of never.
+#[test]
+fn md5_key_from_endless_file_stops_at_the_limit() {
+    let err = load_md5_key("/dev/zero").unwrap_err();
+    assert!(matches!(err, Md5KeyError::FileTooLarge { .. }), "{err:?}");
+}

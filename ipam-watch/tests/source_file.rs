@@ -232,3 +232,63 @@ async fn cluster_mode_maps_every_node_in_the_file() {
     assert!(set.mismatches.is_empty());
     driver.abort();
 }
+
+/// The bug: the whole file was read (`read_to_string`) before anything looked at its size,
+/// so a wrong path (a log, a disk image) was read into memory whole. Now a file over the
+/// limit (16 MiB) is rejected from its size, the error names the path and the limit, and
+/// the last good set stays.
+#[tokio::test]
+async fn file_source_huge_file_is_rejected_naming_the_limit() {
+    let dir = TempDir::new("huge");
+    let path = dir.0.join("cidrs.yaml");
+    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
+    let (mut rx, driver) = FileSource::new(&path)
+        .with_interval(POLL)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    until(&mut rx, WAIT, "first load", |s| s.ready).await;
+
+    // 1 GiB, sparse: no disk used, but reading it whole takes seconds and a GiB of memory.
+    let tmp = path.with_extension("tmp");
+    std::fs::File::create(&tmp)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    let set = until(&mut rx, WAIT, "error", |s| s.last_error.is_some()).await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]), "last good set kept");
+    let message = &set.last_error.as_ref().unwrap().message;
+    assert_eq!(
+        *message,
+        format!(
+            "{} is larger than the limit of 16777216 bytes for a pod-CIDR file",
+            path.display()
+        )
+    );
+    driver.abort();
+}
+
+#[test]
+fn file_source_read_is_bounded_by_the_limit() {
+    use ipam_watch::source::{FileError, MAX_FILE_BYTES, read_file};
+    assert_eq!(MAX_FILE_BYTES, 16 << 20);
+    let dir = TempDir::new("bounded");
+    let path = dir.0.join("cidrs.yaml");
+    std::fs::write(&path, "nodes: {}\n").unwrap();
+    assert_eq!(read_file(&path, 10).unwrap(), "nodes: {}\n");
+    assert!(matches!(
+        read_file(&path, 9),
+        Err(FileError::TooLarge { limit: 9, .. })
+    ));
+    // A device reports size 0 and never ends: cut off after the limit.
+    let err = read_file(Path::new("/dev/zero"), 1024).unwrap_err();
+    assert!(
+        matches!(&err, FileError::TooLarge { limit: 1024, path } if path == Path::new("/dev/zero")),
+        "{err:?}"
+    );
+    std::fs::write(&path, b"nodes: {}\xff\n").unwrap();
+    assert!(matches!(
+        read_file(&path, 100),
+        Err(FileError::NotUtf8 { .. })
+    ));
+}

@@ -12,8 +12,14 @@
 //! bounded interval (default 2 s) regardless, so a missed event or a kernel without inotify
 //! only costs latency. A bad file (or a half-written one) keeps the last good set and sets
 //! `last_error`; the next change is picked up by the next check.
+//!
+//! The file is at most [`MAX_FILE_BYTES`] (16 MiB; 100,000 nodes with a dual-stack pair
+//! each take about 5 MiB). It is read through a bounded reader: a larger file is rejected
+//! from its size, and one that grows while read (or a device) is cut off after the limit,
+//! so no more than the limit is ever read or allocated.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -38,9 +44,69 @@ pub enum FileError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Larger than [`MAX_FILE_BYTES`]: not read (further).
+    #[error("{path} is larger than the limit of {limit} bytes for a pod-CIDR file")]
+    TooLarge {
+        /// The configured path.
+        path: PathBuf,
+        /// The limit, [`MAX_FILE_BYTES`].
+        limit: u64,
+    },
+    /// Not UTF-8 text.
+    #[error("{path} is not UTF-8 text")]
+    NotUtf8 {
+        /// The configured path.
+        path: PathBuf,
+    },
     /// Not the expected YAML shape (unknown keys included).
     #[error("invalid pod-CIDR file: {0}")]
     Parse(#[from] serde_saphyr::Error),
+}
+
+/// Largest pod-CIDR file accepted, in bytes (16 MiB).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads the pod-CIDR file at `path`, at most `limit` bytes: a larger file is
+/// [`FileError::TooLarge`]. Never reads or allocates more than `limit + 1` bytes.
+pub fn read_file(path: &Path, limit: u64) -> Result<String, FileError> {
+    let read_err = |source| FileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let too_large = || FileError::TooLarge {
+        path: path.to_owned(),
+        limit,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let size = file.metadata().map_err(read_err)?.len();
+    if size > limit {
+        return Err(too_large());
+    }
+    // The size is a hint only (the file may change; a device reports 0): the loop below
+    // enforces the limit and grows the buffer at most to `limit + 1`.
+    let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(cap).min(cap));
+    let mut reader = file.take(limit.saturating_add(1));
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_err(e)),
+        };
+        if buf.capacity() - buf.len() < n {
+            let want = buf.len().saturating_mul(2).max(buf.len() + n).min(cap);
+            buf.reserve_exact(want - buf.len());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    if buf.len() as u64 > limit {
+        return Err(too_large());
+    }
+    String::from_utf8(buf).map_err(|_| FileError::NotUtf8 {
+        path: path.to_owned(),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,14 +243,25 @@ async fn stamp(path: &Path) -> Result<Stamp, String> {
 }
 
 async fn load(path: &Path) -> Vec<Observation> {
-    let text = tokio::fs::read_to_string(path)
+    let owned = path.to_owned();
+    let text = tokio::task::spawn_blocking(move || read_file(&owned, MAX_FILE_BYTES))
         .await
-        .map_err(|source| FileError::Read {
-            path: path.to_owned(),
-            source,
+        .unwrap_or_else(|e| {
+            Err(FileError::Read {
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            })
         });
     match text.and_then(|text| parse_file(&text)) {
         Ok(nodes) => snapshot(nodes),
+        // Read errors name the path themselves.
+        Err(
+            error @ (FileError::Read { .. }
+            | FileError::TooLarge { .. }
+            | FileError::NotUtf8 { .. }),
+        ) => {
+            vec![(View::Source, Err(error.to_string()))]
+        }
         Err(error) => vec![(View::Source, Err(format!("{}: {error}", path.display())))],
     }
 }

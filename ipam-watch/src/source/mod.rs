@@ -30,7 +30,7 @@ use tokio::sync::watch;
 
 pub use api::{CiliumNodeSource, IpamCrdSource, NodeSpecSource, cilium_node_resource, node_scope};
 pub use drive::{NodeEvents, run_cluster, run_node};
-pub use file::{FileError, FileSource, parse_file};
+pub use file::{FileError, FileSource, MAX_FILE_BYTES, parse_file, read_file};
 pub use parse::{
     desired_from_cilium_node, desired_from_node, desired_from_node_pod_cidr, parse_cidrs,
 };
