@@ -81,7 +81,8 @@ pub fn diff_peers(old: &Config, new: &Config) -> PeerChanges {
         identity: old.asn != new.asn || old.router_id != new.router_id,
         node_name: old.node_name != new.node_name,
         source: old.source != new.source,
-        allowed_prefixes: old.allowed_prefixes != new.allowed_prefixes,
+        allowed_prefixes: old.allowed_prefixes != new.allowed_prefixes
+            || old.min_prefix_length != new.min_prefix_length,
         next_hop: old.next_hop != new.next_hop,
         admin: old.admin != new.admin,
         status: old.status != new.status,

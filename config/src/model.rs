@@ -38,6 +38,8 @@ pub struct Config {
     pub source: SourceConfig,
     /// The announce guard: only prefixes inside one of these are announced.
     pub allowed_prefixes: Vec<IpNet>,
+    /// The announce guard refuses prefixes shorter than this, per family.
+    pub min_prefix_length: MinPrefixLength,
     pub next_hop: NextHops,
     pub peers: Vec<PeerConfig>,
     pub admin: AdminConfig,
@@ -211,6 +213,26 @@ impl Default for GracefulRestartConfig {
         GracefulRestartConfig {
             enabled: true,
             restart_time: DEFAULT_RESTART_TIME,
+        }
+    }
+}
+
+/// `minPrefixLength`: no node announces anything this wide, whatever `allowedPrefixes`
+/// says (`0.0.0.0/1` + `128.0.0.0/1` would be a default route in two halves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MinPrefixLength {
+    pub ipv4: u8,
+    pub ipv6: u8,
+}
+
+pub const DEFAULT_MIN_PREFIX_LENGTH_V4: u8 = 16;
+pub const DEFAULT_MIN_PREFIX_LENGTH_V6: u8 = 48;
+
+impl Default for MinPrefixLength {
+    fn default() -> Self {
+        MinPrefixLength {
+            ipv4: DEFAULT_MIN_PREFIX_LENGTH_V4,
+            ipv6: DEFAULT_MIN_PREFIX_LENGTH_V6,
         }
     }
 }

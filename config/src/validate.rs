@@ -5,14 +5,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bgp_proto::{AS_TRANS, Asn, RouterId};
+use bgp_proto::{Asn, RouterId};
 use ipnet::IpNet;
 use serde_json::{Map, Value};
 
 use crate::error::{Errors, quoted};
+use crate::fields::{is_unicast, parse_asn, parse_path};
 use crate::model::{
-    AdminConfig, Config, LogConfig, LogFormat, LogLevel, NextHopConfig, NextHops, PeerConfig,
-    SourceConfig, StatusConfig,
+    AdminConfig, Config, LogConfig, LogFormat, LogLevel, MinPrefixLength, NextHopConfig, NextHops,
+    PeerConfig, SourceConfig, StatusConfig,
 };
 use crate::peer::{PeerContext, check_peer_set, parse_peer};
 use crate::selector::is_dns_subdomain;
@@ -24,6 +25,7 @@ const TOP_KEYS: &[&str] = &[
     "routerId",
     "source",
     "allowedPrefixes",
+    "minPrefixLength",
     "nextHop",
     "peers",
     "admin",
@@ -31,7 +33,6 @@ const TOP_KEYS: &[&str] = &[
     "log",
 ];
 
-pub(crate) const ASN_RULE: &str = "1..4294967295 except 23456";
 pub(crate) const NODE_NAME_RULE: &str =
     "is not a valid node name (a DNS subdomain: lowercase a-z, 0-9, '-' and '.', up to 253)";
 
@@ -72,6 +73,8 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
         .flatten();
     let source = Lookup::of(&root, "source", errs, parse_source).known(SourceConfig::IpamCrd);
     let allowed_prefixes = parse_allowed_prefixes(&root, source.as_ref(), errs);
+    let min_prefix_length = Lookup::of(&root, "minPrefixLength", errs, parse_min_prefix_length)
+        .or(MinPrefixLength::default());
     let next_hop = Lookup::of(&root, "nextHop", errs, parse_next_hops).or(NextHops::default());
 
     let ctx = PeerContext {
@@ -106,6 +109,7 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
         router_id,
         source: source.unwrap_or(SourceConfig::IpamCrd),
         allowed_prefixes,
+        min_prefix_length,
         next_hop,
         peers,
         admin,
@@ -122,22 +126,13 @@ fn placeholder() -> Config {
         router_id: None,
         source: SourceConfig::IpamCrd,
         allowed_prefixes: Vec::new(),
+        min_prefix_length: MinPrefixLength::default(),
         next_hop: NextHops::default(),
         peers: Vec::new(),
         admin: AdminConfig::default(),
         status: StatusConfig::default(),
         log: LogConfig::default(),
     }
-}
-
-/// Local or peer AS: 4-octet, non-zero, and not AS_TRANS.
-pub(crate) fn parse_asn(n: Node<'_, '_>, errs: &mut Errors) -> Option<Asn> {
-    let v = n.int(1, u64::from(u32::MAX), ASN_RULE, errs)?;
-    if v == u64::from(AS_TRANS) {
-        errs.not_allowed(n.path, v, "AS_TRANS is reserved by RFC 6793");
-        return None;
-    }
-    u32::try_from(v).ok().map(Asn)
 }
 
 fn parse_router_id(n: Node<'_, '_>, errs: &mut Errors) -> Option<RouterId> {
@@ -189,16 +184,6 @@ fn parse_source(n: Node<'_, '_>, errs: &mut Errors) -> Option<SourceConfig> {
         ("cilium-node", Lookup::Absent) => Some(SourceConfig::CiliumNode),
         (_, Lookup::Absent) => Some(SourceConfig::IpamCrd),
     }
-}
-
-/// A non-empty file path.
-pub(crate) fn parse_path(n: Node<'_, '_>, errs: &mut Errors) -> Option<PathBuf> {
-    let s = n.parse("a file path", errs, |s| Ok(s.to_owned()))?;
-    if s.trim().is_empty() {
-        errs.push(n.path, "must not be empty");
-        return None;
-    }
-    Some(PathBuf::from(s))
 }
 
 fn parse_allowed_prefixes(
@@ -289,12 +274,6 @@ fn next_hop<A: Into<IpAddr> + Copy>(
     })
 }
 
-/// Neither unspecified, multicast nor broadcast: usable as a peer or next hop.
-pub(crate) fn is_unicast(addr: IpAddr) -> bool {
-    let broadcast = matches!(addr, IpAddr::V4(v4) if v4.is_broadcast());
-    !(addr.is_unspecified() || addr.is_multicast() || broadcast)
-}
-
 fn parse_admin(n: Node<'_, '_>, errs: &mut Errors) -> Option<AdminConfig> {
     let obj = Obj::of(n, errs)?;
     obj.check_keys(&["listen"], errs);
@@ -306,6 +285,21 @@ fn parse_admin(n: Node<'_, '_>, errs: &mut Errors) -> Option<AdminConfig> {
     });
     Some(AdminConfig {
         listen: listen.known(AdminConfig::default().listen)?,
+    })
+}
+
+fn parse_min_prefix_length(n: Node<'_, '_>, errs: &mut Errors) -> Option<MinPrefixLength> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["ipv4", "ipv6"], errs);
+    let defaults = MinPrefixLength::default();
+    let len = |hi: u64, rule: &'static str| {
+        move |n: Node<'_, '_>, e: &mut Errors| n.int(1, hi, rule, e).and_then(|v| u8::try_from(v).ok())
+    };
+    let ipv4 = Lookup::of(&obj, "ipv4", errs, len(32, "1..32")).optional()?;
+    let ipv6 = Lookup::of(&obj, "ipv6", errs, len(128, "1..128")).optional()?;
+    Some(MinPrefixLength {
+        ipv4: ipv4.unwrap_or(defaults.ipv4),
+        ipv6: ipv6.unwrap_or(defaults.ipv6),
     })
 }
 

@@ -29,6 +29,10 @@ fn omitted_settings_take_documented_defaults() {
     assert_eq!(config.status.min_interval, Duration::from_secs(5));
     assert_eq!(config.log.format, LogFormat::Text);
     assert_eq!(config.log.level, LogLevel::Info);
+    assert_eq!(
+        (config.min_prefix_length.ipv4, config.min_prefix_length.ipv6),
+        (16, 48)
+    );
 
     let peer = &config.peers[0];
     assert_eq!(peer.port, 179);

@@ -415,6 +415,21 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_top("nextHop: {ipv4: 0.0.0.0}"),
             "nextHop.ipv4: \"0.0.0.0\" is not allowed (a unicast IPv4 address)",
         ),
+        (
+            "min_prefix_length_ipv4_in_range",
+            with_top("minPrefixLength: {ipv4: 33}"),
+            "minPrefixLength.ipv4: 33 is not allowed (1..32)",
+        ),
+        (
+            "min_prefix_length_ipv6_at_least_1",
+            with_top("minPrefixLength: {ipv6: 0}"),
+            "minPrefixLength.ipv6: 0 is not allowed (1..128)",
+        ),
+        (
+            "min_prefix_length_known_keys",
+            with_top("minPrefixLength: {v4: 8}"),
+            "minPrefixLength.v4: unknown key (expected one of ipv4, ipv6)",
+        ),
         // admin, status, log
         (
             "admin_listen_socket_address",
