@@ -1,7 +1,9 @@
 //! The local admin endpoint: `/livez`, `/readyz`, `/metrics`, `/debug/peers`, `/debug/routes`,
 //! `/debug/status`.
+//!
+//! Served by [`crate::process::http::serve`]: header-read timeout, idle timeout and
+//! connection cap as in [`HttpLimits::default`].
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,15 +11,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use ipam_watch::crd::SpeakerReport;
 use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+use crate::process::http::{self, HttpLimits};
 use crate::speaker::report::ReportInputs;
 
 /// The main loop must tick within this many seconds for `/livez`.
@@ -149,21 +149,45 @@ pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<
     }
 }
 
-/// Serves until the task is aborted.
+/// Serves until the task is aborted, with the default [`HttpLimits`].
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let resp = handle(&state, req.method(), req.uri().path());
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
+    serve_with(listener, state, HttpLimits::default()).await;
+}
+
+/// [`serve`] with explicit limits (tests shorten the timeouts).
+pub async fn serve_with(listener: TcpListener, state: Arc<AdminState>, limits: HttpLimits) {
+    let handler = move |req: Request<Incoming>| {
+        std::future::ready(handle(&state, req.method(), req.uri().path()))
+    };
+    http::serve(listener, handler, limits).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::process::http::testing::{closed_within, get, half_open, short_limits};
+
+    /// The speaker's admin endpoint goes through the shared server: a request head that never
+    /// finishes is closed after the header-read timeout, and the endpoints answer as before.
+    #[tokio::test]
+    async fn speaker_admin_closes_a_half_open_request() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(AdminState::new("node-a".into(), Arc::new(Metrics::new())));
+        state.ready.store(true, Ordering::Relaxed);
+        let task = tokio::spawn(serve_with(listener, state, short_limits()));
+        let mut slow = half_open(addr).await;
+        assert_eq!(get(addr, "/livez").await, (200, "ok\n".to_owned()));
+        assert_eq!(get(addr, "/readyz").await, (200, "ready\n".to_owned()));
+        assert_eq!(get(addr, "/nope").await.0, 404);
+        let (status, body) = get(addr, "/debug/peers").await;
+        assert_eq!(status, 200);
+        assert!(body.contains("node-a"), "{body}");
+        closed_within(&mut slow, Duration::from_secs(4))
+            .await
+            .expect("half-open request closed by the header-read timeout");
+        task.abort();
     }
 }

@@ -1,7 +1,8 @@
 //! `podcidr-bgp allocator`: flags, validation (exit 2 before any write), the admin listener,
-//! SIGTERM handling; the allocator itself is `ipam_watch::allocator::run`.
+//! SIGTERM handling; the allocator itself is `ipam_watch::allocator::run`. Logging, the
+//! Kubernetes client, signals and the admin HTTP server come from [`crate::process`], shared
+//! with the speaker.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,16 +12,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use ipam_watch::allocator::lease::{DEFAULT_LEASE_NAME, default_identity};
 use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr,
     PodCidrPool,
 };
+use podcidr_config::{LogConfig, LogLevel};
 use tokio::net::TcpListener;
+
+use crate::process::http::{self, HttpLimits};
+use crate::process::{kube_client_in_context, logging, signals};
 
 /// `/livez` fails when the main loop has not ticked for this long.
 const LIVENESS_WINDOW: u64 = 30;
@@ -229,39 +231,14 @@ pub fn options(args: &AllocatorArgs) -> Result<AllocatorOptions, FlagError> {
     Ok(opts)
 }
 
-fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-}
-
-async fn client(args: &AllocatorArgs) -> Result<kube::Client, String> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match (&args.kubeconfig, &args.context) {
-        (Some(path), _) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| format!("kubeconfig: {e}"))?,
-        (None, None) => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no Kubernetes API configuration: {e}"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| e.to_string())
+fn log_config(format: LogFormat) -> LogConfig {
+    LogConfig {
+        format: match format {
+            LogFormat::Text => podcidr_config::LogFormat::Text,
+            LogFormat::Json => podcidr_config::LogFormat::Json,
+        },
+        level: LogLevel::Info,
+    }
 }
 
 fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
@@ -270,51 +247,29 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     r
 }
 
-async fn serve_admin(listener: TcpListener, metrics: Arc<AllocatorMetrics>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let m = metrics.clone();
-                async move {
-                    let ok = |b: bool| {
-                        if b {
-                            respond(StatusCode::OK, "ok\n".into())
-                        } else {
-                            respond(StatusCode::SERVICE_UNAVAILABLE, "not ok\n".into())
-                        }
-                    };
-                    Ok::<_, Infallible>(match req.uri().path() {
-                        "/metrics" => respond(StatusCode::OK, m.encode()),
-                        "/livez" => ok(m.is_live(LIVENESS_WINDOW)),
-                        "/readyz" => ok(m.is_ready()),
-                        _ => respond(StatusCode::NOT_FOUND, "not found\n".into()),
-                    })
-                }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
+/// `/metrics`, `/livez`, `/readyz`.
+fn handle(metrics: &AllocatorMetrics, path: &str) -> Response<Full<Bytes>> {
+    let ok = |b: bool| {
+        if b {
+            respond(StatusCode::OK, "ok\n".into())
+        } else {
+            respond(StatusCode::SERVICE_UNAVAILABLE, "not ok\n".into())
+        }
+    };
+    match path {
+        "/metrics" => respond(StatusCode::OK, metrics.encode()),
+        "/livez" => ok(metrics.is_live(LIVENESS_WINDOW)),
+        "/readyz" => ok(metrics.is_ready()),
+        _ => respond(StatusCode::NOT_FOUND, "not found\n".into()),
     }
 }
 
-async fn terminated() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+/// The admin endpoint (reachable from every pod when bound to the pod IP): the shared
+/// hardened server, with the default [`HttpLimits`] outside tests.
+async fn serve_admin(listener: TcpListener, metrics: Arc<AllocatorMetrics>, limits: HttpLimits) {
+    let handler =
+        move |req: Request<Incoming>| std::future::ready(handle(&metrics, req.uri().path()));
+    http::serve(listener, handler, limits).await;
 }
 
 /// Runs the allocator: 0 after SIGTERM, 1 on lost lease or runtime failure, 2 on bad flags.
@@ -326,14 +281,22 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(args.log_format);
-    let client = match client(&args).await {
-        Ok(c) => c,
+    logging::init(&log_config(args.log_format));
+    let shutdown = match signals::shutdown() {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("podcidr-bgp allocator: {e}");
             return ExitCode::from(2);
         }
     };
+    let client =
+        match kube_client_in_context(args.kubeconfig.as_deref(), args.context.as_deref()).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("podcidr-bgp allocator: {e}");
+                return ExitCode::from(2);
+            }
+        };
     let listener = match TcpListener::bind(args.admin_listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -345,13 +308,21 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         }
     };
     let metrics = Arc::new(AllocatorMetrics::new());
-    let admin = tokio::spawn(serve_admin(listener, metrics.clone()));
+    let admin = tokio::spawn(serve_admin(
+        listener,
+        metrics.clone(),
+        HttpLimits::default(),
+    ));
     tracing::info!(
         identity = %opts.lease.identity,
         lease = %format!("{}/{}", opts.lease.namespace, opts.lease.name),
         "allocator starting"
     );
-    let result = ipam_watch::allocator::run(client, opts, metrics, terminated()).await;
+    let stop = async move {
+        let signal = shutdown.wait().await;
+        tracing::info!(%signal, "stopping");
+    };
+    let result = ipam_watch::allocator::run(client, opts, metrics, stop).await;
     admin.abort();
     match result {
         Ok(()) => {
@@ -379,6 +350,30 @@ mod tests {
     fn parse(args: &[&str]) -> Result<AllocatorOptions, FlagError> {
         let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
         options(&cli.args)
+    }
+
+    /// The allocator's admin endpoint goes through the shared server: a request head that
+    /// never finishes is closed after the header-read timeout, and the endpoints answer as
+    /// before.
+    #[tokio::test]
+    async fn allocator_admin_closes_a_half_open_request() {
+        use crate::process::http::testing::{closed_within, get, half_open, short_limits};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(AllocatorMetrics::new());
+        metrics.beat();
+        let task = tokio::spawn(serve_admin(listener, metrics.clone(), short_limits()));
+        let mut slow = half_open(addr).await;
+        assert_eq!(get(addr, "/livez").await, (200, "ok\n".to_owned()));
+        assert_eq!(get(addr, "/readyz").await.0, 503);
+        metrics.set_ready(true);
+        assert_eq!(get(addr, "/readyz").await.0, 200);
+        assert_eq!(get(addr, "/metrics").await.0, 200);
+        assert_eq!(get(addr, "/nope").await.0, 404);
+        closed_within(&mut slow, Duration::from_secs(4))
+            .await
+            .expect("half-open request closed by the header-read timeout");
+        task.abort();
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod decode;
 mod demo;
 mod logging;
 mod metrics;
+mod process;
 mod speaker;
 
 #[derive(Debug, Parser)]
