@@ -293,7 +293,9 @@ fn parse_min_prefix_length(n: Node<'_, '_>, errs: &mut Errors) -> Option<MinPref
     obj.check_keys(&["ipv4", "ipv6"], errs);
     let defaults = MinPrefixLength::default();
     let len = |hi: u64, rule: &'static str| {
-        move |n: Node<'_, '_>, e: &mut Errors| n.int(1, hi, rule, e).and_then(|v| u8::try_from(v).ok())
+        move |n: Node<'_, '_>, e: &mut Errors| {
+            n.int(1, hi, rule, e).and_then(|v| u8::try_from(v).ok())
+        }
     };
     let ipv4 = Lookup::of(&obj, "ipv4", errs, len(32, "1..32")).optional()?;
     let ipv6 = Lookup::of(&obj, "ipv6", errs, len(128, "1..128")).optional()?;

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::cli::{self, DiffOptions, TableStyle};
-use crate::speaker::{RunOptions, Speaker, peers::prepare};
+use crate::speaker::{RunOptions, Speaker};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -106,15 +106,10 @@ fn speaker_config(i: u8, tor_port: u16) -> String {
 
 async fn start_speaker(fake: &FakeKube, i: u8, tor_port: u16) -> Result<RunningSpeaker, String> {
     let config = Config::from_yaml_str(&speaker_config(i, tor_port)).map_err(|e| e.to_string())?;
-    let prepared = prepare(&config.peers)?;
-    let opts = RunOptions {
-        config_path: None,
-        final_stop: true,
-        config_poll: Duration::from_secs(2),
-        file_poll: Duration::from_secs(2),
-    };
-    let mut speaker =
-        Speaker::start(config, prepared, node_name(i), Some(fake.client()), opts).await?;
+    let opts = RunOptions::in_process(true);
+    let mut speaker = Speaker::start(config, node_name(i), Some(fake.client()), opts)
+        .await
+        .map_err(|e| e.to_string())?;
     let admin = speaker.admin_addr();
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(async move {

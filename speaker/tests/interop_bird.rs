@@ -225,6 +225,73 @@ async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib
     bird.cont_signal();
 }
 
+/// Defect: after a restart the sessions came up with an empty table and sent End-of-RIB at
+/// once, so a graceful-restart router dropped every stale route. Rule: no End-of-RIB and no
+/// withdrawal before the first guarded set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_with_the_source_unavailable_sends_no_end_of_rib_until_it_is_ready() {
+    let ours = net::alloc_v4();
+    let bird = bird_with(vec![
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .passive(true)
+            .graceful_restart(120),
+    ]);
+    let dir = TempDir::new("interop-gr-unready");
+    let gr = "    gracefulRestart: {enabled: true, restartTime: 120}\n";
+    let mut s = Speaker::start(
+        dir,
+        &["198.19.1.0/24", "198.19.2.0/24"],
+        "",
+        &[peer(&bird, "spk", "bird", ours, gr)],
+        &[],
+    );
+    wait_prefixes(&bird, "spk", &["198.19.1.0/24", "198.19.2.0/24"], &s);
+    s.proc.signal(libc::SIGKILL);
+    s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
+    assert!(
+        bird.wait_until(T, |b| b.protocol("spk").gr_active),
+        "BIRD keeps our routes for the restart time\n{}",
+        bird.diagnostics()
+    );
+
+    // Restart with the source unavailable: the file is gone.
+    let Speaker { dir, admin, .. } = s;
+    std::fs::remove_file(dir.path("cidrs.yaml")).unwrap();
+    let s = Speaker::spawn(dir, admin, &[]);
+    assert!(
+        bird.wait_until(T, |b| b.protocol("spk").is_established()),
+        "the session comes back while the source is unavailable\n{}\n{}",
+        bird.diagnostics(),
+        s.proc.log()
+    );
+    // 10 s with the session up: the routes stay, stale, and BIRD still waits for End-of-RIB.
+    let changed = bird.wait_until(Duration::from_secs(10), |b| {
+        let routes = b.routes_from("spk");
+        routes.len() != 2 || !routes.iter().all(|r| r.stale) || !b.protocol("spk").gr_active
+    });
+    assert!(
+        !changed,
+        "End-of-RIB or a withdrawal before the source was ready: {:?}\n{}\n{}",
+        bird.routes_from("spk"),
+        bird.diagnostics(),
+        s.proc.log()
+    );
+
+    // The source comes back: its routes, then End-of-RIB, which ends the stale phase.
+    write_cidrs(&s.dir, &["198.19.1.0/24", "198.19.3.0/24"]);
+    let done = bird.wait_until(T, |b| {
+        prefixes(b, "spk") == set(&["198.19.1.0/24", "198.19.3.0/24"])
+            && !b.protocol("spk").gr_active
+            && b.routes_from("spk").iter().all(|r| !r.stale)
+    });
+    assert!(
+        done,
+        "routes and End-of-RIB after the source is ready\n{}\n{}",
+        bird.diagnostics(),
+        s.proc.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_closes_for_graceful_restart_and_final_stop_sends_administrative_shutdown() {
     let ours = net::alloc_v4();

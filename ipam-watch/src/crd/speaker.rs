@@ -65,6 +65,10 @@ pub struct SpeakerReport {
     /// CIDRs the guard refused, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedCidr>,
+    /// Refusals beyond the first `MAX_REPORTED_ROUTES`, counted, not listed: the object must
+    /// stay far below etcd's object size limit whatever a source holds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_omitted: u64,
     /// The Node's own `spec.podCIDRs` (the other view), when the source has one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_spec_pod_cidrs: Vec<String>,

@@ -13,6 +13,9 @@ pub enum GuardRefusal {
     OutsideAllowedPrefixes,
     /// `0.0.0.0/0` or `::/0`.
     DefaultRoute,
+    /// Shorter than `minPrefixLength` of its family: `0.0.0.0/1` + `128.0.0.0/1` is a
+    /// default route in two halves.
+    TooShort,
     /// The allocator marked it `Conflict` (another node holds it).
     Conflict,
     /// The value on the object is not a usable CIDR (unparseable, host bits, duplicate).
@@ -24,6 +27,7 @@ impl GuardRefusal {
         match self {
             GuardRefusal::OutsideAllowedPrefixes => "outside-allowed-prefixes",
             GuardRefusal::DefaultRoute => "default-route",
+            GuardRefusal::TooShort => "shorter-than-minimum",
             GuardRefusal::Conflict => "conflict",
             GuardRefusal::Invalid => "invalid",
         }
@@ -45,11 +49,31 @@ pub struct Guarded {
     pub refused: Vec<Refused>,
 }
 
+/// What the guard lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardPolicy<'a> {
+    /// Empty means "no restriction" (only valid with the `file` source; the config rejects
+    /// it otherwise).
+    pub allowed: &'a [IpNet],
+    /// Shortest prefix length announced, per family (`minPrefixLength`).
+    pub min_len_v4: u8,
+    pub min_len_v6: u8,
+}
+
+impl<'a> GuardPolicy<'a> {
+    pub fn from_config(c: &'a podcidr_config::Config) -> Self {
+        GuardPolicy {
+            allowed: &c.allowed_prefixes,
+            min_len_v4: c.min_prefix_length.ipv4,
+            min_len_v6: c.min_prefix_length.ipv6,
+        }
+    }
+}
+
 /// Applies the guard. `None` while the source is not ready: nothing new is announced and
 /// nothing is withdrawn until the initial list has been processed.
-/// `allowed` empty means "no restriction" (only valid with the `file` source; the config
-/// rejects it otherwise).
-pub fn guard(desired: &DesiredSet, allowed: &[IpNet]) -> Option<Guarded> {
+pub fn guard(desired: &DesiredSet, policy: &GuardPolicy<'_>) -> Option<Guarded> {
+    let allowed = policy.allowed;
     if !desired.ready {
         return None;
     }
@@ -58,8 +82,14 @@ pub fn guard(desired: &DesiredSet, allowed: &[IpNet]) -> Option<Guarded> {
         refused: Vec::new(),
     };
     for cidr in &desired.cidrs {
+        let min = match cidr {
+            IpNet::V4(_) => policy.min_len_v4,
+            IpNet::V6(_) => policy.min_len_v6,
+        };
         let reason = if cidr.prefix_len() == 0 {
             Some(GuardRefusal::DefaultRoute)
+        } else if cidr.prefix_len() < min {
+            Some(GuardRefusal::TooShort)
         } else if !allowed.is_empty() && !allowed.iter().any(|a| a.contains(cidr)) {
             Some(GuardRefusal::OutsideAllowedPrefixes)
         } else {
@@ -99,6 +129,18 @@ mod tests {
 
     fn net(s: &str) -> IpNet {
         s.parse().unwrap()
+    }
+
+    /// The guard with the documented default minimum lengths.
+    fn guard(d: &DesiredSet, allowed: &[IpNet]) -> Option<Guarded> {
+        super::guard(
+            d,
+            &GuardPolicy {
+                allowed,
+                min_len_v4: 1,
+                min_len_v6: 1,
+            },
+        )
     }
 
     fn ready(cidrs: &[&str]) -> DesiredSet {
@@ -165,6 +207,41 @@ mod tests {
         assert_eq!(g.announce.len(), 1);
         let reasons: Vec<_> = g.refused.iter().map(|r| r.reason).collect();
         assert_eq!(reasons, vec![GuardRefusal::Conflict, GuardRefusal::Invalid]);
+    }
+
+    #[test]
+    fn halves_of_the_default_route_are_refused_with_an_empty_allow_list() {
+        let defaults = podcidr_config::MinPrefixLength::default();
+        let cidrs = [
+            "0.0.0.0/1",
+            "128.0.0.0/1",
+            "::/1",
+            "8000::/1",
+            "198.19.1.0/24",
+        ];
+        let policy = GuardPolicy {
+            allowed: &[],
+            min_len_v4: defaults.ipv4,
+            min_len_v6: defaults.ipv6,
+        };
+        let g = super::guard(&ready(&cidrs), &policy).unwrap();
+        assert_eq!(g.announce, [net("198.19.1.0/24")]);
+        assert_eq!(g.refused.len(), 4);
+        assert!(g.refused.iter().all(|r| r.reason == GuardRefusal::TooShort));
+    }
+
+    #[test]
+    fn minimum_prefix_length_is_per_family_and_inclusive() {
+        let g = super::guard(
+            &ready(&["10.0.0.0/16", "10.1.0.0/15", "fd00::/48", "fd00::/47"]),
+            &GuardPolicy {
+                allowed: &[],
+                min_len_v4: 16,
+                min_len_v6: 48,
+            },
+        )
+        .unwrap();
+        assert_eq!(g.announce, [net("10.0.0.0/16"), net("fd00::/48")]);
     }
 
     #[test]

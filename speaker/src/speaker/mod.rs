@@ -1,15 +1,18 @@
-//! `podcidr-bgp speaker`: the per-node daemon. Config → source → announce guard → one
-//! session per peer; status, metrics and health on the side. Routes are never dropped by
-//! accident: a source that is not ready, an API outage or a bad reload changes nothing.
+//! `podcidr-bgp speaker`: the per-node daemon. The pure announce core ([`core::Core`])
+//! decides; this loop moves events in (source, Node, config file, sessions, ticks, signals)
+//! and carries effects out (sessions, listeners, source, status writes, logs, metrics).
+//! Routes are never dropped by accident: a source that is not ready, an API outage or a bad
+//! reload changes nothing.
 
+pub mod core;
 pub mod guard;
 pub mod node;
+mod notice;
 pub mod peers;
 pub mod report;
 pub mod routes;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,33 +20,30 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bgp_proto::session::driver::SessionEvent;
-use bgp_proto::session::{RouteSet, State as SessionState, StopReason};
 use ipam_watch::crd::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
 use ipam_watch::source::{
     CiliumNodeSource, DesiredSet, FileSource, IpamCrdSource, NodeSpecSource, PodCidrSource,
 };
-use ipnet::IpNet;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
-use podcidr_config::{Config, SourceConfig, diff_peers};
-use tokio::signal::unix::{SignalKind, signal};
+use podcidr_config::{Config, SourceConfig};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use crate::admin::{self, AdminState};
-use crate::metrics::{Metrics, PeerFamilyLabel, ReasonLabel, ResultLabel};
-use guard::{Guarded, guard};
+use crate::metrics::Metrics;
+use crate::process::logging::LogHandle;
+use crate::process::{self, Signals};
+use core::{Core, Effect, Event, watches_node};
 use node::NodeInfo;
-use peers::{LocalIdentity, PeerManager, PreparedPeer, prepare};
-use routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes, route_source};
-
-/// The routes offered to one peer and what it refuses (sorted by prefix).
-type PeerRoutes = (Arc<RouteSet>, Arc<[(IpNet, PeerRefusal)]>);
+use peers::PeerManager;
 
 /// Field manager for server-side apply.
 const FIELD_MANAGER: &str = "podcidr-bgp-speaker";
-/// A report is re-published at least this often, so `diff` can tell a live speaker from a
-/// dead one.
-const HEARTBEAT: Duration = Duration::from_secs(60);
+/// Bound on one status write; it runs off the loop, so a hanging API delays nothing else.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Session events waiting for the loop; beyond this the sessions' broadcast lags (drops).
+const EVENT_QUEUE: usize = 1024;
 
 #[derive(Debug, clap::Args)]
 pub struct SpeakerArgs {
@@ -72,27 +72,32 @@ pub struct SpeakerArgs {
     pub file_poll_ms: u64,
 }
 
-/// Validates config and keys; the error text names every bad field.
-pub fn load(path: &Path) -> Result<(Config, Vec<PreparedPeer>), String> {
-    let config = Config::load(path).map_err(|e| e.to_string())?;
-    let prepared = prepare(&config.peers)?;
-    Ok((config, prepared))
+/// Why a config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Config(#[from] podcidr_config::ConfigErrors),
+    #[error(transparent)]
+    Key(#[from] peers::KeyError),
 }
 
-pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<Client, String> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no Kubernetes API configuration: {e}"))?,
-    };
-    Client::try_from(config).map_err(|e| e.to_string())
+/// Validates config and keys; the error text names every bad field.
+pub fn load(path: &Path) -> Result<Config, LoadError> {
+    let config = Config::load(path)?;
+    peers::check_keys(&config.peers)?;
+    Ok(config)
+}
+
+/// Why the speaker cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("admin.listen {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("source.kind {0} needs the Kubernetes API")]
+    SourceNeedsApi(&'static str),
 }
 
 fn start_source(
@@ -100,13 +105,7 @@ fn start_source(
     client: Option<&Client>,
     node: &str,
     file_poll: Duration,
-) -> Result<
-    (
-        watch::Receiver<Arc<DesiredSet>>,
-        tokio::task::JoinHandle<()>,
-    ),
-    String,
-> {
+) -> Result<(watch::Receiver<Arc<DesiredSet>>, JoinHandle<()>), StartError> {
     let src: Box<dyn PodCidrSource> = match (source, client) {
         (SourceConfig::File { path }, _) => {
             Box::new(FileSource::new(path.clone()).with_interval(file_poll))
@@ -114,40 +113,44 @@ fn start_source(
         (SourceConfig::NodeSpec, Some(c)) => Box::new(NodeSpecSource::new(c.clone())),
         (SourceConfig::IpamCrd, Some(c)) => Box::new(IpamCrdSource::new(c.clone())),
         (SourceConfig::CiliumNode, Some(c)) => Box::new(CiliumNodeSource::new(c.clone())),
-        (other, None) => return Err(format!("source.kind {other} needs the Kubernetes API")),
+        (other, None) => return Err(StartError::SourceNeedsApi(other.kind())),
     };
     let (rx, driver) = src.watch_node(node);
     Ok((rx, tokio::spawn(driver)))
 }
 
 pub async fn run(args: SpeakerArgs) -> ExitCode {
-    let (config, prepared) = match load(&args.config) {
+    let config = match load(&args.config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}: invalid config:\n{e}", args.config.display());
             return ExitCode::from(2);
         }
     };
-    let node_name =
-        match config.resolve_node_name(args.node_name.clone(), std::env::var("NODE_NAME").ok()) {
-            Ok(n) => n,
-            Err(e) => {
-                eprintln!("{}: {e}", args.config.display());
-                return ExitCode::from(2);
-            }
-        };
+    let fallback = args
+        .node_name
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok());
+    let node_name = match config.resolve_node_name(fallback.clone(), None) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("{}: {e}", args.config.display());
+            return ExitCode::from(2);
+        }
+    };
     if args.check_config {
+        let n = config.peers.len();
         println!(
-            "{}: config OK (node {node_name}, {} peers, source {})",
+            "{}: config OK (node {node_name}, {n} {}, source {})",
             args.config.display(),
-            config.peers.len(),
+            if n == 1 { "peer" } else { "peers" },
             config.source
         );
         return ExitCode::SUCCESS;
     }
-    crate::logging::init(&config.log);
+    let log = process::logging::init(&config.log);
     let needs_api = !config.source.is_file();
-    let client = match kube_client(args.kubeconfig.as_deref()).await {
+    let client = match process::kube_client(args.kubeconfig.as_deref()).await {
         Ok(c) => Some(c),
         Err(e) if !needs_api => {
             tracing::warn!(error = %e, "no Kubernetes API: status publishing and nodeSelectors are off");
@@ -158,28 +161,24 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (Ok(mut sigterm), Ok(mut sigint)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        eprintln!("podcidr-bgp speaker: cannot install signal handlers");
-        return ExitCode::from(2);
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("podcidr-bgp speaker: {e}");
+            return ExitCode::from(2);
+        }
     };
     let opts = RunOptions {
         config_path: Some(args.config.clone()),
         final_stop: args.final_stop,
         config_poll: Duration::from_secs(args.config_poll_seconds.max(1)),
         file_poll: Duration::from_millis(args.file_poll_ms.max(1)),
+        node_name_fallback: fallback,
+        log: Some(log),
     };
-    match Speaker::start(config, prepared, node_name, client, opts).await {
-        Ok(mut s) => {
-            s.run(async move {
-                tokio::select! {
-                    _ = sigterm.recv() => {}
-                    _ = sigint.recv() => {}
-                }
-            })
-            .await;
+    match Speaker::start(config, node_name, client, opts).await {
+        Ok(s) => {
+            s.run_with_signals(signals).await;
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -199,32 +198,47 @@ pub struct RunOptions {
     pub config_poll: Duration,
     /// Polling interval of a `file` source.
     pub file_poll: Duration,
+    /// `--node-name`, else `$NODE_NAME`: the node when a reloaded config has no `nodeName`.
+    pub node_name_fallback: Option<String>,
+    /// Applies `log.level` on reload (none: the process's logging is not ours to change).
+    pub log: Option<LogHandle>,
+}
+
+impl RunOptions {
+    /// An in-process speaker (demo, tests): no config file, no logging control.
+    pub fn in_process(final_stop: bool) -> Self {
+        RunOptions {
+            config_path: None,
+            final_stop,
+            config_poll: Duration::from_secs(2),
+            file_poll: Duration::from_secs(2),
+            node_name_fallback: None,
+            log: None,
+        }
+    }
 }
 
 pub struct Speaker {
+    core: Core,
     opts: RunOptions,
-    config: Config,
-    prepared: BTreeMap<String, PreparedPeer>,
-    node_name: String,
     client: Option<Client>,
     metrics: Arc<Metrics>,
     admin: Arc<AdminState>,
-    admin_task: tokio::task::JoinHandle<()>,
+    admin_task: JoinHandle<()>,
     admin_addr: SocketAddr,
     desired: watch::Receiver<Arc<DesiredSet>>,
-    source_task: tokio::task::JoinHandle<()>,
+    source_task: JoinHandle<()>,
+    source_alive: bool,
     node: watch::Receiver<NodeInfo>,
-    node_task: Option<tokio::task::JoinHandle<()>>,
-    peers: Option<PeerManager>,
-    events_tx: mpsc::UnboundedSender<(String, SessionEvent)>,
-    events: mpsc::UnboundedReceiver<(String, SessionEvent)>,
-    guarded: Option<Arc<Guarded>>,
-    peer_routes: BTreeMap<String, PeerRoutes>,
-    refusals_seen: BTreeSet<(String, &'static str)>,
-    mismatch_seen: Option<String>,
+    node_task: Option<JoinHandle<()>>,
+    node_alive: bool,
+    peers: PeerManager,
+    events: mpsc::Receiver<(String, SessionEvent)>,
+    published_tx: mpsc::Sender<Event>,
+    published: mpsc::Receiver<Event>,
+    publisher: Option<JoinHandle<()>>,
     config_stamp: Option<FileStamp>,
-    /// Content fingerprint and time of the last published report.
-    published: Option<(u64, Instant)>,
+    started: Instant,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,8 +253,23 @@ fn stamp(path: &Path) -> Option<FileStamp> {
 impl std::fmt::Debug for Speaker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Speaker")
-            .field("node", &self.node_name)
+            .field("node", &self.core.node_name())
             .finish()
+    }
+}
+
+fn watch_node(
+    client: Option<&Client>,
+    config: &Config,
+    node: &str,
+) -> (watch::Receiver<NodeInfo>, Option<JoinHandle<()>>) {
+    match client {
+        Some(c) if watches_node(true, config) => {
+            let (rx, t) = node::watch_node(c.clone(), node);
+            (rx, Some(t))
+        }
+        // File mode: no Node object to wait for; the core counts it as known.
+        _ => (watch::channel(NodeInfo::default()).1, None),
     }
 }
 
@@ -248,48 +277,33 @@ impl Speaker {
     /// Starts the admin endpoint, the source and the Node watch; sessions start in `run`.
     pub async fn start(
         config: Config,
-        prepared: Vec<PreparedPeer>,
         node_name: String,
         client: Option<Client>,
         opts: RunOptions,
-    ) -> Result<Speaker, String> {
+    ) -> Result<Speaker, StartError> {
         let metrics = Arc::new(Metrics::new());
         let admin = Arc::new(AdminState::new(node_name.clone(), Arc::clone(&metrics)));
+        let admin_err = |source| StartError::Admin {
+            addr: config.admin.listen,
+            source,
+        };
         let listener = tokio::net::TcpListener::bind(config.admin.listen)
             .await
-            .map_err(|e| format!("admin.listen {}: {e}", config.admin.listen))?;
-        let admin_addr = listener
-            .local_addr()
-            .map_err(|e| format!("admin.listen: {e}"))?;
+            .map_err(admin_err)?;
+        let admin_addr = listener.local_addr().map_err(admin_err)?;
         tracing::info!(listen = %admin_addr, "admin endpoint up");
         let admin_task = tokio::spawn(admin::serve(listener, Arc::clone(&admin)));
         let (desired, source_task) =
             start_source(&config.source, client.as_ref(), &node_name, opts.file_poll)?;
-        let (node, node_task) = match (&client, config.source.is_file()) {
-            (Some(c), false) => {
-                let (rx, t) = node::watch_node(c.clone(), &node_name);
-                (rx, Some(t))
-            }
-            _ => {
-                // File mode: no Node object to wait for.
-                let (_tx, rx) = watch::channel(NodeInfo {
-                    known: true,
-                    ..NodeInfo::default()
-                });
-                (rx, None)
-            }
-        };
-        let (events_tx, events) = mpsc::unbounded_channel();
+        let (node, node_task) = watch_node(client.as_ref(), &config, &node_name);
+        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let (published_tx, published) = mpsc::channel(1);
         let config_stamp = opts.config_path.as_deref().and_then(stamp);
         tracing::info!(node = %node_name, source = %config.source, peers = config.peers.len(), "speaker starting");
+        let core = Core::new(config, node_name, client.is_some(), routes::route_source);
         Ok(Speaker {
+            core,
             opts,
-            prepared: prepared
-                .into_iter()
-                .map(|p| (p.config.name.clone(), p))
-                .collect(),
-            config,
-            node_name,
             client,
             metrics,
             admin,
@@ -297,17 +311,17 @@ impl Speaker {
             admin_addr,
             desired,
             source_task,
+            source_alive: true,
             node,
+            node_alive: node_task.is_some(),
             node_task,
-            peers: None,
-            events_tx,
+            peers: PeerManager::new(events_tx),
             events,
-            guarded: None,
-            peer_routes: BTreeMap::new(),
-            refusals_seen: BTreeSet::new(),
-            mismatch_seen: None,
+            published_tx,
+            published,
+            publisher: None,
             config_stamp,
-            published: None,
+            started: Instant::now(),
         })
     }
 
@@ -316,442 +330,245 @@ impl Speaker {
         self.admin_addr
     }
 
+    async fn run_with_signals(mut self, mut signals: Signals) {
+        self.run(async move { signals.shutdown().await }).await;
+    }
+
     /// Runs until `shutdown` completes, then stops every session (graceful restart or
     /// Cease, per [`RunOptions::final_stop`]).
     pub async fn run(&mut self, shutdown: impl std::future::Future<Output = ()>) {
-        let Ok(mut sighup) = signal(SignalKind::hangup()) else {
-            tracing::error!("cannot install the SIGHUP handler");
-            return;
+        let mut sighup = match process::sighup() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::error!(error = %e, "no SIGHUP reloads");
+                None
+            }
         };
         let reloadable = self.opts.config_path.is_some();
         tokio::pin!(shutdown);
         let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut source_alive = true;
-        let mut node_alive = true;
-        self.on_node_change().await;
-        self.recompute();
+        let first = self.core.start();
+        self.apply(first).await;
+        // The values present before the loop count as changes too.
+        let node = self.node.borrow_and_update().clone();
+        self.handle(Event::Node(node)).await;
+        let desired = self.desired.borrow_and_update().clone();
+        self.handle(Event::Desired(desired)).await;
         loop {
-            tokio::select! {
-                changed = self.desired.changed(), if source_alive => {
+            let event = tokio::select! {
+                changed = self.desired.changed(), if self.source_alive => {
                     if changed.is_err() {
                         // Keep what is announced; the last known set stays.
                         tracing::error!("pod-CIDR source stopped; keeping announced routes");
-                        source_alive = false;
+                        self.source_alive = false;
                         continue;
                     }
-                    self.recompute();
+                    Event::Desired(self.desired.borrow_and_update().clone())
                 }
-                changed = self.node.changed(), if node_alive => {
-                    if changed.is_ok() {
-                        self.on_node_change().await;
-                        self.recompute();
-                    } else {
-                        // File mode (no Node watch): a closed channel is ready at once, so
-                        // polling it again would spin the loop at 100% CPU.
-                        node_alive = false;
+                changed = self.node.changed(), if self.node_alive => {
+                    if changed.is_err() {
+                        self.node_alive = false;
+                        continue;
                     }
+                    Event::Node(self.node.borrow_and_update().clone())
                 }
-                Some((peer, ev)) = self.events.recv() => self.on_event(&peer, ev),
-                _ = sighup.recv(), if reloadable => self.reload("SIGHUP").await,
+                Some((peer, ev)) = self.events.recv() => Event::Session(peer, ev),
+                Some(ev) = self.published.recv() => ev,
+                Some(()) = recv_hup(&mut sighup), if reloadable => self.reload_event("SIGHUP"),
                 _ = poll.tick(), if reloadable => {
                     let now = self.opts.config_path.as_deref().and_then(stamp);
-                    if now != self.config_stamp {
-                        self.config_stamp = now;
-                        self.reload("config file changed").await;
+                    if now == self.config_stamp {
+                        continue;
+                    }
+                    self.config_stamp = now;
+                    self.reload_event("config file changed")
+                }
+                _ = tick.tick() => {
+                    self.admin.beat();
+                    for e in self.peers.refresh_keys() {
+                        tracing::warn!(error = %e, "passive peer key");
+                    }
+                    Event::Tick {
+                        now: self.started.elapsed(),
+                        unix: unix_now(),
+                        statuses: self.peers.statuses(),
                     }
                 }
-                _ = tick.tick() => self.on_tick().await,
                 _ = &mut shutdown => break,
-            }
+            };
+            self.handle(event).await;
         }
-        let graceful = !self.opts.final_stop;
-        tracing::info!(graceful_restart = graceful, "stopping sessions");
-        if let Some(peers) = &mut self.peers {
-            peers
-                .shutdown(self.opts.final_stop, "podcidr-bgp speaker stopping")
-                .await;
-        }
+        tracing::info!(
+            graceful_restart = !self.opts.final_stop,
+            "stopping sessions"
+        );
+        let effects = self.core.handle(Event::Shutdown {
+            final_stop: self.opts.final_stop,
+        });
+        self.apply(effects).await;
         self.source_task.abort();
         if let Some(t) = &self.node_task {
+            t.abort();
+        }
+        if let Some(t) = &self.publisher {
             t.abort();
         }
         self.admin_task.abort();
     }
 
-    /// Peers for this node (nodeSelector), started once the Node is known.
-    async fn on_node_change(&mut self) {
-        let info = self.node.borrow().clone();
-        if !info.known {
-            return;
-        }
-        let wanted: BTreeSet<String> = self
-            .config
-            .for_node(&info.labels)
-            .peers
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        if self.peers.is_none() {
-            let Some(identity) = self.identity(&info) else {
-                tracing::error!(
-                    "routerId: not set and no IPv4 address found (set routerId in the config)"
-                );
-                return;
+    async fn handle(&mut self, event: Event) {
+        let effects = self.core.handle(event);
+        self.apply(effects).await;
+    }
+
+    /// Loads the config file; the core gets either the new config or the rejection.
+    fn reload_event(&self, why: &'static str) -> Event {
+        let Some(path) = &self.opts.config_path else {
+            return Event::ConfigRejected {
+                why,
+                errors: "no config file".into(),
             };
-            self.peers = Some(PeerManager::new(
-                identity,
-                self.node_name.clone(),
-                true,
-                self.events_tx.clone(),
-            ));
-        }
-        let Some(peers) = self.peers.as_mut() else {
-            return;
         };
-        let running: BTreeSet<String> = peers.names().cloned().collect();
-        for name in running.difference(&wanted) {
-            tracing::info!(peer = %name, "peer no longer selects this node");
-            peers.remove(name, StopReason::Deconfigured).await;
+        let rejected = |errors: String| Event::ConfigRejected { why, errors };
+        let config = match load(path) {
+            Ok(c) => c,
+            Err(e) => return rejected(e.to_string()),
+        };
+        if self.client.is_none() && !config.source.is_file() {
+            return rejected(StartError::SourceNeedsApi(config.source.kind()).to_string());
+        }
+        match config.resolve_node_name(self.opts.node_name_fallback.clone(), None) {
+            Ok(node_name) => Event::ConfigReloaded {
+                config: Box::new(config),
+                node_name,
+                why,
+            },
+            Err(e) => rejected(e.to_string()),
+        }
+    }
+
+    /// Carries out the core's effects in order. Stops and resets of one batch are stopped
+    /// together and awaited once (bounded), before any session of the batch starts.
+    async fn apply(&mut self, effects: Vec<Effect>) {
+        let stops: Vec<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::StopPeer { name, reason } => Some((name.clone(), reason.clone())),
+                Effect::ResetPeer(setup) => Some((
+                    setup.config.name.clone(),
+                    bgp_proto::session::StopReason::ConfigurationChange,
+                )),
+                _ => None,
+            })
+            .collect();
+        for (name, _) in &stops {
             self.metrics.remove_peer(name);
         }
-        let mut added = false;
-        for name in wanted.difference(&running) {
-            if let Some(p) = self.prepared.get(name) {
-                peers.add(p.clone(), Arc::new(RouteSet::new()));
-                added = true;
+        self.peers.stop(stops).await;
+        for effect in effects {
+            match effect {
+                Effect::StopPeer { .. } => {}
+                Effect::StartPeer(setup) | Effect::ResetPeer(setup) => self.peers.start(&setup),
+                Effect::SetConnectRetry { name, base, max } => {
+                    self.peers.set_connect_retry(&name, base, max);
+                }
+                Effect::SetRoutes { name, routes } => self.peers.set_routes(&name, routes),
+                Effect::SetListeners(layout) => {
+                    for e in self.peers.set_listeners(&layout) {
+                        tracing::error!(error = %e, "passive peers cannot be served");
+                    }
+                }
+                Effect::WatchNode(name) => {
+                    if let Some(t) = self.node_task.take() {
+                        t.abort();
+                    }
+                    let (rx, task) = watch_node(self.client.as_ref(), self.core.config(), &name);
+                    self.node = rx;
+                    self.node_alive = task.is_some();
+                    self.node_task = task;
+                }
+                Effect::RestartSource { source, node } => {
+                    match start_source(&source, self.client.as_ref(), &node, self.opts.file_poll) {
+                        Ok((rx, task)) => {
+                            self.source_task.abort();
+                            self.desired = rx;
+                            self.source_task = task;
+                            self.source_alive = true;
+                        }
+                        Err(e) => tracing::error!(error = %e, "cannot start the pod-CIDR source"),
+                    }
+                }
+                Effect::SetLog(cfg) => match &self.opts.log {
+                    Some(h) => {
+                        if let Err(e) = h.apply(&cfg) {
+                            tracing::warn!(error = %e, "log settings not applied");
+                        }
+                    }
+                    None => tracing::warn!("log settings are not reloadable in this process"),
+                },
+                Effect::SetReady(ready) => {
+                    self.metrics.source_ready.set(i64::from(ready));
+                    self.admin.ready.store(ready, Ordering::Relaxed);
+                }
+                Effect::ReportInputs(inputs) => self.admin.set_report_inputs(inputs.0),
+                Effect::Publish {
+                    report,
+                    fingerprint,
+                    node_uid,
+                    at,
+                } => self.spawn_publish(*report, fingerprint, node_uid, at),
+                Effect::StopAll(stops) => self.peers.shutdown(stops).await,
+                Effect::Notice(n) => notice::record(&self.metrics, n),
             }
         }
-        if added && let Err(e) = peers.rebuild_listeners() {
-            tracing::error!(error = %e, "passive peers cannot be served");
-        }
     }
 
-    fn identity(&self, info: &NodeInfo) -> Option<LocalIdentity> {
-        let session_local = self
-            .config
-            .peers
-            .iter()
-            .find(|p| p.address.is_ipv4())
-            .and_then(|p| {
-                p.local_address
-                    .filter(IpAddr::is_ipv4)
-                    .or_else(|| route_source(p.address))
-            });
-        let router_id = self
-            .config
-            .resolve_router_id(&info.internal_ips(), session_local)?;
-        Some(LocalIdentity {
-            asn: self.config.asn,
-            router_id,
-        })
-    }
-
-    fn recompute(&mut self) {
-        let desired = self.desired.borrow().clone();
-        self.metrics.source_ready.set(i64::from(desired.ready));
-        self.metrics
-            .source_mismatch
-            .set(i64::from(desired.mismatch.is_some()));
-        self.admin.ready.store(desired.ready, Ordering::Relaxed);
-        let mismatch = desired
-            .mismatch
-            .as_ref()
-            .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
-        if mismatch != self.mismatch_seen {
-            match &mismatch {
-                Some(m) => {
-                    tracing::warn!(source = %self.config.source, mismatch = %m, "the chosen source and Node.spec.podCIDRs disagree; announcing the chosen source")
-                }
-                None if self.mismatch_seen.is_some() => {
-                    tracing::info!("source and Node.spec.podCIDRs agree again")
-                }
-                None => {}
-            }
-            self.mismatch_seen = mismatch;
-        }
-        let Some(g) = guard(&desired, &self.config.allowed_prefixes) else {
-            return; // not ready: announce nothing new, withdraw nothing
-        };
-        let now_refused: BTreeSet<(String, &'static str)> = g
-            .refused
-            .iter()
-            .map(|r| (r.value.clone(), r.reason.as_str()))
-            .collect();
-        for (value, reason) in now_refused.difference(&self.refusals_seen) {
-            tracing::warn!(cidr = %value, reason, "announce guard refused a pod CIDR");
-            self.metrics
-                .guard_refused
-                .get_or_create(&ReasonLabel {
-                    reason: (*reason).to_owned(),
-                })
-                .inc();
-        }
-        self.refusals_seen = now_refused;
-        self.guarded = Some(Arc::new(g));
-        self.push_routes();
-    }
-
-    fn push_routes(&mut self) {
-        let (Some(g), Some(peers)) = (&self.guarded, &self.peers) else {
+    /// Writes the status off the loop: a hanging API call delays nothing else.
+    fn spawn_publish(
+        &mut self,
+        report: SpeakerReport,
+        fingerprint: u64,
+        node_uid: Option<String>,
+        at: Duration,
+    ) {
+        let Some(client) = self.client.clone() else {
             return;
         };
-        let info = self.node.borrow().clone();
-        let addrs = NodeAddresses {
-            internal_v4: info.internal_v4,
-            internal_v6: info.internal_v6,
-        };
-        let names: Vec<String> = peers.names().cloned().collect();
-        for name in names {
-            let Some(cfg) = self.prepared.get(&name).map(|p| &p.config) else {
-                continue;
-            };
-            let nhs = next_hops(&self.config.next_hop, cfg, &addrs, &route_source);
-            let (set, refused) = peer_routes(&g.announce, cfg, nhs);
-            let set = Arc::new(set);
-            let before = self.peer_routes.get(&name).map(|(_, r)| &r[..]);
-            // Both lists are sorted by prefix: new refusals by binary search, not a scan.
-            let new =
-                |r: &&(IpNet, PeerRefusal)| before.is_none_or(|b| b.binary_search(r).is_err());
-            for (prefix, reason) in refused.iter().filter(new) {
-                tracing::warn!(peer = %name, %prefix, reason = reason.as_str(), "not announced to this peer");
-                self.metrics
-                    .guard_refused
-                    .get_or_create(&ReasonLabel {
-                        reason: reason.as_str().to_owned(),
-                    })
-                    .inc();
-            }
-            peers.set_routes(&name, Arc::clone(&set));
-            self.peer_routes.insert(name, (set, refused.into()));
-        }
-    }
-
-    fn on_event(&mut self, peer: &str, ev: SessionEvent) {
-        match ev {
-            SessionEvent::StateChanged { from, to, reason } => match &reason {
-                Some(r) if from == SessionState::Established || to == SessionState::Idle => {
-                    tracing::warn!(peer, from = from.as_str(), to = to.as_str(), reason = %r, "session state")
-                }
-                _ => tracing::info!(
-                    peer,
-                    from = from.as_str(),
-                    to = to.as_str(),
-                    "session state"
-                ),
-            },
-            SessionEvent::NotificationSent(n) => {
-                tracing::warn!(peer, notification = %n.name(), "NOTIFICATION sent");
-                self.metrics.notification("sent", n.code.into(), n.subcode);
-            }
-            SessionEvent::NotificationReceived(n) => {
-                tracing::warn!(peer, notification = %n.name(), message = n.shutdown_message().unwrap_or_default(), "NOTIFICATION received");
-                self.metrics
-                    .notification("received", n.code.into(), n.subcode);
-            }
-            SessionEvent::UpdatesSent { messages } => {
-                self.metrics
-                    .updates_sent
-                    .get_or_create(&Metrics::peer(peer))
-                    .inc_by(messages as u64);
-            }
-            SessionEvent::UpdateErrors(errors) => {
-                tracing::warn!(
-                    peer,
-                    ?errors,
-                    "malformed UPDATE from the peer handled per RFC 7606"
-                );
-            }
-            SessionEvent::Refused(refused) => {
-                for (prefix, reason) in refused {
-                    tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
-                }
-            }
-        }
-    }
-
-    async fn on_tick(&mut self) {
-        self.admin.beat();
-        let inputs = Arc::new(self.report_inputs());
-        for p in &inputs.peers {
-            let label = Metrics::peer(&p.config.name);
-            self.metrics
-                .session_up
-                .get_or_create(&label)
-                .set(i64::from(p.status.state == SessionState::Established));
-            self.metrics
-                .session_state
-                .get_or_create(&label)
-                .set(i64::from(p.status.state.as_number()));
-            for (family, n) in &p.status.advertised {
-                self.metrics
-                    .announced_prefixes
-                    .get_or_create(&PeerFamilyLabel {
-                        peer: p.config.name.clone(),
-                        family: family.clone(),
-                    })
-                    .set(i64::try_from(*n).unwrap_or(i64::MAX));
-            }
-        }
-        self.admin.set_report_inputs(Arc::clone(&inputs));
-        self.maybe_publish(&inputs).await;
-    }
-
-    fn report_inputs(&self) -> report::ReportInputs {
-        let no_routes: PeerRoutes = (Arc::new(RouteSet::new()), Arc::new([]));
-        let peers = self
-            .peers
-            .as_ref()
-            .map(|m| {
-                m.names()
-                    .filter_map(|name| {
-                        let status = m.status(name)?;
-                        let config = self.prepared.get(name)?.config.clone();
-                        let (routes, refused) = self.peer_routes.get(name).unwrap_or(&no_routes);
-                        Some(report::PeerInput {
-                            config,
-                            status,
-                            routes: Arc::clone(routes),
-                            refused: Arc::clone(refused),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        report::ReportInputs {
-            source: self.config.source.kind(),
-            local_asn: self.config.asn,
-            desired: Arc::clone(&self.desired.borrow()),
-            guarded: self.guarded.clone(),
-            peers,
-        }
-    }
-
-    async fn maybe_publish(&mut self, inputs: &report::ReportInputs) {
-        let Some(client) = &self.client else { return };
-        if !self.config.status.publish {
-            return;
-        }
-        let age = self.published.as_ref().map(|(_, at)| at.elapsed());
-        if age.is_some_and(|a| a < self.config.status.min_interval) {
-            return; // rendered at most once per minInterval
-        }
-        let mut report = inputs.render(unix_now());
-        let fingerprint = report::content_fingerprint(&report);
-        let changed = self
-            .published
-            .as_ref()
-            .is_none_or(|(f, _)| *f != fingerprint);
-        if !changed && age.is_some_and(|a| a < HEARTBEAT) {
-            return;
-        }
-        report.updated_at = report::rfc3339(unix_now());
-        let info = self.node.borrow().clone();
-        match tokio::time::timeout(
-            Duration::from_secs(10),
-            publish(client, &self.node_name, info.uid.as_deref(), &report),
-        )
-        .await
-        {
-            Ok(Ok(())) => self.published = Some((fingerprint, Instant::now())),
-            Ok(Err(e)) => tracing::warn!(error = %e, "publishing NodeBGPStatus failed; will retry"),
-            Err(_) => tracing::warn!("publishing NodeBGPStatus timed out; will retry"),
-        }
-    }
-
-    fn count_reload(&self, result: &str) {
-        self.metrics
-            .config_reloads
-            .get_or_create(&ResultLabel {
-                result: result.to_owned(),
-            })
-            .inc();
-    }
-
-    async fn reload(&mut self, why: &str) {
-        let Some(path) = self.opts.config_path.clone() else {
-            return;
-        };
-        let (new, prepared) = match load(&path) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(reason = why, errors = %e, "config reload rejected; keeping the running config");
-                self.count_reload("rejected");
-                return;
-            }
-        };
-        let labels = self.node.borrow().labels.clone();
-        let changes = diff_peers(&self.config.for_node(&labels), &new.for_node(&labels));
-        if changes.settings.source {
-            match start_source(
-                &new.source,
-                self.client.as_ref(),
-                &self.node_name,
-                self.opts.file_poll,
-            ) {
-                Ok((rx, task)) => {
-                    self.source_task.abort();
-                    self.desired = rx;
-                    self.source_task = task;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "config reload rejected; keeping the running config");
-                    self.count_reload("rejected");
-                    return;
-                }
-            }
-        }
-        if changes.settings.admin {
-            tracing::warn!("admin.listen changes take effect after a restart");
-        }
-        self.prepared = prepared
-            .into_iter()
-            .map(|p| (p.config.name.clone(), p))
-            .collect();
-        self.config = new;
-        if let Some(peers) = self.peers.as_mut() {
-            for name in &changes.removed {
-                tracing::info!(peer = %name, "peer removed from the config");
-                peers.remove(name, StopReason::Deconfigured).await;
-                self.metrics.remove_peer(name);
-                self.peer_routes.remove(name);
-            }
-            for name in &changes.changed {
-                tracing::info!(peer = %name, "peer settings changed; resetting its session");
-                peers.remove(name, StopReason::ConfigurationChange).await;
-                if let Some(p) = self.prepared.get(name) {
-                    peers.add(p.clone(), Arc::new(RouteSet::new()));
-                }
-            }
-            for name in &changes.added {
-                tracing::info!(peer = %name, "peer added");
-                if let Some(p) = self.prepared.get(name) {
-                    peers.add(p.clone(), Arc::new(RouteSet::new()));
-                }
-            }
-            for name in &changes.updated {
-                if let Some(p) = self.prepared.get(name) {
-                    peers.update(p.clone());
-                }
-            }
-            if (!changes.changed.is_empty()
-                || !changes.added.is_empty()
-                || !changes.removed.is_empty())
-                && let Err(e) = peers.rebuild_listeners()
+        let node = self.core.node_name().to_owned();
+        let done = self.published_tx.clone();
+        self.publisher = Some(tokio::spawn(async move {
+            let ok = match tokio::time::timeout(
+                PUBLISH_TIMEOUT,
+                publish(&client, &node, node_uid.as_deref(), &report),
+            )
+            .await
             {
-                tracing::error!(error = %e, "passive peers cannot be served");
-            }
-        }
-        tracing::info!(
-            reason = why,
-            added = changes.added.len(),
-            removed = changes.removed.len(),
-            reset = changes.changed.len(),
-            updated = changes.updated.len(),
-            "config reloaded"
-        );
-        self.count_reload("applied");
-        self.recompute();
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "publishing NodeBGPStatus failed; will retry");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!("publishing NodeBGPStatus timed out; will retry");
+                    false
+                }
+            };
+            let _ = done
+                .send(Event::Published {
+                    fingerprint,
+                    at,
+                    ok,
+                })
+                .await;
+        }));
+    }
+}
+
+async fn recv_hup(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,12 +1,19 @@
-//! One session task per peer; start, stop and reset on reload; passive listeners.
+//! Carries out the core's peer effects: one session task per peer, passive listeners kept
+//! open across reloads, MD5 keys read from their files when a connection is set up.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::session::driver::{self, SessionEvent, SessionTask, TcpConnector};
-use bgp_proto::session::{GracefulRestartConfig, RouteSet, Session, SessionConfig, StopReason};
+use bgp_proto::session::driver::{self, Connector, SessionEvent, SessionTask, TcpConnector};
+use bgp_proto::session::{
+    GracefulRestartConfig, RouteSet, Session, SessionConfig, SessionStatus, StopReason,
+};
 use bgp_proto::transport::{
     Accepted, BgpListener, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
 };
@@ -16,49 +23,39 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-/// A peer's settings with its MD5 key loaded (a missing key file is a config error).
-#[derive(Debug, Clone)]
-pub struct PreparedPeer {
-    pub config: PeerConfig,
-    pub md5: Option<Md5Key>,
+use super::core::{ListenerLayout, PassiveSpec, PeerSetup};
+
+/// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a peer's MD5 key cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("peers[{peer}].passwordFile: {source}")]
+pub struct KeyError {
+    pub peer: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-/// Loads every MD5 key, so a bad key file rejects the config before any session changes.
-pub fn prepare(peers: &[PeerConfig]) -> Result<Vec<PreparedPeer>, String> {
-    peers
-        .iter()
-        .map(|p| {
-            let md5 = match &p.password_file {
-                None => None,
-                Some(path) => {
-                    let key = podcidr_config::load_md5_key(path)
-                        .map_err(|e| format!("peers[{}].passwordFile: {e}", p.name))?;
-                    Some(
-                        Md5Key::new(key)
-                            .map_err(|e| format!("peers[{}].passwordFile: {e}", p.name))?,
-                    )
-                }
-            };
-            Ok(PreparedPeer {
-                config: p.clone(),
-                md5,
-            })
-        })
-        .collect()
+/// Reads a peer's MD5 key file now (bounded read; see `podcidr_config::load_md5_key`).
+pub fn read_key(peer: &str, path: &Path) -> Result<Md5Key, KeyError> {
+    let err = |source: Box<dyn std::error::Error + Send + Sync>| KeyError {
+        peer: peer.to_owned(),
+        source,
+    };
+    let key = podcidr_config::load_md5_key(path).map_err(|e| err(Box::new(e)))?;
+    Md5Key::new(key).map_err(|e| err(Box::new(e)))
 }
 
-struct PeerHandle {
-    prepared: PreparedPeer,
-    task: SessionTask,
-    routes: watch::Sender<Arc<RouteSet>>,
-    incoming: Option<mpsc::Sender<TcpStream>>,
-    forward: JoinHandle<()>,
-}
-
-type Dispatch = Arc<std::sync::Mutex<HashMap<IpAddr, mpsc::Sender<TcpStream>>>>;
-
-struct ListenerHandle {
-    task: JoinHandle<()>,
+/// Checks every MD5 key file, so a bad key rejects the config before any session changes.
+/// Sessions read the file again when they connect: a rotated Secret needs no reload.
+pub fn check_keys(peers: &[PeerConfig]) -> Result<(), KeyError> {
+    for p in peers {
+        if let Some(path) = &p.password_file {
+            read_key(&p.name, path)?;
+        }
+    }
+    Ok(())
 }
 
 /// Identity shared by every session.
@@ -68,25 +65,7 @@ pub struct LocalIdentity {
     pub router_id: RouterId,
 }
 
-pub struct PeerManager {
-    identity: LocalIdentity,
-    node_name: String,
-    /// First sessions after a process start set the graceful restart R bit.
-    restarting: bool,
-    peers: BTreeMap<String, PeerHandle>,
-    listeners: Vec<ListenerHandle>,
-    events: mpsc::UnboundedSender<(String, SessionEvent)>,
-}
-
-impl std::fmt::Debug for PeerManager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerManager")
-            .field("peers", &self.peers.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> SessionConfig {
+pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> SessionConfig {
     let keepalive =
         (!p.hold_time.is_disabled()).then(|| Duration::from_secs(p.keepalive_time.into()));
     // Different speakers retry at different moments even with equal settings.
@@ -110,52 +89,126 @@ fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Sessio
             restart_time: p.graceful_restart.restart_time,
             preserve_forwarding: true,
         }),
-        extended_next_hop: false,
-        send_hold_time: None,
         jitter_seed: seed,
+        ..SessionConfig::new(identity.asn, identity.router_id, p.asn)
+    }
+}
+
+/// Active connections that read the MD5 key file at every attempt, so the key in use is
+/// the one in the file when the session is set up.
+#[derive(Debug, Clone)]
+pub struct KeyFileConnector {
+    pub peer: String,
+    pub key_file: Option<PathBuf>,
+    pub tcp: TcpConnector,
+}
+
+impl Connector for KeyFileConnector {
+    type Stream = TcpStream;
+
+    fn connect(&mut self) -> Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>> {
+        if let Some(path) = &self.key_file {
+            match read_key(&self.peer, path) {
+                Ok(key) => self.tcp.options.md5 = Some(key),
+                Err(e) => {
+                    let e = io::Error::other(e.to_string());
+                    return Box::pin(async move { Err(e) });
+                }
+            }
+        }
+        self.tcp.connect()
+    }
+
+    fn no_response(&self, after: Duration) -> String {
+        self.tcp.no_response(after)
+    }
+}
+
+struct PeerHandle {
+    task: SessionTask,
+    routes: watch::Sender<Option<Arc<RouteSet>>>,
+    incoming: Option<mpsc::Sender<TcpStream>>,
+    forward: JoinHandle<()>,
+}
+
+type Dispatch = Arc<std::sync::Mutex<HashMap<IpAddr, mpsc::Sender<TcpStream>>>>;
+
+struct ListenerHandle {
+    specs: Vec<PassiveSpec>,
+    /// The keys last installed, to notice a rotated Secret.
+    keys: Vec<Option<Md5Key>>,
+    dispatch: Dispatch,
+    peers: mpsc::Sender<Vec<PassivePeer>>,
+    task: JoinHandle<()>,
+}
+
+/// Why a listener could not be set up; the other listeners and every session go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenerError {
+    #[error("cannot listen on {local}: {source}")]
+    Bind {
+        local: SocketAddr,
+        source: bgp_proto::transport::TransportError,
+    },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// The running sessions and listeners.
+pub struct PeerManager {
+    peers: BTreeMap<String, PeerHandle>,
+    listeners: BTreeMap<SocketAddr, ListenerHandle>,
+    events: mpsc::Sender<(String, SessionEvent)>,
+}
+
+impl std::fmt::Debug for PeerManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerManager")
+            .field("peers", &self.peers.keys().collect::<Vec<_>>())
+            .field("listeners", &self.listeners.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
 impl PeerManager {
-    pub fn new(
-        identity: LocalIdentity,
-        node_name: String,
-        restarting: bool,
-        events: mpsc::UnboundedSender<(String, SessionEvent)>,
-    ) -> Self {
+    pub fn new(events: mpsc::Sender<(String, SessionEvent)>) -> Self {
         PeerManager {
-            identity,
-            node_name,
-            restarting,
             peers: BTreeMap::new(),
-            listeners: Vec::new(),
+            listeners: BTreeMap::new(),
             events,
         }
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &String> {
-        self.peers.keys()
+    /// Snapshots of every session's status.
+    pub fn statuses(&self) -> BTreeMap<String, SessionStatus> {
+        self.peers
+            .iter()
+            .map(|(n, h)| (n.clone(), h.task.status.borrow().clone()))
+            .collect()
     }
 
-    pub fn status(&self, name: &str) -> Option<bgp_proto::session::SessionStatus> {
-        self.peers.get(name).map(|h| h.task.status.borrow().clone())
+    #[cfg(test)]
+    pub fn listener_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.keys().copied().collect()
     }
 
-    /// Starts a session for `peer`.
-    pub fn add(&mut self, prepared: PreparedPeer, routes: Arc<RouteSet>) {
-        let p = &prepared.config;
-        let mut session = Session::new(session_config(self.identity, &self.node_name, p));
-        session.set_restarting(self.restarting && p.graceful_restart.enabled);
-        let connector = TcpConnector {
-            peer: SocketAddr::new(p.address, p.port),
-            options: ConnectOptions {
-                source: p.local_address,
-                md5: prepared.md5.clone(),
-                ttl: p.ttl_security(),
-                ..ConnectOptions::new(p.ttl_security())
+    /// Starts a session for `setup` (a running one of the same name must be stopped first).
+    pub fn start(&mut self, setup: &PeerSetup) {
+        let p = &setup.config;
+        let mut session = Session::new(setup.session_config());
+        session.set_restarting(setup.restarting);
+        let connector = KeyFileConnector {
+            peer: p.name.clone(),
+            key_file: p.password_file.clone(),
+            tcp: TcpConnector {
+                peer: SocketAddr::new(p.address, p.port),
+                options: ConnectOptions {
+                    source: p.local_address,
+                    ..ConnectOptions::new(p.ttl_security())
+                },
             },
         };
-        let (routes_tx, routes_rx) = watch::channel(routes);
+        let (routes_tx, routes_rx) = watch::channel(setup.routes.clone());
         let (incoming, incoming_rx) = if p.passive {
             let (tx, rx) = mpsc::channel(4);
             (Some(tx), Some(rx))
@@ -163,147 +216,254 @@ impl PeerManager {
             (None, None)
         };
         let task = driver::spawn(session, connector, incoming_rx, routes_rx);
-        let mut rx = task.events.subscribe();
-        let tx = self.events.clone();
-        let name = p.name.clone();
-        let forward = tokio::spawn(async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => {
-                        if tx.send((name.clone(), ev)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
+        let forward = tokio::spawn(forward_events(
+            p.name.clone(),
+            task.events.subscribe(),
+            self.events.clone(),
+        ));
         self.peers.insert(
             p.name.clone(),
             PeerHandle {
-                prepared,
                 task,
                 routes: routes_tx,
                 incoming,
                 forward,
             },
         );
+        self.refresh_dispatch();
     }
 
     /// Replaces a peer's route set; the session sends only the difference.
     pub fn set_routes(&self, name: &str, routes: Arc<RouteSet>) {
         if let Some(h) = self.peers.get(name) {
-            h.routes.send_if_modified(|cur| {
-                if **cur == *routes {
-                    false
-                } else {
-                    *cur = routes;
-                    true
-                }
-            });
+            h.routes.send_replace(Some(routes));
         }
     }
 
-    /// Stops one peer and waits (bounded) for its NOTIFICATION to go out.
-    pub async fn remove(&mut self, name: &str, reason: StopReason) {
-        if let Some(h) = self.peers.remove(name) {
-            h.task.stop(reason);
-            let _ = tokio::time::timeout(Duration::from_secs(10), h.task.wait()).await;
-            h.forward.abort();
+    pub fn set_connect_retry(&self, name: &str, base: Duration, max: Duration) {
+        if let Some(h) = self.peers.get(name) {
+            h.task.set_connect_retry(base, max);
         }
     }
 
-    /// Updates settings that need no session reset (attributes, retry timers).
-    pub fn update(&mut self, prepared: PreparedPeer) {
-        if let Some(h) = self.peers.get_mut(&prepared.config.name) {
-            h.prepared = prepared;
-        }
-    }
-
-    /// Stops every session: graceful restart (close without NOTIFICATION) where enabled
-    /// and not `final_stop`, Cease/Administrative Shutdown otherwise.
-    pub async fn shutdown(&mut self, final_stop: bool, message: &str) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
-        for name in &names {
-            if let Some(h) = self.peers.get(name) {
-                let reason = if !final_stop && h.prepared.config.graceful_restart.enabled {
-                    StopReason::GracefulRestart
-                } else {
-                    StopReason::Shutdown(message.to_owned())
-                };
-                h.task.stop(reason);
-            }
-        }
-        for name in names {
+    /// Stops these sessions at once and waits, concurrently and bounded, for their
+    /// NOTIFICATIONs to go out.
+    pub async fn stop(&mut self, stops: Vec<(String, StopReason)>) {
+        let mut waits = Vec::new();
+        for (name, reason) in stops {
             if let Some(h) = self.peers.remove(&name) {
-                let _ = tokio::time::timeout(Duration::from_secs(10), h.task.wait()).await;
-                h.forward.abort();
+                h.task.stop(reason);
+                waits.push(async move {
+                    h.task.wait().await;
+                    h.forward.abort();
+                });
             }
         }
-        for l in self.listeners.drain(..) {
+        if waits.is_empty() {
+            return;
+        }
+        self.refresh_dispatch();
+        if tokio::time::timeout(STOP_WAIT, futures::future::join_all(waits))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not close within {STOP_WAIT:?}");
+        }
+    }
+
+    /// Stops everything: sessions (concurrently) and listeners.
+    pub async fn shutdown(&mut self, stops: Vec<(String, StopReason)>) {
+        self.stop(stops).await;
+        for (_, l) in std::mem::take(&mut self.listeners) {
             l.task.abort();
         }
     }
 
-    /// (Re)binds one listener per (local address, port) of the passive peers.
-    pub fn rebuild_listeners(&mut self) -> Result<(), String> {
-        for l in self.listeners.drain(..) {
-            l.task.abort();
+    /// Makes the listeners match `layout` without a gap: a socket whose address stays keeps
+    /// listening and gets the new peers and keys in place; new addresses are bound before
+    /// old ones close. Errors are per listener.
+    pub fn set_listeners(&mut self, layout: &ListenerLayout) -> Vec<ListenerError> {
+        let mut errors = Vec::new();
+        for (local, specs) in layout {
+            match self.listeners.get_mut(local) {
+                Some(l) => {
+                    l.specs = specs.clone();
+                    l.keys.clear(); // re-read and re-install below
+                }
+                None => match bind_listener(*local, specs) {
+                    Ok(l) => {
+                        self.listeners.insert(*local, l);
+                    }
+                    Err(e) => errors.push(e),
+                },
+            }
         }
-        let mut groups: BTreeMap<SocketAddr, Vec<&PeerHandle>> = BTreeMap::new();
-        for h in self.peers.values().filter(|h| h.prepared.config.passive) {
-            let p = &h.prepared.config;
-            let local = match (p.local_address, p.address) {
-                (Some(a), _) => a,
-                (None, IpAddr::V4(_)) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-                (None, IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-            };
-            groups
-                .entry(SocketAddr::new(local, p.port))
-                .or_default()
-                .push(h);
+        let gone: Vec<SocketAddr> = self
+            .listeners
+            .keys()
+            .filter(|a| !layout.contains_key(a))
+            .copied()
+            .collect();
+        for addr in gone {
+            if let Some(l) = self.listeners.remove(&addr) {
+                l.task.abort();
+            }
         }
-        for (local, handles) in groups {
-            let dispatch: Dispatch = Arc::default();
-            let mut passive = Vec::new();
-            for h in &handles {
-                let p = &h.prepared.config;
-                passive.push(PassivePeer {
-                    addr: p.address,
-                    md5: h.prepared.md5.clone(),
-                    ttl: p.ttl_security(),
-                });
-                if let (Some(tx), Ok(mut d)) = (&h.incoming, dispatch.lock()) {
-                    d.insert(p.address, tx.clone());
+        errors.extend(self.refresh_keys());
+        self.refresh_dispatch();
+        errors
+    }
+
+    /// Re-reads the passive peers' key files and installs changed keys on their listener
+    /// (a rotated Secret reaches the listener as it reaches the connector).
+    pub fn refresh_keys(&mut self) -> Vec<ListenerError> {
+        let mut errors = Vec::new();
+        for l in self.listeners.values_mut() {
+            let mut keys = Vec::with_capacity(l.specs.len());
+            for s in &l.specs {
+                match &s.password_file {
+                    None => keys.push(None),
+                    Some(path) => match read_key(&s.name, path) {
+                        Ok(k) => keys.push(Some(k)),
+                        Err(e) => {
+                            errors.push(ListenerError::Key(e));
+                            // Keep the key in use rather than none.
+                            let i = keys.len();
+                            keys.push(l.keys.get(i).cloned().flatten());
+                        }
+                    },
                 }
             }
-            let listener = BgpListener::bind(ListenOptions::new(local, passive))
-                .map_err(|e| format!("cannot listen on {local}: {e}"))?;
-            let task = tokio::spawn(accept_loop(listener, dispatch));
-            self.listeners.push(ListenerHandle { task });
+            if keys != l.keys {
+                l.keys = keys;
+                let _ = l.peers.try_send(passive_peers(&l.specs, &l.keys));
+            }
         }
-        Ok(())
+        errors
+    }
+
+    /// Points each listener's addresses at the current sessions' incoming channels.
+    fn refresh_dispatch(&self) {
+        for l in self.listeners.values() {
+            let Ok(mut d) = l.dispatch.lock() else {
+                continue;
+            };
+            d.clear();
+            for s in &l.specs {
+                if let Some(tx) = self.peers.get(&s.name).and_then(|h| h.incoming.clone()) {
+                    d.insert(s.address, tx);
+                }
+            }
+        }
     }
 }
 
-async fn accept_loop(listener: BgpListener, dispatch: Dispatch) {
+fn passive_peers(specs: &[PassiveSpec], keys: &[Option<Md5Key>]) -> Vec<PassivePeer> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| PassivePeer {
+            addr: s.address,
+            md5: keys.get(i).cloned().flatten(),
+            ttl: s.ttl,
+        })
+        .collect()
+}
+
+fn bind_listener(
+    local: SocketAddr,
+    specs: &[PassiveSpec],
+) -> Result<ListenerHandle, ListenerError> {
+    let keys = specs
+        .iter()
+        .map(|s| {
+            s.password_file
+                .as_deref()
+                .map(|p| read_key(&s.name, p))
+                .transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let listener = BgpListener::bind(ListenOptions::new(local, passive_peers(specs, &keys)))
+        .map_err(|source| ListenerError::Bind { local, source })?;
+    let dispatch: Dispatch = Arc::default();
+    let (peers, peers_rx) = mpsc::channel(4);
+    let task = tokio::spawn(accept_loop(listener, Arc::clone(&dispatch), peers_rx));
+    Ok(ListenerHandle {
+        specs: specs.to_vec(),
+        keys,
+        dispatch,
+        peers,
+        task,
+    })
+}
+
+async fn forward_events(
+    name: String,
+    mut rx: tokio::sync::broadcast::Receiver<SessionEvent>,
+    tx: mpsc::Sender<(String, SessionEvent)>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
     loop {
-        match listener.accept().await {
-            Ok(Accepted::Peer { stream, peer, .. }) => {
+        match rx.recv().await {
+            Ok(ev) => {
+                if tx.send((name.clone(), ev)).await.is_err() {
+                    return;
+                }
+            }
+            // A slow main loop loses events here (bounded), never memory; session state is
+            // read from the status snapshot anyway.
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Bounds on the pause after a failed accept (e.g. EMFILE), so an error does not spin.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+enum ListenerInput {
+    Accepted(Result<Accepted, bgp_proto::transport::TransportError>),
+    Peers(Option<Vec<PassivePeer>>),
+}
+
+async fn accept_loop(
+    mut listener: BgpListener,
+    dispatch: Dispatch,
+    mut peers: mpsc::Receiver<Vec<PassivePeer>>,
+) {
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    loop {
+        let input = tokio::select! {
+            a = listener.accept() => ListenerInput::Accepted(a),
+            p = peers.recv() => ListenerInput::Peers(p),
+        };
+        match input {
+            ListenerInput::Accepted(Ok(Accepted::Peer { stream, peer, .. })) => {
+                backoff = ACCEPT_BACKOFF_MIN;
                 let tx = dispatch.lock().ok().and_then(|d| d.get(&peer).cloned());
                 if let Some(tx) = tx {
-                    let _ = tx.send(stream).await;
+                    let _ = tx.try_send(stream);
                 }
             }
-            Ok(Accepted::Refused { from }) => {
+            ListenerInput::Accepted(Ok(Accepted::Refused { from })) => {
                 tracing::warn!(%from, "connection from an unconfigured address refused");
             }
-            Err(e) => {
+            ListenerInput::Accepted(Err(e)) => {
                 tracing::warn!(error = %e, "accept failed");
-                // Bounded pause so a persistent error (e.g. EMFILE) does not spin.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
             }
+            ListenerInput::Peers(Some(p)) => {
+                if let Err(e) = listener.set_peers(p) {
+                    tracing::error!(error = %e, local = %listener.local_addr(), "updating the listener's peers failed");
+                }
+            }
+            ListenerInput::Peers(None) => return,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "peers_tests.rs"]
+mod tests;

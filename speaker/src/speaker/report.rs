@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bgp_proto::message::attribute::{format_community, format_large_community};
-use bgp_proto::session::{NotificationRecord, RouteSet, SessionStatus, State};
+use bgp_proto::session::{NotificationRecord, SessionStatus};
 use bgp_proto::{Asn, Family};
 use ipam_watch::crd::{
     MAX_REPORTED_ROUTES, NotificationReport, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
@@ -35,38 +35,26 @@ fn notification(r: &NotificationRecord) -> NotificationReport {
     }
 }
 
-/// One peer as the report shows it, owned; the route set is shared with its session.
+/// One peer as the report shows it, owned. Its routes are the session's Adj-RIB-Out
+/// (`status.adj_rib_out`, shared with the session): what the peer was sent, not what the
+/// speaker meant to send.
 #[derive(Debug, Clone)]
 pub struct PeerInput {
     pub config: PeerConfig,
     pub status: SessionStatus,
-    pub routes: Arc<RouteSet>,
     pub refused: Arc<[(IpNet, PeerRefusal)]>,
 }
 
 pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     let s = &v.status;
     let neg = s.negotiated.as_ref();
-    let established = s.state == State::Established;
     let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
     let ibgp = v.config.is_ibgp();
-    // Only the first MAX_REPORTED_ROUTES are rendered: this runs every second and the
-    // object must stay small.
-    let carried = |p: &IpNet| {
-        families.contains(&match p {
-            IpNet::V4(_) => Family::IPV4_UNICAST,
-            IpNet::V6(_) => Family::IPV6_UNICAST,
-        })
-    };
-    let advertised = if established {
-        v.routes.iter().filter(|(p, _)| carried(p)).count()
-    } else {
-        0
-    };
-    let routes: Vec<RouteReport> = v
-        .routes
-        .iter()
-        .filter(|(p, _)| established && carried(p))
+    // Only the first MAX_REPORTED_ROUTES are rendered: the object must stay small.
+    let rib = &s.adj_rib_out.0;
+    let advertised = rib.len();
+    let routes: Vec<RouteReport> = rib
+        .advertised()
         .take(MAX_REPORTED_ROUTES)
         .map(|(p, a)| RouteReport {
             prefix: p.to_string(),
@@ -146,25 +134,27 @@ pub fn report(
     peers: &[PeerInput],
     now: u64,
 ) -> SpeakerReport {
-    let mut refused: Vec<RefusedCidr> = guarded
-        .map(|g| {
-            g.refused
-                .iter()
-                .map(|r| RefusedCidr {
-                    cidr: r.value.clone(),
-                    reason: r.reason.as_str().to_owned(),
-                    peer: None,
-                })
-                .collect()
+    let guard_refused = guarded.map(|g| &g.refused[..]).unwrap_or_default();
+    let total = guard_refused.len() + peers.iter().map(|p| p.refused.len()).sum::<usize>();
+    // Only the first MAX_REPORTED_ROUTES are listed, like routes: a source full of bad
+    // values must not make the object too large to write.
+    let refused: Vec<RefusedCidr> = guard_refused
+        .iter()
+        .map(|r| RefusedCidr {
+            cidr: r.value.clone(),
+            reason: r.reason.as_str().to_owned(),
+            peer: None,
         })
-        .unwrap_or_default();
-    for p in peers {
-        refused.extend(p.refused.iter().map(|(cidr, reason)| RefusedCidr {
-            cidr: cidr.to_string(),
-            reason: reason.as_str().to_owned(),
-            peer: Some(p.config.name.clone()),
-        }));
-    }
+        .chain(peers.iter().flat_map(|p| {
+            p.refused.iter().map(|(cidr, reason)| RefusedCidr {
+                cidr: cidr.to_string(),
+                reason: reason.as_str().to_owned(),
+                peer: Some(p.config.name.clone()),
+            })
+        }))
+        .take(MAX_REPORTED_ROUTES)
+        .collect();
+    let refused_omitted = (total - refused.len()) as u64;
     let mut conditions = vec![condition(
         "Ready",
         desired.ready,
@@ -202,11 +192,7 @@ pub fn report(
         } else {
             "CidrsRefused"
         },
-        refused
-            .iter()
-            .map(|r| format!("{} ({})", r.cidr, r.reason))
-            .collect::<Vec<_>>()
-            .join(", "),
+        refused_message(&refused, refused_omitted),
         now,
     ));
     SpeakerReport {
@@ -217,6 +203,7 @@ pub fn report(
             .map(|g| g.announce.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
         refused,
+        refused_omitted,
         node_spec_pod_cidrs: desired
             .mismatch
             .as_ref()
@@ -227,6 +214,23 @@ pub fn report(
         updated_at: String::new(),
         speaker_version: env!("CARGO_PKG_VERSION").to_owned(),
     }
+}
+
+/// Conditions are read by people: the first few refusals and a count.
+const CONDITION_LISTED: usize = 10;
+
+fn refused_message(refused: &[RefusedCidr], omitted: u64) -> String {
+    let mut text = refused
+        .iter()
+        .take(CONDITION_LISTED)
+        .map(|r| format!("{} ({})", r.cidr, r.reason))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = (refused.len().saturating_sub(CONDITION_LISTED)) as u64 + omitted;
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
 }
 
 fn join(v: &[IpNet]) -> String {
@@ -282,12 +286,12 @@ impl ReportInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bgp_proto::session::{Negotiated, RouteAttributes};
+    use bgp_proto::session::{Negotiated, RouteAttributes, State};
     use bgp_proto::{HoldTime, RouterId};
     use std::time::Duration;
 
     #[test]
-    fn a_large_route_set_is_listed_up_to_the_cap_and_counted_beyond() {
+    fn report_lists_what_the_adj_rib_out_holds_up_to_the_cap() {
         let cfg = podcidr_config::Config::from_yaml_str(
             "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - name: tor\n    address: 192.0.2.1\n    asn: 65000\n",
         )
@@ -324,15 +328,58 @@ mod tests {
             ibgp: false,
             peer_capabilities: Vec::new(),
         });
+        // What the session applied: the IPv6 route is refused (family not negotiated), so
+        // the peer holds 300 routes, not 301.
+        let mut desired = (*routes).clone();
+        desired.insert("fd00::/64".parse().unwrap(), Arc::clone(&attrs));
+        let ctx = bgp_proto::session::ExportContext {
+            local_asn: Asn(65010),
+            ibgp: false,
+            families: vec![Family::IPV4_UNICAST],
+            extended_next_hop_ipv4: false,
+            wire: bgp_proto::message::WireOptions::default(),
+        };
+        let mut rib = bgp_proto::session::AdjRibOut::default();
+        let plan = rib.plan(&Arc::new(desired), &ctx);
+        rib.apply(&plan);
+        status.adj_rib_out = bgp_proto::session::RibSnapshot(rib);
         let view = PeerInput {
             config: cfg.peers[0].clone(),
             status,
-            routes,
             refused: Arc::new([]),
         };
         let r = peer_report(Asn(65010), &view);
         assert_eq!(r.routes.len(), MAX_REPORTED_ROUTES);
         assert_eq!(r.routes_omitted, 300 - MAX_REPORTED_ROUTES as u64);
+        assert!(r.routes.iter().all(|route| route.prefix.starts_with("10.")));
+    }
+
+    #[test]
+    fn refused_list_is_capped_so_the_status_object_stays_writable() {
+        let desired = DesiredSet {
+            ready: true,
+            ..DesiredSet::default()
+        };
+        let guarded = Guarded {
+            announce: Vec::new(),
+            refused: (0..100_000u32)
+                .map(|i| super::super::guard::Refused {
+                    value: format!("203.{}.{}.0/24", i >> 8 & 0xff, i & 0xff),
+                    reason: super::super::guard::GuardRefusal::OutsideAllowedPrefixes,
+                })
+                .collect(),
+        };
+        let r = report("file", Asn(65010), &desired, Some(&guarded), &[], 0);
+        assert_eq!(r.refused.len(), MAX_REPORTED_ROUTES);
+        assert_eq!(r.refused_omitted, 100_000 - MAX_REPORTED_ROUTES as u64);
+        let bytes = serde_json::to_vec(&r).unwrap().len();
+        assert!(bytes < 64 * 1024, "report is {bytes} bytes");
+        let cond = r.conditions.iter().find(|c| c.type_ == "Refused").unwrap();
+        assert!(
+            cond.message.ends_with(" and 99990 more"),
+            "{}",
+            cond.message
+        );
     }
 
     #[test]

@@ -1,0 +1,765 @@
+//! The speaker's announce core, pure: [`Core::handle`] takes an [`Event`] and returns
+//! [`Effect`]s, as `Session::handle` does for one BGP session. It owns what the process knows
+//! (identity, node name, source readiness, config, the routes offered to each peer) and
+//! decides; the async loop in `mod.rs` only moves events in and carries effects out. No I/O,
+//! no clock, no tokio: times come in with the events, the routing lookup is injected.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bgp_proto::session::driver::SessionEvent;
+use bgp_proto::session::{RouteSet, SessionConfig, SessionStatus, StopReason};
+use bgp_proto::transport::TtlSecurity;
+use ipam_watch::crd::SpeakerReport;
+use ipam_watch::source::DesiredSet;
+use ipnet::IpNet;
+use podcidr_config::{Config, LogConfig, PeerConfig, SourceConfig, diff_peers};
+
+use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
+use super::node::NodeInfo;
+use super::peers::{LocalIdentity, session_config};
+
+use super::report::{self, PeerInput, ReportInputs};
+use super::routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
+
+/// A report is re-published at least this often, so `diff` can tell a live speaker from a
+/// dead one.
+pub const HEARTBEAT: Duration = Duration::from_secs(60);
+
+/// The routing lookup behind `nextHop: self` and the default router ID ("which source
+/// address would the kernel use towards this peer").
+pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
+
+/// What the loop feeds the core.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The source's latest full desired set.
+    Desired(Arc<DesiredSet>),
+    /// This node's Node object changed (labels, addresses, UID).
+    Node(NodeInfo),
+    /// A new config file was loaded and validated; `node_name` is its resolved node name.
+    ConfigReloaded {
+        config: Box<Config>,
+        node_name: String,
+        why: &'static str,
+    },
+    /// A new config file was rejected; the running config stays.
+    ConfigRejected { why: &'static str, errors: String },
+    /// Something one session reported.
+    Session(String, SessionEvent),
+    /// Once a second: session snapshots, monotonic time since start and wall-clock seconds.
+    Tick {
+        now: Duration,
+        unix: u64,
+        statuses: BTreeMap<String, SessionStatus>,
+    },
+    /// A status write finished (`ok`), started at monotonic `at` for `fingerprint`.
+    Published {
+        fingerprint: u64,
+        at: Duration,
+        ok: bool,
+    },
+    /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
+    Shutdown { final_stop: bool },
+}
+
+/// Everything a session needs to start: its config and how the FSM runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSetup {
+    pub config: PeerConfig,
+    /// Seeds the reconnect jitter with the peer name.
+    pub node_name: String,
+    pub identity: LocalIdentity,
+    /// Set the graceful restart R bit in the first OPEN: this process restarted.
+    pub restarting: bool,
+    /// `None` until the first guarded set exists: the session then sends nothing, not even
+    /// End-of-RIB.
+    pub routes: Option<Arc<RouteSet>>,
+}
+
+/// One passive peer on a listener. The MD5 key is read from `password_file` when the
+/// listener is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassiveSpec {
+    pub name: String,
+    pub address: IpAddr,
+    pub password_file: Option<PathBuf>,
+    pub ttl: TtlSecurity,
+}
+
+/// Listening sockets by local address, each with the peers it accepts.
+pub type ListenerLayout = BTreeMap<SocketAddr, Vec<PassiveSpec>>;
+
+/// What the loop carries out, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    StartPeer(Box<PeerSetup>),
+    StopPeer {
+        name: String,
+        reason: StopReason,
+    },
+    /// Stop with Cease/Other Configuration Change, then start with the new setup.
+    ResetPeer(Box<PeerSetup>),
+    /// Reconnect backoff changed; the session is not reset.
+    SetConnectRetry {
+        name: String,
+        base: Duration,
+        max: Duration,
+    },
+    SetRoutes {
+        name: String,
+        routes: Arc<RouteSet>,
+    },
+    /// Make the listeners match: keep sockets whose address stays (their accepted peers and
+    /// keys updated in place), bind new ones, close the rest. Never closes before binding.
+    SetListeners(ListenerLayout),
+    /// Watch this Node and restart the source for it.
+    WatchNode(String),
+    RestartSource {
+        source: SourceConfig,
+        node: String,
+    },
+    SetLog(LogConfig),
+    SetReady(bool),
+    /// Hand the admin endpoint what it renders `/debug/*` from.
+    ReportInputs(SharedInputs),
+    /// Write this report (off the loop); answer with [`Event::Published`].
+    Publish {
+        report: Box<SpeakerReport>,
+        fingerprint: u64,
+        node_uid: Option<String>,
+        at: Duration,
+    },
+    /// Stop every session concurrently.
+    StopAll(Vec<(String, StopReason)>),
+    Notice(Notice),
+}
+
+/// Report inputs shared with the admin endpoint; equal when they are the same value.
+#[derive(Debug, Clone)]
+pub struct SharedInputs(pub Arc<ReportInputs>);
+
+impl PartialEq for SharedInputs {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Log lines and metric changes, typed so tests can assert them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    GuardRefused {
+        cidr: String,
+        reason: GuardRefusal,
+    },
+    PeerRefused {
+        peer: String,
+        prefix: IpNet,
+        reason: PeerRefusal,
+    },
+    Mismatch(Option<String>),
+    NoRouterId,
+    PeerStarted {
+        peer: String,
+    },
+    PeerStopped {
+        peer: String,
+        why: &'static str,
+    },
+    ReloadApplied {
+        why: &'static str,
+        added: usize,
+        removed: usize,
+        reset: usize,
+        updated: usize,
+    },
+    ReloadRejected {
+        why: &'static str,
+        errors: String,
+    },
+    /// A setting that changed and takes effect only after a restart.
+    NeedsRestart(&'static str),
+    SessionMetrics(Vec<(String, SessionStatus)>),
+    Session(String, SessionEvent),
+}
+
+impl PeerSetup {
+    pub fn session_config(&self) -> SessionConfig {
+        session_config(self.identity, &self.node_name, &self.config)
+    }
+}
+
+/// The routes offered to one peer and what it refuses (sorted by prefix).
+type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
+
+#[derive(Debug, Clone)]
+struct Peer {
+    config: PeerConfig,
+    routes: Option<Arc<RouteSet>>,
+    refused: Arc<[(IpNet, PeerRefusal)]>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PublishState {
+    /// Fingerprint and monotonic time of the last successful write.
+    last: Option<(u64, Duration)>,
+    /// Monotonic time of the last render (rendering is rate limited too).
+    rendered_at: Option<Duration>,
+    in_flight: bool,
+}
+
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    node_name: String,
+    node: NodeInfo,
+    /// The Node is watched (API present); without it (file mode) the node is known at once.
+    identity: Option<LocalIdentity>,
+    desired: Arc<DesiredSet>,
+    /// The first guarded set; `None` until the source is ready once.
+    guarded: Option<Arc<Guarded>>,
+    peers: BTreeMap<String, Peer>,
+    /// Sessions started before this flips are the process's first: they set the R bit.
+    started_once: bool,
+    listeners: ListenerLayout,
+    refusals_seen: BTreeSet<(String, GuardRefusal)>,
+    mismatch_seen: Option<String>,
+    statuses: BTreeMap<String, SessionStatus>,
+    publish: PublishState,
+    /// The API is reachable: status can be published.
+    api: bool,
+    stopping: bool,
+    lookup: RouteLookup,
+}
+
+impl Core {
+    /// `api`: a Kubernetes client exists (status publishing, Node watch). Without it the
+    /// Node counts as known at once (file mode).
+    pub fn new(config: Config, node_name: String, api: bool, lookup: RouteLookup) -> Self {
+        let node = NodeInfo {
+            known: !watches_node(api, &config),
+            ..NodeInfo::default()
+        };
+        Core {
+            config,
+            node_name,
+            node,
+            identity: None,
+            desired: Arc::new(DesiredSet::default()),
+            guarded: None,
+            peers: BTreeMap::new(),
+            started_once: false,
+            listeners: ListenerLayout::new(),
+            refusals_seen: BTreeSet::new(),
+            mismatch_seen: None,
+            statuses: BTreeMap::new(),
+            publish: PublishState::default(),
+            api,
+            stopping: false,
+            lookup,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The first effects after start: with no Node to wait for, sessions start now.
+    pub fn start(&mut self) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.node.known {
+            self.reconcile_peers(&mut out);
+        }
+        out
+    }
+
+    pub fn handle(&mut self, event: Event) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.stopping {
+            return out;
+        }
+        match event {
+            Event::Desired(d) => self.on_desired(&mut out, d),
+            Event::Node(info) => self.on_node(&mut out, info),
+            Event::ConfigReloaded {
+                config,
+                node_name,
+                why,
+            } => self.on_reload(&mut out, *config, node_name, why),
+            Event::ConfigRejected { why, errors } => {
+                out.push(Effect::Notice(Notice::ReloadRejected { why, errors }));
+            }
+            Event::Session(peer, ev) => {
+                if self.peers.contains_key(&peer) {
+                    out.push(Effect::Notice(Notice::Session(peer, ev)));
+                }
+            }
+            Event::Tick {
+                now,
+                unix,
+                statuses,
+            } => self.on_tick(&mut out, now, unix, statuses),
+            Event::Published {
+                fingerprint,
+                at,
+                ok,
+            } => {
+                self.publish.in_flight = false;
+                if ok {
+                    self.publish.last = Some((fingerprint, at));
+                }
+            }
+            Event::Shutdown { final_stop } => {
+                self.stopping = true;
+                let stops = self
+                    .peers
+                    .values()
+                    .map(|p| {
+                        let reason = if !final_stop && p.config.graceful_restart.enabled {
+                            StopReason::GracefulRestart
+                        } else {
+                            StopReason::Shutdown("podcidr-bgp speaker stopping".into())
+                        };
+                        (p.config.name.clone(), reason)
+                    })
+                    .collect();
+                out.push(Effect::StopAll(stops));
+            }
+        }
+        out
+    }
+
+    fn on_desired(&mut self, out: &mut Vec<Effect>, desired: Arc<DesiredSet>) {
+        out.push(Effect::SetReady(desired.ready));
+        let mismatch = desired
+            .mismatch
+            .as_ref()
+            .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
+        if mismatch != self.mismatch_seen {
+            out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
+            self.mismatch_seen = mismatch;
+        }
+        self.desired = desired;
+        self.regard(out);
+    }
+
+    /// Re-runs the guard on the current desired set; a set that is not ready changes nothing
+    /// (the last guarded set stays announced).
+    fn regard(&mut self, out: &mut Vec<Effect>) {
+        let Some(g) = guard(&self.desired, &GuardPolicy::from_config(&self.config)) else {
+            return;
+        };
+        let now: BTreeSet<(String, GuardRefusal)> = g
+            .refused
+            .iter()
+            .map(|r| (r.value.clone(), r.reason))
+            .collect();
+        for (cidr, reason) in now.difference(&self.refusals_seen) {
+            out.push(Effect::Notice(Notice::GuardRefused {
+                cidr: cidr.clone(),
+                reason: *reason,
+            }));
+        }
+        self.refusals_seen = now;
+        self.guarded = Some(Arc::new(g));
+        self.push_routes(out);
+    }
+
+    fn addresses(&self) -> NodeAddresses {
+        NodeAddresses {
+            internal_v4: self.node.internal_v4,
+            internal_v6: self.node.internal_v6,
+        }
+    }
+
+    /// The routes one peer gets now, or `None` before the first guarded set.
+    fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
+        let g = self.guarded.as_ref()?;
+        let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &self.lookup);
+        let (set, refused) = peer_routes(&g.announce, cfg, nhs);
+        Some((Arc::new(set), refused))
+    }
+
+    fn push_routes(&mut self, out: &mut Vec<Effect>) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            self.push_peer_routes(out, &name);
+        }
+    }
+
+    fn push_peer_routes(&mut self, out: &mut Vec<Effect>, name: &str) {
+        let Some(cfg) = self.peers.get(name).map(|p| p.config.clone()) else {
+            return;
+        };
+        let Some((set, refused)) = self.routes_for(&cfg) else {
+            return;
+        };
+        let Some(peer) = self.peers.get_mut(name) else {
+            return;
+        };
+        // Both lists are sorted by prefix: new refusals by binary search, not a scan.
+        for (prefix, reason) in &refused {
+            if peer.refused.binary_search(&(*prefix, *reason)).is_err() {
+                out.push(Effect::Notice(Notice::PeerRefused {
+                    peer: name.to_owned(),
+                    prefix: *prefix,
+                    reason: *reason,
+                }));
+            }
+        }
+        peer.refused = refused.into();
+        if peer.routes.as_deref() != Some(&*set) {
+            peer.routes = Some(Arc::clone(&set));
+            out.push(Effect::SetRoutes {
+                name: name.to_owned(),
+                routes: set,
+            });
+        }
+    }
+
+    fn on_node(&mut self, out: &mut Vec<Effect>, info: NodeInfo) {
+        if info == self.node || !info.known {
+            return;
+        }
+        self.node = info;
+        self.reconcile_peers(out);
+        self.push_routes(out);
+    }
+
+    /// `routerId`, else the Node's IPv4 InternalIP, else the local IPv4 towards the first
+    /// IPv4 peer.
+    fn resolve_identity(&self) -> Option<LocalIdentity> {
+        let session_local = self
+            .config
+            .peers
+            .iter()
+            .find(|p| p.address.is_ipv4())
+            .and_then(|p| {
+                p.local_address
+                    .filter(IpAddr::is_ipv4)
+                    .or_else(|| (self.lookup)(p.address))
+            });
+        let router_id = self
+            .config
+            .resolve_router_id(&self.node.internal_ips(), session_local)?;
+        Some(LocalIdentity {
+            asn: self.config.asn,
+            router_id,
+        })
+    }
+
+    fn setup(&self, cfg: &PeerConfig, identity: LocalIdentity, restarting: bool) -> PeerSetup {
+        PeerSetup {
+            config: cfg.clone(),
+            node_name: self.node_name.clone(),
+            identity,
+            restarting: restarting && cfg.graceful_restart.enabled,
+            routes: self.routes_for(cfg).map(|(set, _)| set),
+        }
+    }
+
+    fn add_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
+        let setup = self.setup(cfg, identity, !self.started_once);
+        let refused = self
+            .routes_for(cfg)
+            .map(|(_, r)| r.into())
+            .unwrap_or_else(|| Arc::from([]));
+        self.peers.insert(
+            cfg.name.clone(),
+            Peer {
+                config: cfg.clone(),
+                routes: setup.routes.clone(),
+                refused,
+            },
+        );
+        out.push(Effect::Notice(Notice::PeerStarted {
+            peer: cfg.name.clone(),
+        }));
+        out.push(Effect::StartPeer(Box::new(setup)));
+    }
+
+    fn remove_peer(&mut self, out: &mut Vec<Effect>, name: &str, why: &'static str) {
+        if self.peers.remove(name).is_some() {
+            self.statuses.remove(name);
+            out.push(Effect::Notice(Notice::PeerStopped {
+                peer: name.to_owned(),
+                why,
+            }));
+            out.push(Effect::StopPeer {
+                name: name.to_owned(),
+                reason: StopReason::Deconfigured,
+            });
+        }
+    }
+
+    /// Makes the running sessions match the peers that select this node, with the current
+    /// identity (a changed identity resets every kept session: it is in every OPEN).
+    fn reconcile_peers(&mut self, out: &mut Vec<Effect>) {
+        let Some(identity) = self.resolve_identity() else {
+            if self.identity.is_none() {
+                out.push(Effect::Notice(Notice::NoRouterId));
+            }
+            return;
+        };
+        let wanted: Vec<PeerConfig> = self.config.for_node(&self.node.labels).peers;
+        let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
+        let gone: Vec<String> = self
+            .peers
+            .keys()
+            .filter(|n| !names.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.remove_peer(out, &name, "no longer selects this node");
+        }
+        let identity_changed = self.identity.is_some_and(|i| i != identity);
+        self.identity = Some(identity);
+        for cfg in &wanted {
+            match self.peers.get(&cfg.name) {
+                None => self.add_peer(out, cfg, identity),
+                Some(_) if identity_changed => {
+                    self.reset_peer(out, cfg, identity);
+                }
+                Some(_) => {}
+            }
+        }
+        self.started_once = true;
+        self.sync_listeners(out);
+    }
+
+    fn reset_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
+        let setup = self.setup(cfg, identity, false);
+        if let Some(p) = self.peers.get_mut(&cfg.name) {
+            p.config = cfg.clone();
+            p.routes = setup.routes.clone();
+        }
+        self.statuses.remove(&cfg.name);
+        out.push(Effect::ResetPeer(Box::new(setup)));
+    }
+
+    fn layout(&self) -> ListenerLayout {
+        let mut layout = ListenerLayout::new();
+        for p in self.peers.values().map(|p| &p.config).filter(|p| p.passive) {
+            let local = match (p.local_address, p.address) {
+                (Some(a), _) => a,
+                (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                (None, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            };
+            layout
+                .entry(SocketAddr::new(local, p.port))
+                .or_default()
+                .push(PassiveSpec {
+                    name: p.name.clone(),
+                    address: p.address,
+                    password_file: p.password_file.clone(),
+                    ttl: p.ttl_security(),
+                });
+        }
+        layout
+    }
+
+    fn sync_listeners(&mut self, out: &mut Vec<Effect>) {
+        let layout = self.layout();
+        if layout != self.listeners {
+            self.listeners = layout.clone();
+            out.push(Effect::SetListeners(layout));
+        }
+    }
+
+    fn on_reload(
+        &mut self,
+        out: &mut Vec<Effect>,
+        new: Config,
+        node_name: String,
+        why: &'static str,
+    ) {
+        let labels = self.node.labels.clone();
+        let changes = diff_peers(&self.config.for_node(&labels), &new.for_node(&labels));
+        let old = std::mem::replace(&mut self.config, new);
+        if changes.settings.log {
+            out.push(Effect::SetLog(self.config.log));
+        }
+        if changes.settings.admin {
+            out.push(Effect::Notice(Notice::NeedsRestart("admin.listen")));
+        }
+        let node_changed = node_name != self.node_name;
+        if node_changed {
+            // A different Node: its labels, addresses and source. Sessions and announced
+            // routes stay until the new Node is known and its source is ready.
+            self.node_name = node_name.clone();
+            if watches_node(self.api, &self.config) {
+                out.push(Effect::WatchNode(node_name.clone()));
+            }
+        }
+        if node_changed || old.source != self.config.source {
+            out.push(Effect::RestartSource {
+                source: self.config.source.clone(),
+                node: node_name,
+            });
+            // The old source's set stays announced until the new one is ready.
+            self.desired = Arc::new(DesiredSet {
+                ready: false,
+                ..(*self.desired).clone()
+            });
+        }
+        let mut reset = 0;
+        let mut updated = 0;
+        if self.node.known {
+            for name in &changes.removed {
+                self.remove_peer(out, name, "removed from the config");
+            }
+            let identity = self.resolve_identity();
+            let identity_changed = identity != self.identity;
+            if let Some(identity) = identity {
+                self.identity = Some(identity);
+                let by_name = |names: &[String]| -> Vec<PeerConfig> {
+                    names
+                        .iter()
+                        .filter_map(|n| self.config.peer(n).cloned())
+                        .collect()
+                };
+                let (changed, added, kept_updated, unchanged) = (
+                    by_name(&changes.changed),
+                    by_name(&changes.added),
+                    by_name(&changes.updated),
+                    by_name(&changes.unchanged),
+                );
+                for cfg in &changed {
+                    self.reset_peer(out, cfg, identity);
+                    reset += 1;
+                }
+                if identity_changed {
+                    // A derived router ID can change without `settings.identity`.
+                    for cfg in kept_updated.iter().chain(&unchanged) {
+                        self.reset_peer(out, cfg, identity);
+                        reset += 1;
+                    }
+                }
+                for cfg in &added {
+                    self.add_peer(out, cfg, identity);
+                }
+                for cfg in &kept_updated {
+                    if identity_changed {
+                        continue;
+                    }
+                    updated += 1;
+                    let before = self.peers.get(&cfg.name).map(|p| p.config.connect_retry);
+                    if let Some(p) = self.peers.get_mut(&cfg.name) {
+                        p.config = cfg.clone();
+                    }
+                    if before != Some(cfg.connect_retry) {
+                        out.push(Effect::SetConnectRetry {
+                            name: cfg.name.clone(),
+                            base: cfg.connect_retry.base,
+                            max: cfg.connect_retry.max,
+                        });
+                    }
+                }
+            } else {
+                out.push(Effect::Notice(Notice::NoRouterId));
+            }
+            self.sync_listeners(out);
+        }
+        out.push(Effect::Notice(Notice::ReloadApplied {
+            why,
+            added: changes.added.len(),
+            removed: changes.removed.len(),
+            reset,
+            updated,
+        }));
+        // Guard and attributes with the new settings (allowedPrefixes, nextHop, peers).
+        self.regard(out);
+    }
+
+    fn on_tick(
+        &mut self,
+        out: &mut Vec<Effect>,
+        now: Duration,
+        unix: u64,
+        statuses: BTreeMap<String, SessionStatus>,
+    ) {
+        self.statuses = statuses;
+        out.push(Effect::Notice(Notice::SessionMetrics(
+            self.statuses
+                .iter()
+                .map(|(n, s)| (n.clone(), s.clone()))
+                .collect(),
+        )));
+        let inputs = Arc::new(self.report_inputs());
+        out.push(Effect::ReportInputs(SharedInputs(Arc::clone(&inputs))));
+        self.maybe_publish(out, &inputs, now, unix);
+    }
+
+    pub fn report_inputs(&self) -> ReportInputs {
+        let peers = self
+            .peers
+            .values()
+            .filter_map(|p| {
+                let status = self.statuses.get(&p.config.name)?.clone();
+                Some(PeerInput {
+                    config: p.config.clone(),
+                    refused: Arc::clone(&p.refused),
+                    status,
+                })
+            })
+            .collect();
+        ReportInputs {
+            source: self.config.source.kind(),
+            local_asn: self.config.asn,
+            desired: Arc::clone(&self.desired),
+            guarded: self.guarded.clone(),
+            peers,
+        }
+    }
+
+    /// Status is written only when its content changes (or the heartbeat is due), at most
+    /// once per `status.minInterval`, one write at a time.
+    fn maybe_publish(
+        &mut self,
+        out: &mut Vec<Effect>,
+        inputs: &ReportInputs,
+        now: Duration,
+        unix: u64,
+    ) {
+        if !self.api || !self.config.status.publish || self.publish.in_flight {
+            return;
+        }
+        let since = |t: Option<Duration>| t.map(|t| now.saturating_sub(t));
+        if since(self.publish.rendered_at).is_some_and(|a| a < self.config.status.min_interval) {
+            return;
+        }
+        self.publish.rendered_at = Some(now);
+        let mut report = inputs.render(unix);
+        let fingerprint = report::content_fingerprint(&report);
+        let age = since(self.publish.last.map(|(_, at)| at));
+        let changed = self.publish.last.is_none_or(|(f, _)| f != fingerprint);
+        if !changed && age.is_some_and(|a| a < HEARTBEAT) {
+            return;
+        }
+        report.updated_at = report::rfc3339(unix);
+        self.publish.in_flight = true;
+        out.push(Effect::Publish {
+            report: Box::new(report),
+            fingerprint,
+            node_uid: self.node.uid.clone(),
+            at: now,
+        });
+    }
+}
+
+/// The Node is watched when there is an API and the source is not a file (file mode has no
+/// Node to wait for).
+pub fn watches_node(api: bool, config: &Config) -> bool {
+    api && !config.source.is_file()
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -1,0 +1,473 @@
+//! Table tests for the announce core: every restart and reload rule, without I/O.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bgp_proto::Asn;
+use bgp_proto::session::{SessionStatus, StopReason};
+use ipam_watch::source::DesiredSet;
+use ipnet::IpNet;
+use podcidr_config::Config;
+
+use super::*;
+
+fn lookup(_: IpAddr) -> Option<IpAddr> {
+    Some("192.0.2.10".parse().unwrap())
+}
+
+const PEERS: &str = "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000}\n  - {name: tor2, address: 192.0.2.2, asn: 65000, passive: true}\n";
+
+fn config(extra: &str, peers: &str) -> Config {
+    Config::from_yaml_str(&format!(
+        "asn: 65010\nrouterId: 192.0.2.10\nsource: {{kind: file, path: /x}}\n{extra}\n{peers}"
+    ))
+    .unwrap()
+}
+
+fn api_config(extra: &str, peers: &str) -> Config {
+    Config::from_yaml_str(&format!(
+        "asn: 65010\nrouterId: 192.0.2.10\nsource: {{kind: ipam-crd}}\nallowedPrefixes: [198.19.0.0/16, \"fd00:19::/32\"]\n{extra}\n{peers}"
+    ))
+    .unwrap()
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+fn ready(cidrs: &[&str]) -> Event {
+    Event::Desired(Arc::new(DesiredSet {
+        ready: true,
+        cidrs: cidrs.iter().map(|c| net(c)).collect(),
+        ..DesiredSet::default()
+    }))
+}
+
+fn not_ready() -> Event {
+    Event::Desired(Arc::new(DesiredSet::default()))
+}
+
+fn reload(c: Config) -> Event {
+    Event::ConfigReloaded {
+        config: Box::new(c),
+        node_name: "node-a".into(),
+        why: "test",
+    }
+}
+
+fn file_core(c: Config) -> (Core, Vec<Effect>) {
+    let mut core = Core::new(c, "node-a".into(), false, lookup);
+    let out = core.start();
+    (core, out)
+}
+
+fn starts(out: &[Effect]) -> Vec<&PeerSetup> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::StartPeer(s) => Some(&**s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn resets(out: &[Effect]) -> Vec<&PeerSetup> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::ResetPeer(s) => Some(&**s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn set_routes(out: &[Effect]) -> Vec<(&str, usize)> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::SetRoutes { name, routes } => Some((name.as_str(), routes.len())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stops(out: &[Effect]) -> Vec<(&str, &StopReason)> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::StopPeer { name, reason } => Some((name.as_str(), reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn publishes(out: &[Effect]) -> usize {
+    out.iter()
+        .filter(|e| matches!(e, Effect::Publish { .. }))
+        .count()
+}
+
+fn tick(core: &mut Core, secs: u64) -> Vec<Effect> {
+    let statuses: BTreeMap<String, SessionStatus> = ["tor1", "tor2"]
+        .into_iter()
+        .map(|n| (n.to_owned(), SessionStatus::new(0)))
+        .collect();
+    core.handle(Event::Tick {
+        now: Duration::from_secs(secs),
+        unix: 1_700_000_000 + secs,
+        statuses,
+    })
+}
+
+#[test]
+fn sessions_start_without_routes_before_the_source_is_ready_no_end_of_rib() {
+    let (mut core, out) = file_core(config("", PEERS));
+    let s = starts(&out);
+    assert_eq!(s.len(), 2);
+    // `None` is "routes unknown": the session sends no UPDATE and no End-of-RIB.
+    assert!(s.iter().all(|s| s.routes.is_none()));
+    let out = core.handle(not_ready());
+    assert!(set_routes(&out).is_empty(), "{out:?}");
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(set_routes(&out), [("tor1", 1), ("tor2", 1)]);
+}
+
+#[test]
+fn a_source_that_stops_being_ready_withdraws_nothing() {
+    let (mut core, _) = file_core(config("", PEERS));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let out = core.handle(not_ready());
+    assert!(set_routes(&out).is_empty());
+}
+
+#[test]
+fn only_the_first_sessions_after_process_start_set_the_restart_bit() {
+    let (mut core, out) = file_core(config("", PEERS));
+    assert!(starts(&out).iter().all(|s| s.restarting));
+    let peers3 = format!("{PEERS}  - {{name: tor3, address: 192.0.2.3, asn: 65000}}\n");
+    let out = core.handle(reload(config("", &peers3)));
+    let s = starts(&out);
+    assert_eq!(s.len(), 1);
+    assert!(!s[0].restarting, "a peer added by a reload did not restart");
+}
+
+#[test]
+fn restart_bit_is_not_set_without_graceful_restart() {
+    let (_, out) = file_core(config(
+        "",
+        "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, gracefulRestart: {enabled: false}}\n",
+    ));
+    assert!(!starts(&out)[0].restarting);
+}
+
+#[test]
+fn identity_reload_resets_every_session_with_the_new_identity() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let new = Config::from_yaml_str(&format!(
+        "asn: 65011\nrouterId: 192.0.2.11\nsource: {{kind: file, path: /x}}\n{PEERS}"
+    ))
+    .unwrap();
+    let out = core.handle(reload(new));
+    let r = resets(&out);
+    assert_eq!(r.len(), 2);
+    for s in r {
+        assert_eq!(s.identity.asn, Asn(65011));
+        assert_eq!(s.identity.router_id.to_string(), "192.0.2.11");
+        assert_eq!(s.session_config().local_asn, Asn(65011));
+        assert!(!s.restarting, "a reset is not a process restart");
+    }
+}
+
+#[test]
+fn a_reset_session_keeps_the_routes_already_known() {
+    let (mut core, _) = file_core(config("", PEERS));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let changed = PEERS.replace(
+        "asn: 65000}\n  - {name: tor2",
+        "asn: 65001}\n  - {name: tor2",
+    );
+    let out = core.handle(reload(config("", &changed)));
+    let r = resets(&out);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].config.name, "tor1");
+    assert_eq!(r[0].routes.as_ref().map(|r| r.len()), Some(1));
+}
+
+#[test]
+fn connect_retry_reload_reaches_the_running_session_without_a_reset() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let changed = PEERS.replace(
+        "asn: 65000}\n  - {name: tor2",
+        "asn: 65000, connectRetry: {base: 5, max: 60}}\n  - {name: tor2",
+    );
+    let out = core.handle(reload(config("", &changed)));
+    assert!(resets(&out).is_empty());
+    assert!(out.contains(&Effect::SetConnectRetry {
+        name: "tor1".into(),
+        base: Duration::from_secs(5),
+        max: Duration::from_secs(60),
+    }));
+}
+
+#[test]
+fn attribute_reload_reannounces_without_a_reset() {
+    let (mut core, _) = file_core(config("", PEERS));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let changed = PEERS.replace(
+        "asn: 65000}\n  - {name: tor2",
+        "asn: 65000, med: 7}\n  - {name: tor2",
+    );
+    let out = core.handle(reload(config("", &changed)));
+    assert!(resets(&out).is_empty());
+    let routes: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SetRoutes { name, routes } if name == "tor1" => Some(routes),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0].values().next().unwrap().med, Some(7));
+}
+
+#[test]
+fn log_level_reload_is_applied() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(reload(config("log: {level: debug}", PEERS)));
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::SetLog(l) if l.level == podcidr_config::LogLevel::Debug))
+    );
+}
+
+#[test]
+fn admin_listen_reload_says_it_needs_a_restart() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(reload(config("admin: {listen: \"127.0.0.1:9999\"}", PEERS)));
+    assert!(out.contains(&Effect::Notice(Notice::NeedsRestart("admin.listen"))));
+}
+
+#[test]
+fn node_name_reload_watches_the_new_node_and_restarts_its_source() {
+    let mut core = Core::new(api_config("", PEERS), "node-a".into(), true, lookup);
+    core.start();
+    core.handle(Event::Node(NodeInfo {
+        known: true,
+        ..NodeInfo::default()
+    }));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let out = core.handle(Event::ConfigReloaded {
+        config: Box::new(api_config("nodeName: node-b", PEERS)),
+        node_name: "node-b".into(),
+        why: "test",
+    });
+    assert!(out.contains(&Effect::WatchNode("node-b".into())));
+    assert!(out.contains(&Effect::RestartSource {
+        source: SourceConfig::IpamCrd,
+        node: "node-b".into(),
+    }));
+    assert_eq!(core.node_name(), "node-b");
+    // Until the new source is ready, the old routes stay announced.
+    let out = core.handle(not_ready());
+    assert!(set_routes(&out).is_empty());
+}
+
+#[test]
+fn source_reload_keeps_routes_until_the_new_source_is_ready() {
+    let (mut core, _) = file_core(config("", PEERS));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let new = Config::from_yaml_str(&format!(
+        "asn: 65010\nrouterId: 192.0.2.10\nsource: {{kind: file, path: /y}}\n{PEERS}"
+    ))
+    .unwrap();
+    let out = core.handle(reload(new));
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::RestartSource { .. }))
+    );
+    assert!(set_routes(&out).is_empty());
+    let out = core.handle(not_ready());
+    assert!(set_routes(&out).is_empty());
+    let out = core.handle(ready(&["198.19.2.0/24"]));
+    assert_eq!(set_routes(&out).len(), 2);
+}
+
+#[test]
+fn removed_peer_is_stopped_deconfigured_and_others_untouched() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(reload(config(
+        "",
+        "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000}\n",
+    )));
+    assert_eq!(stops(&out), [("tor2", &StopReason::Deconfigured)]);
+    assert!(resets(&out).is_empty());
+    assert!(starts(&out).is_empty());
+}
+
+#[test]
+fn adding_a_passive_peer_updates_the_listener_in_place_and_resets_nobody() {
+    let (mut core, out) = file_core(config("", PEERS));
+    let first: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SetListeners(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first.len(), 1);
+    let peers3 =
+        format!("{PEERS}  - {{name: tor3, address: 192.0.2.3, asn: 65000, passive: true}}\n");
+    let out = core.handle(reload(config("", &peers3)));
+    let layouts: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SetListeners(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(layouts.len(), 1);
+    // Same socket address as before: kept, with both peers.
+    assert_eq!(
+        layouts[0].keys().collect::<Vec<_>>(),
+        first[0].keys().collect::<Vec<_>>()
+    );
+    assert_eq!(layouts[0].values().next().unwrap().len(), 2);
+    assert!(resets(&out).is_empty());
+    // Nothing about listeners changes: no effect at all.
+    let out = core.handle(reload(config("", &peers3)));
+    assert!(!out.iter().any(|e| matches!(e, Effect::SetListeners(_))));
+}
+
+#[test]
+fn rejected_reload_changes_nothing() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(Event::ConfigRejected {
+        why: "SIGHUP",
+        errors: "peers[0].asn: bad".into(),
+    });
+    assert_eq!(out.len(), 1);
+    assert!(matches!(
+        out[0],
+        Effect::Notice(Notice::ReloadRejected { .. })
+    ));
+}
+
+#[test]
+fn node_labels_that_stop_selecting_a_peer_stop_it() {
+    let peers = "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, nodeSelector: {matchLabels: {rack: r1}}}\n";
+    let mut core = Core::new(api_config("", peers), "node-a".into(), true, lookup);
+    assert!(core.start().is_empty(), "nothing before the Node is known");
+    let labels = |v: &str| NodeInfo {
+        known: true,
+        labels: [("rack".to_owned(), v.to_owned())].into(),
+        ..NodeInfo::default()
+    };
+    let out = core.handle(Event::Node(labels("r1")));
+    assert_eq!(starts(&out).len(), 1);
+    let out = core.handle(Event::Node(labels("r2")));
+    assert_eq!(stops(&out), [("tor1", &StopReason::Deconfigured)]);
+}
+
+#[test]
+fn status_is_written_only_when_its_content_changes() {
+    let mut core = Core::new(
+        api_config("status: {minInterval: 1}", PEERS),
+        "node-a".into(),
+        true,
+        lookup,
+    );
+    core.start();
+    core.handle(Event::Node(NodeInfo {
+        known: true,
+        ..NodeInfo::default()
+    }));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let out = tick(&mut core, 1);
+    assert_eq!(publishes(&out), 1);
+    let Some(Effect::Publish {
+        fingerprint, at, ..
+    }) = out
+        .into_iter()
+        .find(|e| matches!(e, Effect::Publish { .. }))
+    else {
+        unreachable!()
+    };
+    // One write at a time.
+    assert_eq!(publishes(&tick(&mut core, 3)), 0);
+    core.handle(Event::Published {
+        fingerprint,
+        at,
+        ok: true,
+    });
+    for s in 4..30 {
+        assert_eq!(
+            publishes(&tick(&mut core, s)),
+            0,
+            "unchanged content at {s}s"
+        );
+    }
+    core.handle(ready(&["198.19.1.0/24", "198.19.2.0/24"]));
+    assert_eq!(publishes(&tick(&mut core, 31)), 1);
+}
+
+#[test]
+fn a_failed_status_write_is_retried() {
+    let mut core = Core::new(
+        api_config("status: {minInterval: 1}", PEERS),
+        "node-a".into(),
+        true,
+        lookup,
+    );
+    core.start();
+    core.handle(Event::Node(NodeInfo {
+        known: true,
+        ..NodeInfo::default()
+    }));
+    let out = tick(&mut core, 1);
+    let Some(Effect::Publish {
+        fingerprint, at, ..
+    }) = out
+        .into_iter()
+        .find(|e| matches!(e, Effect::Publish { .. }))
+    else {
+        panic!("no publish")
+    };
+    core.handle(Event::Published {
+        fingerprint,
+        at,
+        ok: false,
+    });
+    assert_eq!(publishes(&tick(&mut core, 2)), 1);
+}
+
+#[test]
+fn shutdown_closes_for_graceful_restart_unless_final() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(Event::Shutdown { final_stop: false });
+    let Effect::StopAll(s) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert!(s.iter().all(|(_, r)| *r == StopReason::GracefulRestart));
+    let (mut core, _) = file_core(config("", PEERS));
+    let out = core.handle(Event::Shutdown { final_stop: true });
+    let Effect::StopAll(s) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert!(s.iter().all(|(_, r)| matches!(r, StopReason::Shutdown(_))));
+    // Nothing after a shutdown.
+    assert!(core.handle(ready(&["198.19.1.0/24"])).is_empty());
+}
+
+#[test]
+fn guard_refusal_is_noticed_once_per_appearance() {
+    let (mut core, _) = file_core(config("allowedPrefixes: [198.19.0.0/16]", PEERS));
+    let out = core.handle(ready(&["198.19.1.0/24", "203.0.113.0/24"]));
+    let n = |out: &[Effect]| {
+        out.iter()
+            .filter(|e| matches!(e, Effect::Notice(Notice::GuardRefused { .. })))
+            .count()
+    };
+    assert_eq!(n(&out), 1);
+    assert_eq!(
+        n(&core.handle(ready(&["198.19.1.0/24", "203.0.113.0/24"]))),
+        0
+    );
+}

@@ -1,0 +1,167 @@
+//! The core's notices as log lines and metric changes. Text that comes from a peer (an
+//! RFC 9003 shutdown message, a reason built from it) is escaped, so it cannot forge lines
+//! in a text log.
+
+use bgp_proto::session::State as SessionState;
+use bgp_proto::session::driver::SessionEvent;
+
+use super::core::Notice;
+use crate::metrics::{Metrics, PeerFamilyLabel, ReasonLabel, ResultLabel};
+
+/// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
+pub fn escape(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.escape_debug().to_string()
+    } else {
+        text.to_owned()
+    }
+}
+
+fn count_refusal(m: &Metrics, reason: &str) {
+    m.guard_refused
+        .get_or_create(&ReasonLabel {
+            reason: reason.to_owned(),
+        })
+        .inc();
+}
+
+fn count_reload(m: &Metrics, result: &str) {
+    m.config_reloads
+        .get_or_create(&ResultLabel {
+            result: result.to_owned(),
+        })
+        .inc();
+}
+
+pub fn record(m: &Metrics, notice: Notice) {
+    match notice {
+        Notice::GuardRefused { cidr, reason } => {
+            tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
+            count_refusal(m, reason.as_str());
+        }
+        Notice::PeerRefused {
+            peer,
+            prefix,
+            reason,
+        } => {
+            tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            count_refusal(m, reason.as_str());
+        }
+        Notice::Mismatch(Some(text)) => {
+            m.source_mismatch.set(1);
+            tracing::warn!(mismatch = %text, "the chosen source and Node.spec.podCIDRs disagree; announcing the chosen source");
+        }
+        Notice::Mismatch(None) => {
+            m.source_mismatch.set(0);
+            tracing::info!("source and Node.spec.podCIDRs agree again");
+        }
+        Notice::NoRouterId => tracing::error!(
+            "routerId: not set and no IPv4 address found (set routerId in the config)"
+        ),
+        Notice::PeerStarted { peer } => tracing::info!(%peer, "session started"),
+        Notice::PeerStopped { peer, why } => {
+            tracing::info!(%peer, why, "session stopped");
+            m.remove_peer(&peer);
+        }
+        Notice::ReloadApplied {
+            why,
+            added,
+            removed,
+            reset,
+            updated,
+        } => {
+            tracing::info!(
+                reason = why,
+                added,
+                removed,
+                reset,
+                updated,
+                "config reloaded"
+            );
+            count_reload(m, "applied");
+        }
+        Notice::ReloadRejected { why, errors } => {
+            tracing::error!(reason = why, errors = %errors, "config reload rejected; keeping the running config");
+            count_reload(m, "rejected");
+        }
+        Notice::NeedsRestart(key) => {
+            tracing::warn!(key, "this setting takes effect after a restart");
+        }
+        Notice::SessionMetrics(statuses) => {
+            for (peer, s) in statuses {
+                let label = Metrics::peer(&peer);
+                m.session_up
+                    .get_or_create(&label)
+                    .set(i64::from(s.state == SessionState::Established));
+                m.session_state
+                    .get_or_create(&label)
+                    .set(i64::from(s.state.as_number()));
+                for (family, n) in &s.advertised {
+                    m.announced_prefixes
+                        .get_or_create(&PeerFamilyLabel {
+                            peer: peer.clone(),
+                            family: family.clone(),
+                        })
+                        .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                }
+            }
+        }
+        Notice::Session(peer, ev) => session_event(m, &peer, ev),
+    }
+}
+
+fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
+    match ev {
+        SessionEvent::StateChanged { from, to, reason } => match &reason {
+            Some(r) if from == SessionState::Established || to == SessionState::Idle => {
+                tracing::warn!(peer, from = from.as_str(), to = to.as_str(), reason = %escape(&r.to_string()), "session state")
+            }
+            _ => tracing::info!(
+                peer,
+                from = from.as_str(),
+                to = to.as_str(),
+                "session state"
+            ),
+        },
+        SessionEvent::NotificationSent(n) => {
+            tracing::warn!(peer, notification = %n.name(), "NOTIFICATION sent");
+            m.notification("sent", n.code.into(), n.subcode);
+        }
+        SessionEvent::NotificationReceived(n) => {
+            let text = escape(&n.shutdown_message().unwrap_or_default());
+            tracing::warn!(peer, notification = %n.name(), message = %text, "NOTIFICATION received");
+            m.notification("received", n.code.into(), n.subcode);
+        }
+        SessionEvent::UpdatesSent { messages } => {
+            m.updates_sent
+                .get_or_create(&Metrics::peer(peer))
+                .inc_by(messages as u64);
+        }
+        SessionEvent::UpdateErrors { counts, example } => {
+            tracing::warn!(
+                peer,
+                ?counts,
+                example = %escape(&example),
+                "malformed UPDATEs from the peer handled per RFC 7606 (summary)"
+            );
+        }
+        SessionEvent::Refused(refused) => {
+            for (prefix, reason) in refused {
+                tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_shutdown_text_cannot_inject_log_lines() {
+        let e = escape("bye\nlevel=error msg=\"forged\"\r\x1b[31m");
+        assert!(!e.contains('\n') && !e.contains('\r') && !e.contains('\x1b'));
+        assert!(e.contains("\\n"));
+        assert_eq!(escape("maintenance"), "maintenance");
+    }
+}
