@@ -111,6 +111,43 @@ async fn stop_sends_cease_with_shutdown_message_and_ends_the_task() {
         .unwrap();
 }
 
+/// A speaker that stops for graceful restart and then drops its route sender must still
+/// close without a NOTIFICATION: the closed routes channel once won the race and sent a
+/// Cease, so the router flushed the routes it should have kept stale.
+#[tokio::test(start_paused = true)]
+async fn graceful_restart_stop_wins_over_a_route_sender_dropped_with_it_rfc4724_4() {
+    // tokio::select! polls its branches in random order: repeat so a race shows.
+    for _ in 0..16 {
+        gr_stop_then_drop_routes().await;
+    }
+}
+
+async fn gr_stop_then_drop_routes() {
+    let mut h = start(cfg(), routes(&["198.18.0.0/24"]), 1 << 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 90).await;
+    let Harness { task, routes, .. } = h;
+    task.stop(StopReason::GracefulRestart);
+    drop(routes);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), peer.next())
+            .await
+            .expect("the connection closes")
+        {
+            None => break,
+            Some(Ok(d)) => {
+                if let Message::Notification(n) = d.message {
+                    panic!("graceful restart sends no NOTIFICATION, got {n:?}")
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(10), task.wait())
+        .await
+        .unwrap();
+}
+
 /// A speaker exits as soon as its session tasks end: a task that ended before its final
 /// NOTIFICATION was written lost the Cease (seen as a flaky "BIRD logged our Cease").
 #[tokio::test(start_paused = true)]

@@ -304,9 +304,14 @@ impl<C: Connector> Driver<C> {
                             self.process(Input::SetRoutes(routes));
                         }
                     } else {
-                        // The route source is gone: the speaker is shutting down.
+                        // The route source is gone: the speaker is shutting down. A stop it
+                        // sent just before (graceful restart, say) wins over the default.
                         self.stopping = true;
-                        self.process(Input::Stop(StopReason::Shutdown("speaker stopping".into())));
+                        let reason = match self.control.try_recv() {
+                            Ok(Control::Stop(reason)) => reason,
+                            _ => StopReason::Shutdown("speaker stopping".into()),
+                        };
+                        self.process(Input::Stop(reason));
                     }
                 }
                 _ = sleep_until(errors_deadline), if errors_deadline.is_some() => {

@@ -253,9 +253,18 @@ impl PeerManager {
         for (name, reason) in stops {
             if let Some(h) = self.peers.remove(&name) {
                 h.task.stop(reason);
+                // Destructure so the routes sender lives until the task ends: a closed routes
+                // channel reads as "speaker gone" and would turn this stop into a Cease.
+                let PeerHandle {
+                    task,
+                    forward,
+                    routes,
+                    ..
+                } = h;
                 waits.push(async move {
-                    h.task.wait().await;
-                    h.forward.abort();
+                    task.wait().await;
+                    forward.abort();
+                    drop(routes);
                 });
             }
         }
