@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::core::{ListenerLayout, PassiveSpec, PeerSetup};
 
 /// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
-const STOP_WAIT: Duration = Duration::from_secs(10);
+pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a peer's MD5 key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +190,24 @@ impl PeerManager {
     #[cfg(test)]
     pub fn listener_addrs(&self) -> Vec<SocketAddr> {
         self.listeners.keys().copied().collect()
+    }
+
+    /// Adds a session driven by a test's own connector (duplex pipes, paused time).
+    #[cfg(test)]
+    pub fn insert_session(
+        &mut self,
+        name: &str,
+        task: SessionTask,
+        routes: watch::Sender<Option<Arc<RouteSet>>>,
+    ) {
+        let forward = tokio::spawn(async {});
+        let handle = PeerHandle {
+            task,
+            routes,
+            incoming: None,
+            forward,
+        };
+        self.peers.insert(name.to_owned(), handle);
     }
 
     /// Starts a session for `setup` (a running one of the same name must be stopped first).

@@ -1,6 +1,7 @@
 //! The peer manager on real loopback sockets: listeners kept across reloads, MD5 keys read
 //! from their files when a connection is set up.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::speaker::core::{Core, Effect, ListenerLayout, PeerSetup};
+use crate::speaker::peers::STOP_WAIT;
 use crate::speaker::peers::*;
 
 const T: Duration = Duration::from_secs(10);
@@ -227,4 +229,69 @@ fn an_oversized_key_file_is_a_clear_error_naming_the_peer() {
         .unwrap();
     let e = read_key("tor1", &key).unwrap_err().to_string();
     assert!(e.starts_with("peers[tor1].passwordFile:"), "{e}");
+}
+
+/// Hands out one pipe too small for an OPEN, whose far end never reads: the session's
+/// writes, and so its stop, hang until send-hold expiry (minutes).
+struct StuckPipe(Option<tokio::io::DuplexStream>);
+
+impl bgp_proto::session::driver::Connector for StuckPipe {
+    type Stream = tokio::io::DuplexStream;
+    fn connect(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = std::io::Result<Self::Stream>> + Send>> {
+        let next = self.0.take();
+        Box::pin(async move {
+            match next {
+                Some(s) => Ok(s),
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// Old shutdown waited 10 s per peer in turn: three stuck peers took 30 s, the whole
+/// termination grace period, so the kubelet's SIGKILL came before the process could exit.
+#[tokio::test(start_paused = true)]
+async fn three_stuck_peers_are_stopped_together_within_one_bound() {
+    use bgp_proto::session::driver;
+    use bgp_proto::session::{Session, SessionConfig, State};
+    use bgp_proto::{Asn, RouterId};
+
+    let (events, _events_rx) = mpsc::channel(16);
+    let mut peers = PeerManager::new(events);
+    let mut far_ends = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..3u8 {
+        let (ours, theirs) = tokio::io::duplex(8);
+        far_ends.push(theirs);
+        let config = SessionConfig::new(
+            Asn(65001),
+            RouterId::new(std::net::Ipv4Addr::new(192, 0, 2, 1)).expect("router id"),
+            Asn(65000),
+        );
+        let (routes, routes_rx) = tokio::sync::watch::channel(None);
+        let task = driver::spawn(Session::new(config), StuckPipe(Some(ours)), None, routes_rx);
+        // Connected, its OPEN blocked in the pipe.
+        let mut status = task.status.clone();
+        tokio::time::timeout(T, status.wait_for(|s| s.state == State::OpenSent))
+            .await
+            .expect("reaches OpenSent")
+            .expect("task alive");
+        let name = format!("stuck-{i}");
+        peers.insert_session(&name, task, routes);
+        names.push(name);
+    }
+    let t0 = tokio::time::Instant::now();
+    let stops = names
+        .iter()
+        .map(|n| (n.clone(), StopReason::Shutdown("maintenance".into())))
+        .collect();
+    peers.stop(stops).await;
+    let took = t0.elapsed();
+    assert!(
+        took >= STOP_WAIT && took < STOP_WAIT + Duration::from_secs(1),
+        "one bound for all three peers, not one each: took {took:?}"
+    );
+    assert!(peers.statuses().is_empty(), "every stopped peer is removed");
 }
