@@ -42,6 +42,10 @@ use crate::error::Errors;
 use crate::selector::is_dns_subdomain;
 use crate::validate::NODE_NAME_RULE;
 
+/// Bound on the config file read: a mistaken path (a log, a device) is an error, not an
+/// unbounded read.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
 impl Config {
     /// Parses and validates a config document.
     pub fn from_yaml_str(text: &str) -> Result<Config, ConfigErrors> {
@@ -58,13 +62,25 @@ impl Config {
         }
     }
 
-    /// Reads and validates the config file at `path`.
+    /// Reads and validates the config file at `path` (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
+        use std::io::Read;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        let io_err = |message: String| ConfigError::Io {
             file: path.to_owned(),
-            message: format!("cannot read config: {e}"),
-        })?;
+            message,
+        };
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+            .map_err(|e| io_err(format!("cannot read config: {e}")))?;
+        if text.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(io_err(format!(
+                "cannot read config: larger than {} MiB (a ConfigMap holds at most 1 MiB)",
+                MAX_CONFIG_BYTES >> 20
+            ))
+            .into());
+        }
         Config::from_yaml_str(&text)
     }
 

@@ -14,6 +14,22 @@ fn load_reports_unreadable_file_with_its_path() {
 }
 
 #[test]
+fn oversized_config_file_is_refused_before_parsing_it() {
+    let path = std::env::temp_dir().join(format!("podcidr-big-config-{}.yaml", std::process::id()));
+    let line = "# padding\n";
+    let lines = usize::try_from(podcidr_config::MAX_CONFIG_BYTES).unwrap() / line.len() + 1;
+    std::fs::write(&path, format!("asn: 65001\n{}", line.repeat(lines))).unwrap();
+    let err = Config::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(err.errors()[0], ConfigError::Io { .. }));
+    assert!(
+        err.to_string()
+            .ends_with("cannot read config: larger than 4 MiB (a ConfigMap holds at most 1 MiB)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn syntax_error_carries_line_and_column() {
     let err = Config::from_yaml_str("asn: 65001\npeers:\n  - name: [\n").unwrap_err();
     match &err.errors()[0] {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_watch::source::{ClusterSet, FileSource, PodCidrSource, View};
+use ipam_watch::source::{ClusterSet, DesiredSet, FileSource, PodCidrSource, View};
+use tokio::sync::watch;
 use tokio::time::timeout;
 
 mod common;
@@ -69,9 +70,15 @@ async fn rewrite_by_rename_publishes_the_new_set() {
     driver.abort();
 }
 
-#[tokio::test]
-async fn garbage_keeps_the_last_good_set_and_reports() {
-    let dir = TempDir::new("garbage");
+/// Watches node-a in `dir/cidrs.yaml`, written good (198.19.1.0/24); returns after the
+/// first load.
+async fn watching_a_good_file(
+    dir: &TempDir,
+) -> (
+    PathBuf,
+    watch::Receiver<Arc<DesiredSet>>,
+    tokio::task::JoinHandle<()>,
+) {
     let path = dir.0.join("cidrs.yaml");
     write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
     let (mut rx, driver) = FileSource::new(&path)
@@ -79,6 +86,13 @@ async fn garbage_keeps_the_last_good_set_and_reports() {
         .watch_node("node-a");
     let driver = tokio::spawn(driver);
     until(&mut rx, WAIT, "first load", |s| s.ready).await;
+    (path, rx, driver)
+}
+
+#[tokio::test]
+async fn garbage_keeps_the_last_good_set_and_reports() {
+    let dir = TempDir::new("garbage");
+    let (path, mut rx, driver) = watching_a_good_file(&dir).await;
 
     write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24\n  nonsense: {\n");
     let set = until(&mut rx, WAIT, "error", |s| s.last_error.is_some()).await;
@@ -240,13 +254,7 @@ async fn cluster_mode_maps_every_node_in_the_file() {
 #[tokio::test]
 async fn file_source_huge_file_is_rejected_naming_the_limit() {
     let dir = TempDir::new("huge");
-    let path = dir.0.join("cidrs.yaml");
-    write_atomic(&path, "nodes:\n  node-a: [198.19.1.0/24]\n");
-    let (mut rx, driver) = FileSource::new(&path)
-        .with_interval(POLL)
-        .watch_node("node-a");
-    let driver = tokio::spawn(driver);
-    until(&mut rx, WAIT, "first load", |s| s.ready).await;
+    let (path, mut rx, driver) = watching_a_good_file(&dir).await;
 
     // 1 GiB, sparse: no disk used, but reading it whole takes seconds and a GiB of memory.
     let tmp = path.with_extension("tmp");

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 mod common;
-use common::{BIN, TempDir};
+use common::{BIN, TempDir, free_port};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -85,14 +85,6 @@ async fn bad_flag_values_exit_2_naming_the_flag_before_any_write() {
         );
     }
     assert_eq!(fake.writes(), 0, "{:?}", fake.request_counts());
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn http_get(port: u16, path: &str) -> String {

@@ -169,25 +169,24 @@ async fn md5_matching_establishes_and_a_mismatch_says_check_the_password() {
     assert!(!other.protocol("bad").is_established());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib() {
+/// A speaker announcing 198.19.1.0/24 and 198.19.2.0/24 to a graceful-restart BIRD
+/// (`restart_time` seconds), then SIGKILLed: returns once BIRD holds both routes stale.
+fn killed_while_announcing(tag: &str, restart_time: u16) -> (Bird, Speaker) {
     let ours = net::alloc_v4();
-    let mut bird = bird_with(vec![
+    let bird = bird_with(vec![
         BirdNeighbor::new("spk", ours, OUR_ASN)
             .passive(true)
-            .graceful_restart(60),
+            .graceful_restart(restart_time.into()),
     ]);
-    let dir = TempDir::new("interop-gr");
-    let gr = "    gracefulRestart: {enabled: true, restartTime: 60}\n";
+    let gr = format!("    gracefulRestart: {{enabled: true, restartTime: {restart_time}}}\n");
     let mut s = Speaker::start(
-        dir,
+        TempDir::new(tag),
         &["198.19.1.0/24", "198.19.2.0/24"],
         "",
-        &[peer(&bird, "spk", "bird", ours, gr)],
+        &[peer(&bird, "spk", "bird", ours, &gr)],
         &[],
     );
     wait_prefixes(&bird, "spk", &["198.19.1.0/24", "198.19.2.0/24"], &s);
-
     s.proc.signal(libc::SIGKILL);
     s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
     assert!(
@@ -198,6 +197,12 @@ async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib
     let stale = bird.routes_from("spk");
     assert_eq!(stale.len(), 2, "{stale:?}");
     assert!(stale.iter().all(|r| r.stale), "{stale:?}");
+    (bird, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib() {
+    let (mut bird, s) = killed_while_announcing("interop-gr", 60);
 
     // Come back with one prefix changed; 198.19.1.0/24 must never disappear meanwhile.
     let Speaker { dir, admin, .. } = s;
@@ -230,29 +235,7 @@ async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib
 /// withdrawal before the first guarded set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_with_the_source_unavailable_sends_no_end_of_rib_until_it_is_ready() {
-    let ours = net::alloc_v4();
-    let bird = bird_with(vec![
-        BirdNeighbor::new("spk", ours, OUR_ASN)
-            .passive(true)
-            .graceful_restart(120),
-    ]);
-    let dir = TempDir::new("interop-gr-unready");
-    let gr = "    gracefulRestart: {enabled: true, restartTime: 120}\n";
-    let mut s = Speaker::start(
-        dir,
-        &["198.19.1.0/24", "198.19.2.0/24"],
-        "",
-        &[peer(&bird, "spk", "bird", ours, gr)],
-        &[],
-    );
-    wait_prefixes(&bird, "spk", &["198.19.1.0/24", "198.19.2.0/24"], &s);
-    s.proc.signal(libc::SIGKILL);
-    s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
-    assert!(
-        bird.wait_until(T, |b| b.protocol("spk").gr_active),
-        "BIRD keeps our routes for the restart time\n{}",
-        bird.diagnostics()
-    );
+    let (bird, s) = killed_while_announcing("interop-gr-unready", 120);
 
     // Restart with the source unavailable: the file is gone.
     let Speaker { dir, admin, .. } = s;

@@ -77,27 +77,9 @@ impl KubeArgs {
     }
 
     async fn config(&self) -> Result<kube::Config, LoadError> {
-        use kube::config::{KubeConfigOptions, Kubeconfig};
-        let options = KubeConfigOptions {
-            context: self.context.clone(),
-            ..KubeConfigOptions::default()
-        };
-        let config = match (&self.kubeconfig, &self.context) {
-            (Some(path), _) => {
-                let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| LoadError::Config(format!("{}: {e}", path.display())))?;
-                kube::Config::from_custom_kubeconfig(kc, &options)
-                    .await
-                    .map_err(|e| LoadError::Config(format!("{}: {e}", path.display())))?
-            }
-            (None, Some(_)) => kube::Config::from_kubeconfig(&options)
-                .await
-                .map_err(|e| LoadError::Config(format!("kubeconfig: {e}")))?,
-            (None, None) => kube::Config::infer()
-                .await
-                .map_err(|e| LoadError::Config(format!("no Kubernetes API configuration: {e}")))?,
-        };
-        Ok(config)
+        crate::process::kube_config_in_context(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .map_err(|e| LoadError::Config(e.to_string()))
     }
 }
 

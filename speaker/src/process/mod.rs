@@ -74,6 +74,20 @@ pub async fn kube_client_in_context(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Client, ProcessError> {
+    let config = kube_config_in_context(kubeconfig, context).await?;
+    let cluster_url = config.cluster_url.to_string();
+    kube::Client::try_from(config).map_err(|e| ProcessError::KubeClient {
+        cluster_url,
+        source: Box::new(e),
+    })
+}
+
+/// The client configuration [`kube_client_in_context`] builds on (for callers that also
+/// want the server URL).
+pub async fn kube_config_in_context(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Config, ProcessError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -101,11 +115,7 @@ pub async fn kube_client_in_context(
                 source: Box::new(e),
             })?,
     };
-    let cluster_url = config.cluster_url.to_string();
-    kube::Client::try_from(config).map_err(|e| ProcessError::KubeClient {
-        cluster_url,
-        source: Box::new(e),
-    })
+    Ok(config)
 }
 
 #[cfg(test)]

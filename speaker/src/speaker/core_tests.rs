@@ -366,8 +366,8 @@ fn node_labels_that_stop_selecting_a_peer_stop_it() {
     assert_eq!(stops(&out), [("tor1", &StopReason::Deconfigured)]);
 }
 
-#[test]
-fn status_is_written_only_when_its_content_changes() {
+/// A core that publishes status (minInterval 1 s) for a known node.
+fn publishing_core() -> Core {
     let mut core = Core::new(
         api_config("status: {minInterval: 1}", PEERS),
         "node-a".into(),
@@ -379,24 +379,36 @@ fn status_is_written_only_when_its_content_changes() {
         known: true,
         ..NodeInfo::default()
     }));
+    core
+}
+
+/// The `Published` answer to the one `Publish` in `out`.
+fn published(out: Vec<Effect>, ok: bool) -> Event {
+    match out
+        .into_iter()
+        .find(|e| matches!(e, Effect::Publish { .. }))
+    {
+        Some(Effect::Publish {
+            fingerprint, at, ..
+        }) => Event::Published {
+            fingerprint,
+            at,
+            ok,
+        },
+        _ => panic!("no publish"),
+    }
+}
+
+#[test]
+fn status_is_written_only_when_its_content_changes() {
+    let mut core = publishing_core();
     core.handle(ready(&["198.19.1.0/24"]));
     let out = tick(&mut core, 1);
     assert_eq!(publishes(&out), 1);
-    let Some(Effect::Publish {
-        fingerprint, at, ..
-    }) = out
-        .into_iter()
-        .find(|e| matches!(e, Effect::Publish { .. }))
-    else {
-        unreachable!()
-    };
+    let answer = published(out, true);
     // One write at a time.
     assert_eq!(publishes(&tick(&mut core, 3)), 0);
-    core.handle(Event::Published {
-        fingerprint,
-        at,
-        ok: true,
-    });
+    core.handle(answer);
     for s in 4..30 {
         assert_eq!(
             publishes(&tick(&mut core, s)),
@@ -410,31 +422,9 @@ fn status_is_written_only_when_its_content_changes() {
 
 #[test]
 fn a_failed_status_write_is_retried() {
-    let mut core = Core::new(
-        api_config("status: {minInterval: 1}", PEERS),
-        "node-a".into(),
-        true,
-        lookup,
-    );
-    core.start();
-    core.handle(Event::Node(NodeInfo {
-        known: true,
-        ..NodeInfo::default()
-    }));
+    let mut core = publishing_core();
     let out = tick(&mut core, 1);
-    let Some(Effect::Publish {
-        fingerprint, at, ..
-    }) = out
-        .into_iter()
-        .find(|e| matches!(e, Effect::Publish { .. }))
-    else {
-        panic!("no publish")
-    };
-    core.handle(Event::Published {
-        fingerprint,
-        at,
-        ok: false,
-    });
+    core.handle(published(out, false));
     assert_eq!(publishes(&tick(&mut core, 2)), 1);
 }
 

@@ -19,32 +19,10 @@ use crate::speaker::peers::*;
 
 const T: Duration = Duration::from_secs(10);
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("podcidr-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    integration_tests::net::free_port(std::net::Ipv4Addr::LOCALHOST.into())
 }
 
-/// The core's view of a config: its start effects (sessions and listeners).
 fn plan(yaml: &str) -> (Vec<PeerSetup>, ListenerLayout) {
     let mut core = Core::new(
         Config::from_yaml_str(yaml).unwrap(),
@@ -146,7 +124,7 @@ async fn reload_adding_a_passive_peer_keeps_the_listener_bound_no_eaddrinuse() {
 
 #[tokio::test]
 async fn rotated_md5_key_reaches_the_listener_without_a_config_change() {
-    let dir = Dir::new("md5-listen");
+    let dir = integration_tests::TempDir::new("md5-listen");
     let key = dir.0.join("key");
     std::fs::write(&key, "old-key\n").unwrap();
     let port = free_port();
@@ -185,7 +163,7 @@ async fn rotated_md5_key_reaches_the_listener_without_a_config_change() {
 async fn active_session_reads_the_key_file_at_each_connect() {
     use bgp_proto::session::driver::Connector;
     use bgp_proto::transport::{BgpListener, ListenOptions, Md5Key, PassivePeer};
-    let dir = Dir::new("md5-connect");
+    let dir = integration_tests::TempDir::new("md5-connect");
     let key = dir.0.join("key");
     std::fs::write(&key, "old-key\n").unwrap();
     // The router side: expects the new key only.
@@ -221,7 +199,7 @@ async fn active_session_reads_the_key_file_at_each_connect() {
 
 #[test]
 fn an_oversized_key_file_is_a_clear_error_naming_the_peer() {
-    let dir = Dir::new("md5-big");
+    let dir = integration_tests::TempDir::new("md5-big");
     let key = dir.0.join("key");
     std::fs::File::create(&key)
         .unwrap()

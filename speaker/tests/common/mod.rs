@@ -10,28 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_podcidr-bgp");
 
-/// A temp dir removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("podcidr-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use integration_tests::TempDir;
 
 /// A free port on 127.0.0.1, never the same twice in this process.
 pub fn free_port() -> u16 {
