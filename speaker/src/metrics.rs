@@ -18,6 +18,12 @@ pub struct PeerFamilyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerKindLabel {
+    pub peer: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NotificationLabel {
     pub direction: String,
     pub code: String,
@@ -42,6 +48,7 @@ pub struct Metrics {
     pub announced_prefixes: Family<PeerFamilyLabel, Gauge>,
     pub updates_sent: Family<PeerLabel, Counter>,
     pub notifications: Family<NotificationLabel, Counter>,
+    pub update_errors: Family<PeerKindLabel, Counter>,
     pub guard_refused: Family<ReasonLabel, Counter>,
     pub source_mismatch: Gauge,
     pub source_ready: Gauge,
@@ -64,6 +71,7 @@ impl Metrics {
             announced_prefixes: Family::default(),
             updates_sent: Family::default(),
             notifications: Family::default(),
+            update_errors: Family::default(),
             guard_refused: Family::default(),
             source_mismatch: Gauge::default(),
             source_ready: Gauge::default(),
@@ -93,6 +101,11 @@ impl Metrics {
             "podcidr_bgp_notifications",
             "NOTIFICATION messages sent and received",
             m.notifications.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_update_errors",
+            "Malformed UPDATEs from the peer handled per RFC 7606 (treat-as-withdraw, attribute discard), by error kind; logged as a summary at most every 10 s",
+            m.update_errors.clone(),
         );
         registry.register(
             "podcidr_guard_refused",
@@ -146,6 +159,8 @@ impl Metrics {
         self.session_up.remove(&label);
         self.session_state.remove(&label);
         self.updates_sent.remove(&label);
+        // update_errors stays: its kinds are not known here, and a counter of a removed
+        // peer only stops growing.
         for family in ["ipv4-unicast", "ipv6-unicast"] {
             self.announced_prefixes.remove(&PeerFamilyLabel {
                 peer: name.to_owned(),
@@ -172,6 +187,12 @@ mod tests {
             .set(2);
         m.updates_sent.get_or_create(&Metrics::peer("tor1")).inc();
         m.notification("sent", 6, 2);
+        m.update_errors
+            .get_or_create(&PeerKindLabel {
+                peer: "tor1".into(),
+                kind: "attribute-length".into(),
+            })
+            .inc_by(3);
         m.guard_refused
             .get_or_create(&ReasonLabel {
                 reason: "outside-allowed-prefixes".into(),
@@ -184,6 +205,7 @@ mod tests {
             "podcidr_bgp_announced_prefixes{peer=\"tor1\",family=\"ipv4-unicast\"} 2",
             "podcidr_bgp_updates_sent_total{peer=\"tor1\"} 1",
             "podcidr_bgp_notifications_total{direction=\"sent\",code=\"6\",subcode=\"2\"} 1",
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 3",
             "podcidr_guard_refused_total{reason=\"outside-allowed-prefixes\"} 1",
             "podcidr_source_mismatch 0",
             "podcidr_source_ready 0",

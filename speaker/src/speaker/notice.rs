@@ -6,7 +6,7 @@ use bgp_proto::session::State as SessionState;
 use bgp_proto::session::driver::SessionEvent;
 
 use super::core::Notice;
-use crate::metrics::{Metrics, PeerFamilyLabel, ReasonLabel, ResultLabel};
+use crate::metrics::{Metrics, PeerFamilyLabel, PeerKindLabel, ReasonLabel, ResultLabel};
 
 /// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
 pub fn escape(text: &str) -> String {
@@ -138,6 +138,14 @@ fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
                 .inc_by(messages as u64);
         }
         SessionEvent::UpdateErrors { counts, example } => {
+            for (kind, n) in &counts {
+                m.update_errors
+                    .get_or_create(&PeerKindLabel {
+                        peer: peer.to_owned(),
+                        kind: (*kind).to_owned(),
+                    })
+                    .inc_by(*n);
+            }
             tracing::warn!(
                 peer,
                 ?counts,
@@ -163,5 +171,27 @@ mod tests {
         assert!(!e.contains('\n') && !e.contains('\r') && !e.contains('\x1b'));
         assert!(e.contains("\\n"));
         assert_eq!(escape("maintenance"), "maintenance");
+    }
+
+    #[test]
+    fn update_error_summaries_are_counted_per_peer_and_kind_rfc7606() {
+        let m = Metrics::new();
+        for _ in 0..2 {
+            let counts = [("attribute-length", 4000), ("bad-nlri", 1)]
+                .into_iter()
+                .collect();
+            let ev = SessionEvent::UpdateErrors {
+                counts,
+                example: "bad\nline".into(),
+            };
+            record(&m, Notice::Session("tor1".into(), ev));
+        }
+        let text = m.encode();
+        for line in [
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 8000",
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"bad-nlri\"} 2",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
     }
 }
