@@ -52,6 +52,8 @@ pub struct SettingsChanges {
     pub status: bool,
     /// `log`: format or level.
     pub log: bool,
+    /// `cni`: the conflist is rewritten (enabled, where, or what it holds).
+    pub cni: bool,
 }
 
 impl SettingsChanges {
@@ -65,8 +67,17 @@ impl SettingsChanges {
             admin,
             status,
             log,
+            cni,
         } = *self;
-        identity || node_name || source || allowed_prefixes || next_hop || admin || status || log
+        identity
+            || node_name
+            || source
+            || allowed_prefixes
+            || next_hop
+            || admin
+            || status
+            || log
+            || cni
     }
 
     /// Routes must be recomputed and re-announced to every peer.
@@ -87,6 +98,7 @@ pub fn diff_peers(old: &Config, new: &Config) -> PeerChanges {
         admin: old.admin != new.admin,
         status: old.status != new.status,
         log: old.log != new.log,
+        cni: old.cni != new.cni,
     };
     let mut changes = PeerChanges {
         settings,

@@ -14,6 +14,7 @@
 //! assert_eq!(config.peers[0].keepalive_time, 3);
 //! ```
 
+mod cni;
 mod community;
 mod diff;
 mod error;
@@ -31,6 +32,10 @@ use std::path::Path;
 
 use bgp_proto::RouterId;
 
+pub use cni::{
+    CniConfig, CniPlugin, DEFAULT_CNI_BRIDGE, DEFAULT_CNI_CONF_DIR, DEFAULT_CNI_FILE_NAME,
+    DEFAULT_CNI_NETWORK_NAME,
+};
 pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};

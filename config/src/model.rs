@@ -45,6 +45,8 @@ pub struct Config {
     pub admin: AdminConfig,
     pub status: StatusConfig,
     pub log: LogConfig,
+    /// The node's CNI conflist, written from the announced CIDRs (off by default).
+    pub cni: crate::cni::CniConfig,
 }
 
 /// Where the node's pod CIDRs come from.

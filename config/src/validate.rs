@@ -9,6 +9,7 @@ use bgp_proto::{Asn, RouterId};
 use ipnet::IpNet;
 use serde_json::{Map, Value};
 
+use crate::cni::{CniConfig, parse_cni};
 use crate::error::{Errors, quoted};
 use crate::fields::{is_unicast, parse_asn, parse_path};
 use crate::model::{
@@ -31,6 +32,7 @@ const TOP_KEYS: &[&str] = &[
     "admin",
     "status",
     "log",
+    "cni",
 ];
 
 pub(crate) const NODE_NAME_RULE: &str =
@@ -102,6 +104,7 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
     let admin = Lookup::of(&root, "admin", errs, parse_admin).or(AdminConfig::default());
     let status = Lookup::of(&root, "status", errs, parse_status).or(StatusConfig::default());
     let log = Lookup::of(&root, "log", errs, parse_log).or(LogConfig::default());
+    let cni = Lookup::of(&root, "cni", errs, parse_cni).or(CniConfig::default());
 
     Config {
         node_name,
@@ -115,6 +118,7 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
         admin,
         status,
         log,
+        cni,
     }
 }
 
@@ -132,6 +136,7 @@ fn placeholder() -> Config {
         admin: AdminConfig::default(),
         status: StatusConfig::default(),
         log: LogConfig::default(),
+        cni: CniConfig::default(),
     }
 }
 

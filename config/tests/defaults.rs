@@ -9,8 +9,8 @@ use std::time::Duration;
 use bgp_proto::{Asn, Family, HoldTime, RouterId};
 use common::{valid, with_ibgp_peer, with_peer, with_top};
 use podcidr_config::{
-    Community, ConfigError, LargeCommunity, LogFormat, LogLevel, NextHopConfig, SessionType,
-    SourceConfig,
+    CniPlugin, Community, ConfigError, LargeCommunity, LogFormat, LogLevel, NextHopConfig,
+    SessionType, SourceConfig,
 };
 
 #[test]
@@ -33,6 +33,15 @@ fn omitted_settings_take_documented_defaults() {
         (config.min_prefix_length.ipv4, config.min_prefix_length.ipv6),
         (16, 48)
     );
+    assert!(!config.cni.enabled, "cni is off unless asked");
+    assert_eq!(
+        config.cni.path().to_str(),
+        Some("/etc/cni/net.d/10-podcidr-bgp.conflist")
+    );
+    assert_eq!(config.cni.network_name, "podcidr");
+    assert_eq!(config.cni.plugin, CniPlugin::Bridge);
+    assert_eq!(config.cni.bridge, "podcidr0");
+    assert_eq!((config.cni.mtu, config.cni.data_dir.as_ref()), (None, None));
 
     let peer = &config.peers[0];
     assert_eq!(peer.port, 179);
@@ -256,5 +265,26 @@ peers:
             ("node-role.kubernetes.io/control-plane", "")
         ])),
         ["everywhere"]
+    );
+}
+
+#[test]
+fn cni_keys_are_read_as_written() {
+    let config = valid(&with_top(
+        "cni: {enabled: true, confDir: /host/etc/cni/net.d, fileName: 05-pods.conflist, networkName: pods.v1, plugin: ptp, bridge: br0, mtu: 9000, dataDir: /var/lib/podcidr/cni}",
+    ));
+    let cni = &config.cni;
+    assert!(cni.enabled);
+    assert_eq!(
+        cni.path().to_str(),
+        Some("/host/etc/cni/net.d/05-pods.conflist")
+    );
+    assert_eq!(cni.network_name, "pods.v1");
+    assert_eq!(cni.plugin, CniPlugin::Ptp);
+    assert_eq!(cni.bridge, "br0");
+    assert_eq!(cni.mtu, Some(9000));
+    assert_eq!(
+        cni.data_dir.as_deref().and_then(|p| p.to_str()),
+        Some("/var/lib/podcidr/cni")
     );
 }

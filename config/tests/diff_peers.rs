@@ -109,5 +109,16 @@ fn non_peer_settings_are_reported() {
     assert!(settings.source && settings.allowed_prefixes && settings.next_hop && settings.log);
     assert!(settings.routes_affected());
     assert!(!settings.identity && !settings.admin && !settings.status && !settings.node_name);
+    assert!(!settings.cni);
     assert_eq!(names(&unchanged), ["tor1"]);
+}
+
+#[test]
+fn a_cni_change_is_a_setting_that_resets_no_peer() {
+    let old = config(&[TOR1], "");
+    let new = config(&[TOR1], "cni: {enabled: true}\n");
+    let changes = diff_peers(&old, &new);
+    assert!(changes.settings.cni && changes.settings.any());
+    assert!(!changes.settings.routes_affected());
+    assert_eq!(names(&changes.unchanged), ["tor1"]);
 }

@@ -451,6 +451,52 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_top("log: {level: verbose}"),
             "log.level: \"verbose\" is not one of trace, debug, info, warn, error",
         ),
+        // cni
+        (
+            "cni_conf_dir_absolute",
+            with_top("cni: {enabled: true, confDir: etc/cni/net.d}"),
+            "cni.confDir: must be an absolute path",
+        ),
+        (
+            "cni_file_name_is_a_conflist",
+            with_top("cni: {fileName: podcidr.conf}"),
+            "cni.fileName: \"podcidr.conf\" is not a file name ending in .conflist (no '/', not hidden, e.g. 10-podcidr-bgp.conflist)",
+        ),
+        (
+            "cni_file_name_no_slash",
+            with_top("cni: {fileName: ../x.conflist}"),
+            "cni.fileName: \"../x.conflist\" is not a file name ending in .conflist (no '/', not hidden, e.g. 10-podcidr-bgp.conflist)",
+        ),
+        (
+            "cni_network_name_spec_1_0",
+            with_top("cni: {networkName: -pods}"),
+            "cni.networkName: \"-pods\" is not a CNI network name (letters, digits, '_', '.', '-'; starting with a letter or digit)",
+        ),
+        (
+            "cni_plugin_known",
+            with_top("cni: {plugin: macvlan}"),
+            "cni.plugin: \"macvlan\" is not one of bridge, ptp",
+        ),
+        (
+            "cni_bridge_ifnamsiz",
+            with_top("cni: {bridge: podcidr-bridge-0001}"),
+            "cni.bridge: \"podcidr-bridge-0001\" is not a Linux interface name (1..15 characters, no '/', ':' or spaces)",
+        ),
+        (
+            "cni_mtu_range",
+            with_top("cni: {mtu: 100}"),
+            "cni.mtu: 100 is not allowed (576..65535)",
+        ),
+        (
+            "cni_data_dir_absolute",
+            with_top("cni: {dataDir: leases}"),
+            "cni.dataDir: must be an absolute path",
+        ),
+        (
+            "cni_unknown_key",
+            with_top("cni: {enable: true}"),
+            "cni.enable: unknown key (did you mean enabled?)",
+        ),
         // all errors at once, in schema order
         (
             "all_errors_are_collected",

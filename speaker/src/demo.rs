@@ -92,20 +92,65 @@ fn print_table(rib: &CollectorRib) {
     }
 }
 
-fn speaker_config(i: u8, tor_port: u16) -> String {
+/// The nodes' CNI config dirs (a temp dir, removed at the end): the demo has no root.
+struct CniDirs(std::path::PathBuf);
+
+impl CniDirs {
+    fn new() -> Result<Self, String> {
+        let root = std::env::temp_dir().join(format!("podcidr-demo-cni-{}", std::process::id()));
+        std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+        Ok(CniDirs(root))
+    }
+
+    fn node(&self, i: u8) -> std::path::PathBuf {
+        self.0.join(node_name(i))
+    }
+}
+
+impl Drop for CniDirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The host-local subnets of a conflist, in order.
+fn conflist_subnets(text: &str) -> Vec<String> {
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    doc["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["ipam"]["ranges"].as_array())
+        .flatten()
+        .filter_map(|set| set.as_array())
+        .flatten()
+        .filter_map(|r| r["subnet"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn speaker_config(i: u8, tor_port: u16, cni_dir: &std::path::Path) -> String {
     format!(
         "nodeName: {node}\nasn: 64512\nrouterId: {rid}\nsource: {{kind: ipam-crd}}\n\
          allowedPrefixes: [{POOL_V4}, {POOL_V6}]\nnextHop: {{ipv4: node, ipv6: node}}\n\
          peers:\n  - name: tor\n    address: 127.0.0.1\n    port: {tor_port}\n    asn: 65000\n    \
          holdTime: 9\n    connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n\
-         admin: {{listen: \"127.0.0.1:0\"}}\nstatus: {{publish: true, minInterval: 1}}\n",
+         admin: {{listen: \"127.0.0.1:0\"}}\nstatus: {{publish: true, minInterval: 1}}\n\
+         cni: {{enabled: true, confDir: {dir}, dataDir: {dir}/leases}}\n",
         node = node_name(i),
         rid = router_id(i),
+        dir = cni_dir.display(),
     )
 }
 
-async fn start_speaker(fake: &FakeKube, i: u8, tor_port: u16) -> Result<RunningSpeaker, String> {
-    let config = Config::from_yaml_str(&speaker_config(i, tor_port)).map_err(|e| e.to_string())?;
+async fn start_speaker(
+    fake: &FakeKube,
+    i: u8,
+    tor_port: u16,
+    cni_dir: &std::path::Path,
+) -> Result<RunningSpeaker, String> {
+    std::fs::create_dir_all(cni_dir).map_err(|e| format!("{}: {e}", cni_dir.display()))?;
+    let config =
+        Config::from_yaml_str(&speaker_config(i, tor_port, cni_dir)).map_err(|e| e.to_string())?;
     let opts = RunOptions::in_process(true);
     let mut speaker = Speaker::start(config, node_name(i), Some(fake.client()), opts)
         .await
@@ -246,9 +291,10 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
         4,
         "speakers: one per node, source ipam-crd, peering with the ToR",
     );
+    let cni = CniDirs::new()?;
     let mut speakers = BTreeMap::new();
     for i in 1..=n {
-        let s = start_speaker(&fake, i, collector.local_addr().port()).await?;
+        let s = start_speaker(&fake, i, collector.local_addr().port(), &cni.node(i)).await?;
         println!(
             "    {}: speaker admin endpoint http://{}",
             node_name(i),
@@ -271,6 +317,43 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
 
     step(
         5,
+        "CNI: each speaker writes its node's conflist (bridge + host-local) from what it announces",
+    );
+    for i in 1..=n {
+        let written = fake
+            .wait_for_object(&nbs(), None, &node_name(i), STEP_TIMEOUT, |o| {
+                o.is_some_and(|o| {
+                    o["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "CNIConfigured" && c["status"] == "True")
+                    })
+                })
+            })
+            .await;
+        if written.is_err() {
+            return Err(format!("{}: no CNI config written", node_name(i)));
+        }
+        let path = cni.node(i).join(podcidr_config::DEFAULT_CNI_FILE_NAME);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!(
+            "    {} pods get addresses from {} ({})",
+            node_name(i),
+            conflist_subnets(&text).join(", "),
+            path.display()
+        );
+        if i == 1 {
+            for line in text.lines() {
+                println!("      {line}");
+            }
+        }
+    }
+    println!(
+        "    (a container runtime runs the standard plugins with this file; the demo has no root, so no pod is created)"
+    );
+
+    step(
+        6,
         "the classic incident: kube-controller-manager writes a different Node.spec.podCIDRs",
     );
     let victim = node_name(if n >= 2 { 2 } else { 1 });
@@ -306,7 +389,7 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
     }
 
     step(
-        6,
+        7,
         format!("node-{n} leaves the cluster: only its routes are withdrawn").as_str(),
     );
     let before = collector.prefixes();

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub source_mismatch: Gauge,
     pub source_ready: Gauge,
     pub config_reloads: Family<ResultLabel, Counter>,
+    pub cni_config_writes: Family<ResultLabel, Counter>,
+    pub cni_config_ok: Gauge,
 }
 
 impl Default for Metrics {
@@ -76,6 +78,8 @@ impl Metrics {
             source_mismatch: Gauge::default(),
             source_ready: Gauge::default(),
             config_reloads: Family::default(),
+            cni_config_writes: Family::default(),
+            cni_config_ok: Gauge::default(),
         };
         registry.register(
             "podcidr_bgp_session_up",
@@ -127,6 +131,16 @@ impl Metrics {
             "Config reloads by result",
             m.config_reloads.clone(),
         );
+        registry.register(
+            "podcidr_cni_config_writes",
+            "CNI conflist writes (cni.enabled) by result: written, unchanged, error",
+            m.cni_config_writes.clone(),
+        );
+        registry.register(
+            "podcidr_cni_config_ok",
+            "1 when the last CNI conflist write succeeded (the file hands out the announced CIDRs)",
+            m.cni_config_ok.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -149,6 +163,14 @@ impl Metrics {
                 direction: direction.to_owned(),
                 code: code.to_string(),
                 subcode: subcode.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn cni_write(&self, result: &str) {
+        self.cni_config_writes
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
             })
             .inc();
     }

@@ -23,6 +23,9 @@ fn demo_runs_to_completion_and_shows_the_caught_mismatch() {
         "3 sessions Established",
         "10.244.2.0/24          198.18.0.3       node-3",
         "fd00:244:0:1::/64      fd00:18::2       node-2",
+        // Each node's conflist hands out exactly what that node announces.
+        "node-1 pods get addresses from 10.244.0.0/24, fd00:244::/64",
+        "node-3 pods get addresses from 10.244.2.0/24, fd00:244:0:2::/64",
     ] {
         assert!(out.contains(expected), "missing {expected:?} in\n{out}");
     }

@@ -18,6 +18,7 @@ use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use podcidr_config::{Config, LogConfig, PeerConfig, SourceConfig, diff_peers};
 
+use super::cni::{CniFile, CniState};
 use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
 use super::node::NodeInfo;
 use super::peers::{LocalIdentity, session_config};
@@ -64,6 +65,11 @@ pub enum Event {
     },
     /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
     Shutdown { final_stop: bool },
+    /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.
+    CniWritten {
+        file: CniFile,
+        result: Result<bool, String>,
+    },
 }
 
 /// Everything a session needs to start: its config and how the FSM runs it.
@@ -135,6 +141,8 @@ pub enum Effect {
     },
     /// Stop every session concurrently.
     StopAll(Vec<(String, StopReason)>),
+    /// Write the node's CNI conflist (off the loop); answer with [`Event::CniWritten`].
+    WriteCni(CniFile),
     Notice(Notice),
 }
 
@@ -184,6 +192,14 @@ pub enum Notice {
     NeedsRestart(&'static str),
     SessionMetrics(Vec<(String, SessionStatus)>),
     Session(String, SessionEvent),
+    CniWritten {
+        path: PathBuf,
+        changed: bool,
+    },
+    CniFailed {
+        path: PathBuf,
+        error: String,
+    },
 }
 
 impl PeerSetup {
@@ -233,6 +249,7 @@ pub struct Core {
     api: bool,
     stopping: bool,
     lookup: RouteLookup,
+    cni: CniState,
 }
 
 impl Core {
@@ -260,6 +277,7 @@ impl Core {
             api,
             stopping: false,
             lookup,
+            cni: CniState::default(),
         }
     }
 
@@ -316,6 +334,7 @@ impl Core {
                     self.publish.last = Some((fingerprint, at));
                 }
             }
+            Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
             Event::Shutdown { final_stop } => {
                 self.stopping = true;
                 let stops = self
@@ -370,6 +389,35 @@ impl Core {
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
+        self.plan_cni(out);
+    }
+
+    /// The conflist follows the guarded set: pods get addresses only from announced CIDRs.
+    fn plan_cni(&mut self, out: &mut Vec<Effect>) {
+        if let Some(file) = self.cni.plan(&self.config.cni, self.guarded.as_deref()) {
+            out.push(Effect::WriteCni(file));
+        }
+    }
+
+    fn on_cni_written(
+        &mut self,
+        out: &mut Vec<Effect>,
+        file: CniFile,
+        result: Result<bool, String>,
+    ) {
+        let path = file.path.clone();
+        out.push(Effect::Notice(match &result {
+            Ok(changed) => Notice::CniWritten {
+                path,
+                changed: *changed,
+            },
+            Err(error) => Notice::CniFailed {
+                path,
+                error: error.clone(),
+            },
+        }));
+        self.cni.finished(file, result.map(|_| ()));
+        self.plan_cni(out);
     }
 
     fn addresses(&self) -> NodeAddresses {
@@ -676,6 +724,7 @@ impl Core {
         }));
         // Guard and attributes with the new settings (allowedPrefixes, nextHop, peers).
         self.regard(out);
+        self.plan_cni(out);
     }
 
     fn on_tick(
@@ -686,6 +735,8 @@ impl Core {
         statuses: BTreeMap<String, SessionStatus>,
     ) {
         self.statuses = statuses;
+        self.cni.set_now(now);
+        self.plan_cni(out);
         out.push(Effect::Notice(Notice::SessionMetrics(
             self.statuses
                 .iter()
@@ -716,6 +767,9 @@ impl Core {
             desired: Arc::clone(&self.desired),
             guarded: self.guarded.clone(),
             peers,
+            cni: self
+                .cni
+                .condition(&self.config.cni, self.guarded.as_deref()),
         }
     }
 

@@ -461,3 +461,89 @@ fn guard_refusal_is_noticed_once_per_appearance() {
         0
     );
 }
+
+fn cni_writes(out: &[Effect]) -> Vec<&CniFile> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::WriteCni(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+const CNI_ON: &str = "cni: {enabled: true, confDir: /host/cni}";
+
+#[test]
+fn cni_config_follows_the_announced_set_not_the_raw_source() {
+    let mut core = Core::new(api_config(CNI_ON, PEERS), "node-a".into(), true, lookup);
+    core.start();
+    core.handle(Event::Node(NodeInfo {
+        known: true,
+        ..NodeInfo::default()
+    }));
+    assert!(
+        cni_writes(&core.handle(not_ready())).is_empty(),
+        "source not ready"
+    );
+    // 10.0.0.0/24 is outside allowedPrefixes: refused, so no pod may get an address in it.
+    let out = core.handle(ready(&["198.19.1.0/24", "10.0.0.0/24", "fd00:19:1::/64"]));
+    let writes = cni_writes(&out);
+    assert_eq!(writes.len(), 1, "{out:?}");
+    let file = writes[0].clone();
+    assert_eq!(
+        file.path.to_str(),
+        Some("/host/cni/10-podcidr-bgp.conflist")
+    );
+    assert!(file.content.contains("198.19.1.0/24") && file.content.contains("fd00:19:1::/64"));
+    assert!(!file.content.contains("10.0.0.0"), "{}", file.content);
+
+    let out = core.handle(Event::CniWritten {
+        file,
+        result: Ok(true),
+    });
+    assert!(out.contains(&Effect::Notice(Notice::CniWritten {
+        path: "/host/cni/10-podcidr-bgp.conflist".into(),
+        changed: true,
+    })));
+    assert!(cni_writes(&tick(&mut core, 1)).is_empty(), "written once");
+    let cond = core.report_inputs().cni.expect("condition");
+    assert_eq!((cond.ok, cond.reason), (true, "Written"));
+
+    // A source outage changes nothing; a new allocation writes the new range.
+    assert!(cni_writes(&core.handle(not_ready())).is_empty());
+    let out = core.handle(ready(&["198.19.2.0/24"]));
+    assert!(cni_writes(&out)[0].content.contains("198.19.2.0/24"));
+}
+
+#[test]
+fn cni_write_failure_keeps_announcing_and_is_retried_on_ticks() {
+    let (mut core, _) = file_core(config(CNI_ON, PEERS));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(set_routes(&out).len(), 2, "routes go out regardless");
+    let file = cni_writes(&out)[0].clone();
+    let out = core.handle(Event::CniWritten {
+        file,
+        result: Err("cni.confDir /host/cni does not exist".into()),
+    });
+    assert!(matches!(
+        &out[..],
+        [Effect::Notice(Notice::CniFailed { .. })]
+    ));
+    let cond = core.report_inputs().cni.unwrap();
+    assert_eq!((cond.ok, cond.reason), (false, "WriteFailed"));
+    assert!(cni_writes(&tick(&mut core, 5)).is_empty());
+    assert_eq!(cni_writes(&tick(&mut core, 11)).len(), 1, "retried");
+}
+
+#[test]
+fn cni_reload_rewrites_without_touching_sessions() {
+    let (mut core, _) = file_core(config("", PEERS));
+    assert!(
+        cni_writes(&core.handle(ready(&["198.19.1.0/24"]))).is_empty(),
+        "off by default"
+    );
+    assert!(core.report_inputs().cni.is_none());
+    let out = core.handle(reload(config(CNI_ON, PEERS)));
+    assert_eq!(cni_writes(&out).len(), 1, "{out:?}");
+    assert!(resets(&out).is_empty() && stops(&out).is_empty());
+}

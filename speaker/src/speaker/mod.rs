@@ -4,6 +4,8 @@
 //! Routes are never dropped by accident: a source that is not ready, an API outage or a bad
 //! reload changes nothing.
 
+pub mod cni;
+mod cni_io;
 pub mod core;
 pub mod guard;
 pub mod node;
@@ -234,8 +236,8 @@ pub struct Speaker {
     node_alive: bool,
     peers: PeerManager,
     events: mpsc::Receiver<(String, SessionEvent)>,
-    published_tx: mpsc::Sender<Event>,
-    published: mpsc::Receiver<Event>,
+    finished_tx: mpsc::Sender<Event>,
+    finished: mpsc::Receiver<Event>,
     publisher: Option<JoinHandle<()>>,
     config_stamp: Option<FileStamp>,
     started: Instant,
@@ -297,7 +299,7 @@ impl Speaker {
             start_source(&config.source, client.as_ref(), &node_name, opts.file_poll)?;
         let (node, node_task) = watch_node(client.as_ref(), &config, &node_name);
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let (published_tx, published) = mpsc::channel(1);
+        let (finished_tx, finished) = mpsc::channel(4);
         let config_stamp = opts.config_path.as_deref().and_then(stamp);
         tracing::info!(node = %node_name, source = %config.source, peers = config.peers.len(), "speaker starting");
         let core = Core::new(config, node_name, client.is_some(), routes::route_source);
@@ -317,8 +319,8 @@ impl Speaker {
             node_task,
             peers: PeerManager::new(events_tx),
             events,
-            published_tx,
-            published,
+            finished_tx,
+            finished,
             publisher: None,
             config_stamp,
             started: Instant::now(),
@@ -374,7 +376,7 @@ impl Speaker {
                     Event::Node(self.node.borrow_and_update().clone())
                 }
                 Some((peer, ev)) = self.events.recv() => Event::Session(peer, ev),
-                Some(ev) = self.published.recv() => ev,
+                Some(ev) = self.finished.recv() => ev,
                 Some(()) = recv_hup(&mut sighup), if reloadable => self.reload_event("SIGHUP"),
                 _ = poll.tick(), if reloadable => {
                     let now = self.opts.config_path.as_deref().and_then(stamp);
@@ -519,9 +521,25 @@ impl Speaker {
                     at,
                 } => self.spawn_publish(*report, fingerprint, node_uid, at),
                 Effect::StopAll(stops) => self.peers.shutdown(stops).await,
+                Effect::WriteCni(file) => self.spawn_cni_write(file),
                 Effect::Notice(n) => notice::record(&self.metrics, n),
             }
         }
+    }
+
+    /// Writes the conflist off the loop (a slow disk delays no session); the core hears
+    /// the outcome as [`Event::CniWritten`].
+    fn spawn_cni_write(&self, file: cni::CniFile) {
+        let done = self.finished_tx.clone();
+        tokio::spawn(async move {
+            let (path, content) = (file.path.clone(), Arc::clone(&file.content));
+            let result =
+                tokio::task::spawn_blocking(move || cni_io::write_conflist(&path, &content))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+            let _ = done.send(Event::CniWritten { file, result }).await;
+        });
     }
 
     /// Writes the status off the loop: a hanging API call delays nothing else.
@@ -536,7 +554,7 @@ impl Speaker {
             return;
         };
         let node = self.core.node_name().to_owned();
-        let done = self.published_tx.clone();
+        let done = self.finished_tx.clone();
         self.publisher = Some(tokio::spawn(async move {
             let ok = match tokio::time::timeout(
                 PUBLISH_TIMEOUT,

@@ -107,6 +107,18 @@ pub fn record(m: &Metrics, notice: Notice) {
             }
         }
         Notice::Session(peer, ev) => session_event(m, &peer, ev),
+        Notice::CniWritten { path, changed } => {
+            if changed {
+                tracing::info!(path = %path.display(), "CNI config written");
+            }
+            m.cni_config_ok.set(1);
+            m.cni_write(if changed { "written" } else { "unchanged" });
+        }
+        Notice::CniFailed { path, error } => {
+            tracing::error!(path = %path.display(), %error, "CNI config not written; announcing goes on");
+            m.cni_config_ok.set(0);
+            m.cni_write("error");
+        }
     }
 }
 

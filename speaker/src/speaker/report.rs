@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use podcidr_config::PeerConfig;
 
+use super::cni::CniCondition;
 use super::guard::Guarded;
 use super::routes::PeerRefusal;
 
@@ -268,18 +269,30 @@ pub struct ReportInputs {
     pub desired: Arc<DesiredSet>,
     pub guarded: Option<Arc<Guarded>>,
     pub peers: Vec<PeerInput>,
+    /// `CNIConfigured`, when `cni` is enabled.
+    pub cni: Option<CniCondition>,
 }
 
 impl ReportInputs {
     pub fn render(&self, now: u64) -> SpeakerReport {
-        report(
+        let mut r = report(
             self.source,
             self.local_asn,
             &self.desired,
             self.guarded.as_deref(),
             &self.peers,
             now,
-        )
+        );
+        if let Some(c) = &self.cni {
+            r.conditions.push(condition(
+                "CNIConfigured",
+                c.ok,
+                c.reason,
+                c.message.clone(),
+                now,
+            ));
+        }
+        r
     }
 }
 
