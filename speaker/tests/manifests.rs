@@ -52,10 +52,26 @@ fn every_manifest_parses_and_names_its_kind() {
     {
         for doc in documents(f) {
             if f.ends_with("kustomization.yaml") {
-                for r in doc["resources"].as_array().unwrap() {
+                // A Kustomization lists resources, a Component its patches.
+                let dir = f.parent().unwrap();
+                let listed = doc["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .chain(
+                        doc["patches"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|p| &p["path"]),
+                    )
+                    .collect::<Vec<_>>();
+                assert!(!listed.is_empty(), "{}: lists nothing", f.display());
+                for r in listed {
                     assert!(
-                        deploy().join(r.as_str().unwrap()).exists(),
-                        "kustomization lists missing {r}"
+                        dir.join(r.as_str().unwrap()).exists(),
+                        "{} lists missing {r}",
+                        f.display()
                     );
                 }
                 continue;

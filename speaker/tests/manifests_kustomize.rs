@@ -285,3 +285,67 @@ fn speaker_admission_policy_follows_kustomize_namespace_overlay() {
         "nothing in the overlay still names the base namespace"
     );
 }
+
+/// The pod's volumes and the speaker container's mounts and security context.
+fn speaker_pod(docs: &[Value]) -> (&Value, &Value) {
+    let ds = of_kind(docs, "DaemonSet");
+    assert_eq!(ds.len(), 1, "one DaemonSet (the speaker)");
+    let spec = &ds[0]["spec"]["template"]["spec"];
+    let container = spec["containers"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "speaker"))
+        .expect("a container named speaker");
+    (spec, container)
+}
+
+/// cluster-pool mode with the standard CNI plugins: the `cni` component mounts the host's CNI
+/// config dir where the documented `confDir` points, and only when asked.
+#[test]
+fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
+    if !have_kubectl() {
+        return;
+    }
+    let base = render(&deploy());
+    let (spec, _) = speaker_pod(&base);
+    assert!(
+        !spec.to_string().contains("hostPath"),
+        "the base touches no host directory: {spec}"
+    );
+
+    let tmp = TempDir::new("kustomize-cni");
+    let dir = tmp.path("cni");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let component = relative(&dir, &deploy().join("components/cni"));
+    let docs = render(&overlay(
+        &tmp,
+        "cni",
+        &format!("components:\n  - {}", component.display()),
+    ));
+    let (spec, container) = speaker_pod(&docs);
+    let volume = spec["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["hostPath"]["path"] == "/etc/cni/net.d"))
+        .unwrap_or_else(|| panic!("a hostPath volume for /etc/cni/net.d: {spec}"));
+    let mount = container["volumeMounts"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == volume["name"]))
+        .unwrap_or_else(|| panic!("the speaker mounts it: {container}"));
+    assert_eq!(mount["mountPath"], "/host/etc/cni/net.d", "docs' confDir");
+    assert_ne!(mount["readOnly"], true);
+    let sc = &container["securityContext"];
+    assert_eq!(sc["runAsUser"], 0, "root-owned /etc/cni/net.d: {sc}");
+    assert_eq!(
+        sc["capabilities"]["drop"],
+        serde_json::json!(["ALL"]),
+        "{sc}"
+    );
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{sc}");
+    // The base's other mounts survive the patch.
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["name"] == "config")),
+        "{container}"
+    );
+}
