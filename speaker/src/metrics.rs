@@ -133,7 +133,7 @@ impl Metrics {
         );
         registry.register(
             "podcidr_cni_config_writes",
-            "CNI conflist writes (cni.enabled) by result: written, unchanged, error",
+            "CNI conflist writes and checks (cni.enabled) by result: written, unchanged (the file already held it), error",
             m.cni_config_writes.clone(),
         );
         registry.register(

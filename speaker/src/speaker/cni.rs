@@ -16,6 +16,11 @@ use super::guard::Guarded;
 /// changes).
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// The file on disk is compared with what it should hold this often (a write happens only
+/// if it differs): a conflist deleted or overwritten by hand, or by another installer, comes
+/// back without a restart.
+pub const RECHECK_AFTER: Duration = Duration::from_secs(60);
+
 /// CNI spec version of the conflist; the reference plugins support it from v1.0.0.
 pub const CNI_VERSION: &str = "1.0.0";
 
@@ -94,8 +99,8 @@ pub struct CniCondition {
 /// What the core knows about the conflist.
 #[derive(Debug, Default, Clone)]
 pub struct CniState {
-    /// Last file written (or found identical on disk).
-    written: Option<CniFile>,
+    /// Last file written (or found identical on disk), and when.
+    written: Option<(CniFile, Duration)>,
     in_flight: Option<CniFile>,
     /// Last failure: the file, the error and the monotonic time.
     failed: Option<(CniFile, String, Duration)>,
@@ -111,7 +116,13 @@ impl CniState {
     /// write is in flight. Nothing before the first guarded set, nothing without CIDRs.
     pub fn plan(&mut self, cfg: &CniConfig, guarded: Option<&Guarded>) -> Option<CniFile> {
         let want = wanted(cfg, guarded)?;
-        if self.in_flight.is_some() || self.written.as_ref() == Some(&want) {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        if let Some((file, at)) = &self.written
+            && *file == want
+            && self.now.saturating_sub(*at) < RECHECK_AFTER
+        {
             return None;
         }
         if let Some((file, _, at)) = &self.failed
@@ -132,7 +143,7 @@ impl CniState {
         match result {
             Ok(()) => {
                 self.failed = None;
-                self.written = Some(file);
+                self.written = Some((file, self.now));
             }
             Err(e) => self.failed = Some((file, e, self.now)),
         }
@@ -168,7 +179,7 @@ impl CniState {
                 ),
             );
         };
-        if self.written.as_ref() == Some(&want) {
+        if self.written.as_ref().is_some_and(|(f, _)| *f == want) {
             let cidrs: Vec<String> = g.announce.iter().map(ToString::to_string).collect();
             return c(
                 true,

@@ -125,6 +125,10 @@ fn one_write_at_a_time_and_none_for_the_same_content() {
     assert_eq!(s.plan(&enabled(), Some(&g)), None, "one in flight");
     s.finished(file, Ok(()));
     assert_eq!(s.plan(&enabled(), Some(&g)), None, "already written");
+    s.set_now(RECHECK_AFTER);
+    let again = s.plan(&enabled(), Some(&g));
+    assert!(again.is_some(), "the disk is compared again after a while");
+    s.finished(again.unwrap(), Ok(()));
     let c = s.condition(&enabled(), Some(&g)).unwrap();
     assert!(c.ok, "{c:?}");
     assert_eq!(c.reason, "Written");
