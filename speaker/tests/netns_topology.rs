@@ -10,56 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Proc, TempDir};
-
-struct Netns {
-    names: Vec<String>,
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn in_ns(ns: &str, cmd: &[&str]) -> std::process::Output {
-    Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(cmd)
-        .output()
-        .unwrap()
-}
-
-fn netns_permitted(probe: &str) -> bool {
-    let ok = Command::new("ip")
-        .args(["netns", "add", probe])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        let _ = Command::new("ip").args(["netns", "del", probe]).status();
-    }
-    ok && which("bird") && which("ping")
-}
-
-fn which(bin: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping};
 
 fn birdc(ns: &str, sock: &str, cmd: &str) -> String {
     String::from_utf8_lossy(&in_ns(ns, &["birdc", "-s", sock, cmd]).stdout).into_owned()
@@ -81,30 +32,17 @@ fn wait_bird(ns: &str, sock: &str, what: &str, pred: impl Fn(&str) -> bool) -> S
     }
 }
 
-fn ping(ns: &str, addr: &str) -> bool {
-    let v6 = addr.contains(':');
-    let mut args = vec!["ping", "-c", "1", "-W", "2"];
-    if v6 {
-        args.insert(1, "-6");
-    }
-    args.push(addr);
-    in_ns(ns, &args).status.success()
-}
-
 #[test]
 fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
     let tag = format!("pcb{}", std::process::id() % 100_000);
-    if !netns_permitted(&format!("{tag}-probe")) {
+    if !netns_permitted(&format!("{tag}-probe"), &["bird", "ping"]) {
         eprintln!("SKIPPED: network namespaces (ip netns), bird or ping are not available here");
         return;
     }
     let tor = format!("{tag}-tor");
     let nodes: Vec<String> = (1..=3).map(|i| format!("{tag}-n{i}")).collect();
-    let _ns = Netns {
-        names: std::iter::once(tor.clone()).chain(nodes.clone()).collect(),
-    };
-    ip(&["netns", "add", &tor]);
-    ip(&["-n", &tor, "link", "set", "lo", "up"]);
+    let mut ns = Netns::default();
+    ns.add(&tor);
     in_ns(
         &tor,
         &[
@@ -124,8 +62,7 @@ fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
     );
     for (i, node) in nodes.iter().enumerate() {
         let i = i + 1;
-        ip(&["netns", "add", node]);
-        ip(&["-n", node, "link", "set", "lo", "up"]);
+        ns.add(node);
         // Both ends are created inside namespaces: nothing appears in the root namespace.
         ip(&[
             "-n",

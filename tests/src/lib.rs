@@ -24,8 +24,10 @@
 pub mod bird;
 pub mod bird_config;
 pub mod bird_parse;
+pub mod cni;
 pub mod gobgp;
 pub mod net;
+pub mod netns;
 mod process;
 
 use std::net::{IpAddr, SocketAddr};

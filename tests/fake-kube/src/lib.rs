@@ -245,6 +245,12 @@ impl FakeKube {
 
     /// A kubeconfig with one context `fake-kube` pointing at this server.
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        self.kubeconfig_at(&self.url())
+    }
+
+    /// Like [`FakeKube::kubeconfig`], for clients that reach the server at `server` (a URL
+    /// of a listener added with [`FakeKube::serve_also`]).
+    pub fn kubeconfig_at(&self, server: &str) -> kube::config::Kubeconfig {
         use kube::config::{
             AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
         };
@@ -253,7 +259,7 @@ impl FakeKube {
             clusters: vec![NamedCluster {
                 name: name.clone(),
                 cluster: Some(Cluster {
-                    server: Some(self.url()),
+                    server: Some(server.to_owned()),
                     ..Cluster::default()
                 }),
                 ..NamedCluster::default()
@@ -278,6 +284,28 @@ impl FakeKube {
             api_version: Some("v1".to_owned()),
             ..Kubeconfig::default()
         }
+    }
+
+    /// Serves this API on `listener` too, until the server stops: for clients that cannot
+    /// reach 127.0.0.1, e.g. processes in a network namespace when the listening socket was
+    /// created inside that namespace. Returns the listener's address.
+    pub fn serve_also(&self, listener: std::net::TcpListener) -> std::io::Result<SocketAddr> {
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let listener = TcpListener::from_std(listener)?;
+        tokio::spawn(server::serve(
+            listener,
+            self.shared.clone(),
+            self.shutdown.subscribe(),
+        ));
+        Ok(addr)
+    }
+
+    /// Writes [`FakeKube::kubeconfig_at`] `server` as YAML to `path`.
+    pub fn write_kubeconfig_at(&self, path: &Path, server: &str) -> std::io::Result<()> {
+        let yaml =
+            serde_saphyr::to_string(&self.kubeconfig_at(server)).map_err(std::io::Error::other)?;
+        std::fs::write(path, yaml)
     }
 
     /// Writes [`FakeKube::kubeconfig`] as YAML to `path` (for `--kubeconfig` CLI tests).

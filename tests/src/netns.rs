@@ -1,0 +1,110 @@
+//! Network namespaces a test creates (and deletes on drop), commands run inside them, and a
+//! TCP listener created inside one for a server that runs in this process.
+//!
+//! Addresses inside namespaces: 198.18.0.0/15 and fd00::/8 only.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// Namespaces deleted (`ip netns del`) on drop, in reverse order of creation.
+#[derive(Debug, Default)]
+pub struct Netns {
+    names: Vec<String>,
+}
+
+impl Netns {
+    /// Creates `name` with its loopback up.
+    pub fn add(&mut self, name: &str) {
+        ip(&["netns", "add", name]);
+        self.names.push(name.to_owned());
+        ip(&["-n", name, "link", "set", "lo", "up"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in self.names.iter().rev() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// `ip ARGS…`, which must succeed.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cmd` inside namespace `ns` (`ip netns exec`).
+pub fn in_ns(ns: &str, cmd: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .output()
+        .expect("run ip netns exec")
+}
+
+/// True when this process may create namespaces and `bins` are installed.
+pub fn netns_permitted(probe: &str, bins: &[&str]) -> bool {
+    let ok = Command::new("ip")
+        .args(["netns", "add", probe])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let _ = Command::new("ip").args(["netns", "del", probe]).status();
+    }
+    ok && bins.iter().all(|b| which(b))
+}
+
+pub fn which(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// One ping (2 s) from namespace `ns`.
+pub fn ping(ns: &str, addr: &str) -> bool {
+    let mut args = vec!["ping", "-c", "1", "-W", "2"];
+    if addr.contains(':') {
+        args.insert(1, "-6");
+    }
+    args.push(addr);
+    in_ns(ns, &args).status.success()
+}
+
+/// Pings until one answers, at most `timeout` (addresses can take a moment: IPv6 DAD, a
+/// route just installed).
+pub fn ping_within(ns: &str, addr: &str, timeout: Duration) -> bool {
+    crate::wait_for(timeout, || ping(ns, addr))
+}
+
+/// A TCP listener bound to `addr` inside namespace `ns`, usable from this process: a socket
+/// stays in the namespace it was created in. Created on a short-lived thread that enters the
+/// namespace (setns(2) changes only the calling thread).
+pub fn tcp_listener_in(ns: &str, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let f = File::open(&path)?;
+        // SAFETY: setns(2) with a namespace fd we own; it affects this thread only.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        TcpListener::bind(addr)
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("the setns thread panicked"))?
+}
