@@ -8,6 +8,8 @@ command -v bird >/dev/null 2>&1 || need+=(bird2)
 command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
 # The CNI reference plugins (bridge, ptp, host-local, loopback) for speaker/tests/netns_cni.rs.
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
+# FRR's bgpd runs standalone (no zebra) for the ToR snippets of docs/tor.md.
+[ -x /usr/lib/frr/bgpd ] && command -v vtysh >/dev/null 2>&1 || need+=(frr)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)

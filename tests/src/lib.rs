@@ -25,6 +25,7 @@ pub mod bird;
 pub mod bird_config;
 pub mod bird_parse;
 pub mod cni;
+pub mod frr;
 pub mod gobgp;
 pub mod net;
 pub mod netns;
@@ -40,8 +41,8 @@ pub use gobgp::{
     Family, Gobgp, GobgpConfig, GobgpNeighbor, GobgpNeighborState, GobgpPath, GobgpRoute,
 };
 
-const INSTALL_HINT: &str =
-    "run `scripts/install-test-deps.sh` (as root) to install bird2 and gobgpd";
+pub(crate) const INSTALL_HINT: &str =
+    "run `scripts/install-test-deps.sh` (as root) to install bird2, gobgpd and frr";
 
 /// Where our speaker should connect to reach a test peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
