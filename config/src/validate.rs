@@ -272,11 +272,25 @@ fn next_hop<A: Into<IpAddr> + Copy>(
         "self" => Ok(NextHopConfig::SelfAddress),
         "node" => Ok(NextHopConfig::Node),
         other => match parse(other) {
+            // A link-local address would go out as the global next hop (RFC 2545 §3 keeps
+            // link-local in a second field, for peers on that link only).
+            Some(a) if is_link_local(a.into()) => Err(
+                "is not allowed (a link-local address cannot be the global next hop; use a global or unique local address)"
+                    .to_owned(),
+            ),
             Some(a) if is_unicast(a.into()) => Ok(NextHopConfig::Address(a)),
             Some(_) => Err(format!("is not allowed (a unicast {family} address)")),
             None => Err(format!("is not {expected}")),
         },
     })
+}
+
+/// fe80::/10 (IPv6) and 169.254.0.0/16 (IPv4).
+fn is_link_local(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.segments()[0] & 0xffc0 == 0xfe80,
+    }
 }
 
 fn parse_admin(n: Node<'_, '_>, errs: &mut Errors) -> Option<AdminConfig> {

@@ -451,6 +451,17 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_top("log: {level: verbose}"),
             "log.level: \"verbose\" is not one of trace, debug, info, warn, error",
         ),
+        // next hop (RFC 2545 §3: the global next hop field carries a global address)
+        (
+            "next_hop_ipv6_not_link_local",
+            with_top("nextHop: {ipv6: \"fe80::1\"}"),
+            "nextHop.ipv6: \"fe80::1\" is not allowed (a link-local address cannot be the global next hop; use a global or unique local address)",
+        ),
+        (
+            "next_hop_ipv4_not_link_local",
+            with_top("nextHop: {ipv4: 169.254.0.1}"),
+            "nextHop.ipv4: \"169.254.0.1\" is not allowed (a link-local address cannot be the global next hop; use a global or unique local address)",
+        ),
         // cni
         (
             "cni_conf_dir_absolute",
