@@ -72,6 +72,9 @@ pub enum DecodeError {
     MalformedOpen { reason: &'static str },
     #[error("malformed capability {code}: {reason}")]
     MalformedCapability { code: u8, reason: &'static str },
+    /// RFC 7607 §2: AS 0 in My Autonomous System or the 4-octet AS capability.
+    #[error("peer AS 0 is not allowed (RFC 7607)")]
+    PeerAsZero { my_as: u16 },
 
     // ----- UPDATE (RFC 4271 §6.3, RFC 7606)
     #[error("malformed attribute list: {reason}")]
@@ -108,6 +111,13 @@ pub enum DecodeError {
         reason: &'static str,
         attribute: Vec<u8>,
     },
+    /// RFC 7607 §2: AGGREGATOR or AS4_AGGREGATOR naming AS 0.
+    #[error("attribute {type_code}: aggregator AS 0 (RFC 7607)")]
+    AggregatorAsZero { type_code: u8, attribute: Vec<u8> },
+    /// RFC 6793 §3: AS4_PATH or AS4_AGGREGATOR from a speaker that itself uses 4-octet AS
+    /// numbers.
+    #[error("attribute {type_code} on a 4-octet AS session (RFC 6793 §3)")]
+    As4AttributeFromNewSpeaker { type_code: u8, attribute: Vec<u8> },
     #[error("invalid NLRI in the {field} field: {reason}")]
     InvalidNetworkField {
         field: &'static str,
@@ -193,6 +203,13 @@ pub fn error_handling(err: &DecodeError) -> ErrorHandling {
             open::UNSPECIFIC,
             Vec::new(),
         ),
+        // RFC 7607 §2, whatever the configured peer AS.
+        E::PeerAsZero { my_as } => (
+            Action::SessionReset,
+            n::OPEN_MESSAGE_ERROR,
+            open::BAD_PEER_AS,
+            my_as.to_be_bytes().to_vec(),
+        ),
         E::MalformedAttributeList { .. } => (
             Action::SessionReset,
             n::UPDATE_MESSAGE_ERROR,
@@ -267,6 +284,17 @@ pub fn error_handling(err: &DecodeError) -> ErrorHandling {
             update::MALFORMED_AS_PATH,
             attribute.clone(),
         ),
+        // RFC 7607 §2: AGGREGATOR per RFC 7606 §7.7, AS4_AGGREGATOR per RFC 6793 §6; both
+        // are discarded. RFC 6793 §3: AS4_* from a 4-octet speaker are discarded. The
+        // NOTIFICATION is never sent (attribute-discard); it names the attribute for logs.
+        E::AggregatorAsZero { attribute, .. } | E::As4AttributeFromNewSpeaker { attribute, .. } => {
+            (
+                Action::AttributeDiscard,
+                n::UPDATE_MESSAGE_ERROR,
+                update::OPTIONAL_ATTRIBUTE_ERROR,
+                attribute.clone(),
+            )
+        }
         // RFC 7606 §5.3: the IPv4 NLRI and withdrawn fields cannot be skipped.
         E::InvalidNetworkField { .. } => (
             Action::SessionReset,

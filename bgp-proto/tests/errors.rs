@@ -1,38 +1,15 @@
 //! One test per error case in docs/bgp-errors.md: the action (RFC 7606) and the NOTIFICATION
 //! code/subcode (RFC 4271 §6) a conforming speaker uses.
 
-use bgp_proto::message::{Decoded, WireOptions, decode_message};
+use bgp_proto::message::attribute::AttrValue;
+use bgp_proto::message::{Decoded, Message, WireOptions, decode_message};
 use bgp_proto::{Action, DecodeError, Family};
 
-fn frame(msg_type: u8, body: &[u8]) -> Vec<u8> {
-    let mut v = vec![0xff; 16];
-    v.extend_from_slice(&u16::try_from(19 + body.len()).unwrap().to_be_bytes());
-    v.push(msg_type);
-    v.extend_from_slice(body);
-    v
-}
-
-fn update(withdrawn: &[u8], attrs: &[u8], nlri: &[u8]) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&u16::try_from(withdrawn.len()).unwrap().to_be_bytes());
-    b.extend_from_slice(withdrawn);
-    b.extend_from_slice(&u16::try_from(attrs.len()).unwrap().to_be_bytes());
-    b.extend_from_slice(attrs);
-    b.extend_from_slice(nlri);
-    frame(2, &b)
-}
-
-const ORIGIN: &[u8] = &[0x40, 1, 1, 0];
-const AS_PATH: &[u8] = &[0x40, 2, 6, 2, 1, 0xfa, 0x56, 0xea, 0x01];
-const NEXT_HOP: &[u8] = &[0x40, 3, 4, 192, 0, 2, 1];
-const NLRI: &[u8] = &[24, 198, 51, 100];
+mod frames;
+use frames::*;
 
 fn attrs(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
-}
-
-fn valid_with(extra: &[u8]) -> Vec<u8> {
-    update(&[], &attrs(&[ORIGIN, AS_PATH, NEXT_HOP, extra]), NLRI)
 }
 
 /// The most severe outcome: `(action, code, subcode, data)`.
@@ -124,15 +101,6 @@ fn notification_shorter_than_21_octets_rfc4271_6_1() {
 }
 
 // ----- OPEN, RFC 4271 §6.2
-
-fn open(version: u8, hold: u16, id: [u8; 4], params: &[u8]) -> Vec<u8> {
-    let mut b = vec![version, 0xfd, 0xe8];
-    b.extend_from_slice(&hold.to_be_bytes());
-    b.extend_from_slice(&id);
-    b.push(u8::try_from(params.len()).unwrap());
-    b.extend_from_slice(params);
-    frame(1, &b)
-}
 
 #[test]
 fn open_unsupported_version_rfc4271_6_2() {
@@ -473,23 +441,102 @@ fn update_large_communities_not_multiple_of_12_rfc8092_6() {
     );
 }
 
+/// AS4_PATH and AS4_AGGREGATOR belong to sessions with a 2-octet AS speaker (RFC 6793 §4.2):
+/// a valid UPDATE of such a session plus `extra`, and its outcome.
+fn two_octet_outcome(extra: &[u8]) -> (Action, u8, u8, Vec<u8>) {
+    let m = update(
+        &[],
+        &attrs(&[ORIGIN, &[0x40, 2, 4, 2, 1, 0xfd, 0xe8], NEXT_HOP, extra]),
+        NLRI,
+    );
+    outcome_with(&m, &WireOptions::default())
+}
+
 #[test]
 fn update_as4_path_malformed_is_discarded_rfc6793_6() {
-    expect(
-        &valid_with(&[0xc0, 17, 3, 2, 1, 0]),
-        Action::AttributeDiscard,
-        3,
-        11,
-    );
+    let (a, c, s, _) = two_octet_outcome(&[0xc0, 17, 3, 2, 1, 0]);
+    assert_eq!((a, c, s), (Action::AttributeDiscard, 3, 11));
 }
 
 #[test]
 fn update_as4_aggregator_wrong_length_is_discarded_rfc6793_6() {
+    let (a, c, s, _) = two_octet_outcome(&[0xc0, 18, 4, 0, 0, 0, 1]);
+    assert_eq!((a, c, s), (Action::AttributeDiscard, 3, 5));
+}
+
+// ----- AS 0 (RFC 7607) and AS4 attributes between 4-octet speakers (RFC 6793 §3)
+
+#[test]
+fn open_peer_as_zero_is_bad_peer_as_rfc7607_2() {
+    let mut m = open(4, 90, [1, 1, 1, 1], &[]);
+    m[20..22].copy_from_slice(&[0, 0]);
+    let data = expect(&m, Action::SessionReset, 2, 2);
+    assert_eq!(data, vec![0, 0]);
+}
+
+#[test]
+fn open_four_octet_capability_as_zero_is_bad_peer_as_rfc7607_2() {
+    // My AS = AS_TRANS, capability 65 (4-octet AS) = 0.
+    let mut m = open(4, 90, [1, 1, 1, 1], &[2, 6, 65, 4, 0, 0, 0, 0]);
+    m[20..22].copy_from_slice(&23456u16.to_be_bytes());
+    expect(&m, Action::SessionReset, 2, 2);
+}
+
+#[test]
+fn update_as_path_with_as_zero_is_treat_as_withdraw_rfc7607_2() {
+    let path = &[0x40, 2, 10, 2, 2, 0xfa, 0x56, 0xea, 0x01, 0, 0, 0, 0];
+    let m = update(&[], &attrs(&[ORIGIN, path, NEXT_HOP]), NLRI);
+    let data = expect(&m, Action::TreatAsWithdraw, 3, 11);
+    assert_eq!(data, path.to_vec(), "data is the attribute");
+}
+
+#[test]
+fn update_as4_path_with_as_zero_is_discarded_rfc7607_2() {
+    let (a, c, s, _) = two_octet_outcome(&[0xc0, 17, 6, 2, 1, 0, 0, 0, 0]);
+    assert_eq!((a, c, s), (Action::AttributeDiscard, 3, 11));
+}
+
+#[test]
+fn update_aggregator_with_as_zero_is_discarded_rfc7607_2() {
     expect(
-        &valid_with(&[0xc0, 18, 4, 0, 0, 0, 1]),
+        &valid_with(&[0xc0, 7, 8, 0, 0, 0, 0, 192, 0, 2, 1]),
         Action::AttributeDiscard,
         3,
-        5,
+        9,
+    );
+}
+
+#[test]
+fn update_as4_aggregator_with_as_zero_is_discarded_rfc7607_2() {
+    let (a, c, s, _) = two_octet_outcome(&[0xc0, 18, 8, 0, 0, 0, 0, 192, 0, 2, 1]);
+    assert_eq!((a, c, s), (Action::AttributeDiscard, 3, 9));
+}
+
+#[test]
+fn update_as4_path_and_as4_aggregator_from_a_four_octet_speaker_are_discarded_rfc6793_3() {
+    let as4_path: &[u8] = &[0xc0, 17, 6, 2, 1, 0xfa, 0x56, 0xea, 0x01];
+    let as4_aggr: &[u8] = &[0xc0, 18, 8, 0xfa, 0x56, 0xea, 0x01, 192, 0, 2, 1];
+    let m = valid_with(&[as4_path, as4_aggr].concat());
+    let d = decode_message(&m, &WireOptions::four_octet()).expect("the session continues");
+    assert_eq!(d.errors.len(), 2, "{:?}", d.errors);
+    for e in &d.errors {
+        assert!(
+            matches!(e, DecodeError::As4AttributeFromNewSpeaker { .. }),
+            "{e:?}"
+        );
+        assert_eq!(e.action(), Action::AttributeDiscard);
+    }
+    let Message::Update(u) = d.message else {
+        panic!("an UPDATE")
+    };
+    assert_eq!(u.nlri.len(), 1, "the route itself stands");
+    assert!(
+        u.attributes.iter().all(|a| !matches!(
+            a.value,
+            AttrValue::As4Path(_) | AttrValue::As4Aggregator { .. }
+        )),
+        "{:?}",
+        u.attributes
     );
 }
 

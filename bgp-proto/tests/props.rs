@@ -41,7 +41,8 @@ fn capability() -> impl Strategy<Value = Capability> {
         Just(Capability::RouteRefresh),
         Just(Capability::EnhancedRouteRefresh),
         Just(Capability::ExtendedMessage),
-        any::<u32>().prop_map(|a| Capability::FourOctetAs(Asn(a))),
+        // AS 0 is Bad Peer AS (RFC 7607 §2).
+        (1u32..).prop_map(|a| Capability::FourOctetAs(Asn(a))),
         (
             0u8..16,
             0u16..4096,
@@ -94,7 +95,7 @@ fn capability() -> impl Strategy<Value = Capability> {
 
 fn open() -> impl Strategy<Value = Open> {
     (
-        any::<u16>(),
+        1u16..,
         prop_oneof![Just(0u16), 3u16..],
         1u32..,
         prop::collection::vec(prop::collection::vec(capability(), 0..4), 0..3),
@@ -111,10 +112,11 @@ fn open() -> impl Strategy<Value = Open> {
 }
 
 fn as_path(four_octet: bool) -> impl Strategy<Value = AsPath> {
+    // AS 0 is malformed (RFC 7607 §2).
     let asn = if four_octet {
-        any::<u32>().boxed()
+        (1u32..).boxed()
     } else {
-        (0u32..=65535).boxed()
+        (1u32..=65535).boxed()
     };
     let kind = prop::sample::select(vec![
         AsSegmentType::Sequence,
@@ -132,10 +134,11 @@ fn as_path(four_octet: bool) -> impl Strategy<Value = AsPath> {
 
 /// Optional attributes, each type at most once (duplicates are discarded on decode).
 fn optional_attributes(four_octet: bool) -> impl Strategy<Value = Vec<PathAttribute>> {
+    // AS 0 is malformed (RFC 7607 §2).
     let asn = if four_octet {
-        any::<u32>().boxed()
+        (1u32..).boxed()
     } else {
-        (0u32..=65535).boxed()
+        (1u32..=65535).boxed()
     };
     (
         prop::option::of(any::<u32>().prop_map(AttrValue::Med)),
@@ -163,12 +166,12 @@ fn optional_attributes(four_octet: bool) -> impl Strategy<Value = Vec<PathAttrib
                 .prop_filter("non-empty", |p| !p.segments.is_empty())
                 .prop_map(AttrValue::As4Path),
         ),
-        prop::option::of((any::<u32>(), any::<u32>()).prop_map(|(asn, a)| {
-            AttrValue::As4Aggregator {
+        prop::option::of(
+            (1u32.., any::<u32>()).prop_map(|(asn, a)| AttrValue::As4Aggregator {
                 asn,
                 address: a.into(),
-            }
-        })),
+            }),
+        ),
         prop::option::of(
             prop::collection::vec(any::<[u32; 3]>(), 1..6).prop_map(AttrValue::LargeCommunities),
         ),
@@ -184,7 +187,9 @@ fn optional_attributes(four_octet: bool) -> impl Strategy<Value = Vec<PathAttrib
                 }),
         ),
     )
-        .prop_map(|(a, b, c, d, e, f, g, h, i, j, k, unknown)| {
+        .prop_map(move |(a, b, c, d, e, f, g, h, i, j, k, unknown)| {
+            // RFC 6793 §3: AS4_PATH and AS4_AGGREGATOR only cross 2-octet sessions.
+            let (i, j) = if four_octet { (None, None) } else { (i, j) };
             let mut out: Vec<PathAttribute> = [a, b, c, d, e, f, g, h, i, j, k]
                 .into_iter()
                 .flatten()

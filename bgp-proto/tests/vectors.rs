@@ -113,3 +113,45 @@ fn end_of_rib_vectors_are_recognised_rfc4724_2() {
     assert!(families.contains(&"ipv4-unicast".to_owned()));
     assert!(families.contains(&"ipv6-unicast".to_owned()));
 }
+
+/// tests/vectors/errors/: messages a conforming speaker must refuse, each with the RFC rule
+/// and `# expect: <action> <code>/<subcode> …` (the most severe outcome).
+#[test]
+fn error_vectors_get_the_action_and_notification_they_state() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/errors");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "hex"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    for path in files {
+        let v = load(&path);
+        let text = fs::read_to_string(&path).unwrap();
+        let expect = header(&text, "expect:").expect("an expect: header");
+        let mut words = expect.split_whitespace();
+        let (action, code) = (words.next().unwrap(), words.next().unwrap());
+        let worst = match decode_message(&v.bytes, &v.opts) {
+            Err(e) => e,
+            Ok(d) => d
+                .errors
+                .into_iter()
+                .min_by_key(|e| match e.action() {
+                    bgp_proto::Action::SessionReset => 0,
+                    bgp_proto::Action::AfiSafiDisable(_) => 1,
+                    bgp_proto::Action::TreatAsWithdraw => 2,
+                    bgp_proto::Action::AttributeDiscard => 3,
+                })
+                .unwrap_or_else(|| panic!("{}: decoded cleanly", path.display())),
+        };
+        let h = worst.handling();
+        let got = format!(
+            "{} {}/{}",
+            h.action.as_str(),
+            u8::from(h.notification.code),
+            h.notification.subcode
+        );
+        assert_eq!(got, format!("{action} {code}"), "{}", path.display());
+    }
+}

@@ -23,6 +23,11 @@ pub struct DecodeArgs {
     /// The session did not negotiate 4-octet AS: AS_PATH and AGGREGATOR carry 2-octet ASNs.
     #[arg(long)]
     two_octet_as: bool,
+    /// The session negotiated RFC 8654 extended messages: up to 65,535 octets. Without it a
+    /// message over 4,096 octets is 1/2 Bad Message Length, as on our sessions (which never
+    /// negotiate extended messages).
+    #[arg(long)]
+    extended_message: bool,
 }
 
 pub fn run(args: &DecodeArgs) -> ExitCode {
@@ -38,8 +43,7 @@ pub fn run(args: &DecodeArgs) -> ExitCode {
     };
     let opts = WireOptions {
         four_octet_as: !args.two_octet_as,
-        // Accept what an extended-message session could carry; decoding is bounded anyway.
-        extended_message: true,
+        extended_message: args.extended_message,
     };
     let mut failed = false;
     for input in &inputs {

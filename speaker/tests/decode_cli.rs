@@ -179,3 +179,65 @@ fn input_that_is_not_hex_exits_2_with_a_reason() {
     assert_eq!((lines.len(), code), (0, 2));
     assert!(stderr.contains("not hex"), "{stderr}");
 }
+
+/// The hex of a vector file of bgp-proto/tests/vectors/errors/ (comments stripped).
+fn error_vector(name: &str) -> String {
+    let path = format!(
+        "{}/../bgp-proto/tests/vectors/errors/{name}.hex",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Our sessions never negotiate extended messages, so `decode` by default does not either.
+#[test]
+fn message_over_4096_octets_needs_extended_message_rfc8654() {
+    let hex = error_vector("08-update-4097-octets-without-extended-messages");
+    let (lines, code, _) = decode(&["--hex", &hex], None);
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["action"], "session-reset");
+    assert_eq!(
+        (
+            lines[0]["notification"]["code"].as_u64(),
+            lines[0]["notification"]["subcode"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+    let (lines, code, _) = decode(&["--extended-message", "--hex", &hex], None);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["type"], "UPDATE");
+}
+
+#[test]
+fn as_zero_is_reported_rfc7607() {
+    let (lines, code, _) = decode(&["--hex", &error_vector("01-open-peer-as-zero")], None);
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["notification"]["subcode"], 2, "{lines:?}");
+    let (lines, code, _) = decode(&["--hex", &error_vector("03-update-as-path-as-zero")], None);
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["action"], "treat-as-withdraw");
+    let (lines, code, _) = decode(
+        &["--hex", &error_vector("04-update-aggregator-as-zero")],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["action"], "attribute-discard");
+}
+
+#[test]
+fn as4_path_between_four_octet_speakers_is_discarded_rfc6793_3() {
+    let hex = error_vector("07-update-as4-path-between-four-octet-speakers");
+    let (lines, code, _) = decode(&["--hex", &hex], None);
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["action"], "attribute-discard");
+    assert_eq!(
+        lines[0]["announced"],
+        serde_json::json!(["198.51.100.0/24"]),
+        "the route stands"
+    );
+}

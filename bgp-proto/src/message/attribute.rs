@@ -293,6 +293,14 @@ fn decode_one(
         length: value.len(),
         attribute: raw.to_vec(),
     };
+    let aggregator_as_zero = || DecodeError::AggregatorAsZero {
+        type_code: code,
+        attribute: raw.to_vec(),
+    };
+    let from_new_speaker = || DecodeError::As4AttributeFromNewSpeaker {
+        type_code: code,
+        attribute: raw.to_vec(),
+    };
     let exact = |n: usize| {
         if value.len() == n {
             Ok(())
@@ -325,23 +333,28 @@ fn decode_one(
             }
         }
         t::AS_PATH => {
-            AttrValue::AsPath(AsPath::decode(value, opts.four_octet_as).map_err(|reason| {
-                DecodeError::MalformedAsPath {
+            let path = AsPath::decode(value, opts.four_octet_as)
+                .and_then(no_as_zero)
+                .map_err(|reason| DecodeError::MalformedAsPath {
                     reason,
                     attribute: raw.to_vec(),
-                }
-            })?)
+                })?;
+            AttrValue::AsPath(path)
         }
         t::AS4_PATH => {
+            if opts.four_octet_as {
+                return Err(from_new_speaker());
+            }
             if value.is_empty() {
                 return Err(bad_len());
             }
-            AttrValue::As4Path(AsPath::decode(value, true).map_err(|reason| {
-                DecodeError::MalformedAs4Path {
+            let path = AsPath::decode(value, true)
+                .and_then(no_as_zero)
+                .map_err(|reason| DecodeError::MalformedAs4Path {
                     reason,
                     attribute: raw.to_vec(),
-                }
-            })?)
+                })?;
+            AttrValue::As4Path(path)
         }
         t::NEXT_HOP => {
             exact(4)?;
@@ -368,12 +381,21 @@ fn decode_one(
             }
             .map_err(|_| bad_len())?;
             let address = r.ipv4().map_err(|_| bad_len())?;
+            if asn == 0 {
+                return Err(aggregator_as_zero());
+            }
             AttrValue::Aggregator { asn, address }
         }
         t::AS4_AGGREGATOR => {
+            if opts.four_octet_as {
+                return Err(from_new_speaker());
+            }
             exact(8)?;
             let asn = r.u32().map_err(|_| bad_len())?;
             let address = r.ipv4().map_err(|_| bad_len())?;
+            if asn == 0 {
+                return Err(aggregator_as_zero());
+            }
             AttrValue::As4Aggregator { asn, address }
         }
         t::COMMUNITIES => {
@@ -505,6 +527,15 @@ pub fn format_extended_community(c: &[u8; 8]) -> String {
             u16::from_be_bytes([e, f])
         ),
         _ => c.iter().map(|x| format!("{x:02x}")).collect(),
+    }
+}
+
+/// RFC 7607 §2: AS 0 must never appear in a path.
+fn no_as_zero(path: AsPath) -> Result<AsPath, &'static str> {
+    if path.segments.iter().any(|s| s.asns.contains(&0)) {
+        Err("contains AS 0 (RFC 7607)")
+    } else {
+        Ok(path)
     }
 }
 

@@ -121,6 +121,13 @@ impl Open {
             }
             params.push(caps);
         }
+        let four_octet_zero = params
+            .iter()
+            .flatten()
+            .any(|c| matches!(c, Capability::FourOctetAs(Asn(0))));
+        if my_as == 0 || four_octet_zero {
+            return Err(DecodeError::PeerAsZero { my_as });
+        }
         Ok(Open {
             version,
             my_as,
