@@ -82,9 +82,17 @@ pub fn init(cfg: &LogConfig) -> LogHandle {
         Err(_) => (EnvFilter::new(cfg.level.as_str()), None),
     };
     let (filter, reload) = reload::Layer::new(filter);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only for a person at a terminal: a redirected log (a file, a container runtime's
+    // log pipe) gets plain text. NO_COLOR (no-color.org) turns it off everywhere.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     let fmt = match cfg.format {
-        LogFormat::Json => fmt.json().boxed(),
+        // Event fields at the top level (`{"level":..,"message":..,"peer":..}`), as log
+        // pipelines index them, instead of nested under "fields".
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
         LogFormat::Text => fmt.boxed(),
     };
     let installed = Registry::default()
