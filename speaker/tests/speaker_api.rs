@@ -172,6 +172,22 @@ async fn ipam_crd_source_announces_the_crd_not_the_node_and_reports_the_mismatch
         "NodeBGPStatus shows SourceMismatch\n{}",
         s.speaker.log()
     );
+    // API conventions: every condition names the generation it describes, and the session
+    // state is a condition `kubectl wait --for=condition=Established` can use.
+    let obj = s.fake.get(&nbs(), None, "node-a").unwrap();
+    let generation = &obj["metadata"]["generation"];
+    assert!(generation.as_i64().is_some(), "{obj}");
+    assert_eq!(&obj["status"]["observedGeneration"], generation, "{obj}");
+    let conditions = obj["status"]["conditions"].as_array().unwrap();
+    for c in conditions {
+        assert_eq!(&c["observedGeneration"], generation, "{c}");
+    }
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True"),
+        "{conditions:?}"
+    );
     assert!(s.speaker.log().contains("disagree"), "a warning is logged");
     assert_eq!(
         prefixes(&s),

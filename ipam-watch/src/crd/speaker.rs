@@ -32,6 +32,11 @@ fn is_zero(n: &u64) -> bool {
     derive = "PartialEq",
     doc = "What the podcidr-bgp speaker on the node of the same name announces to each peer.",
     printcolumn(name = "Source", type_ = "string", json_path = ".status.source"),
+    printcolumn(
+        name = "Established",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Established\")].status"
+    ),
     printcolumn(name = "Announced", type_ = "string", json_path = ".status.announced"),
     printcolumn(
         name = "Mismatch",
@@ -75,10 +80,14 @@ pub struct SpeakerReport {
     /// One entry per configured peer that applies to this node.
     #[serde(default)]
     pub peers: Vec<PeerReport>,
-    /// `Ready`, `SourceMismatch`, `Refused`.
+    /// `Ready`, `Established`, `SourceMismatch`, `Refused` (and `CNIConfigured` with
+    /// `cni.enabled`). `lastTransitionTime` changes only when a condition's status does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Vec<Condition>,
+    /// `metadata.generation` this report was written for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// RFC 3339 time of this report; `diff` calls a report older than its threshold stale.
     #[serde(default)]
     pub updated_at: String,

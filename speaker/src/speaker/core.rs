@@ -250,6 +250,8 @@ pub struct Core {
     stopping: bool,
     lookup: RouteLookup,
     cni: CniState,
+    /// When each status condition last changed (for `lastTransitionTime`).
+    transitions: Arc<report::Transitions>,
 }
 
 impl Core {
@@ -278,6 +280,7 @@ impl Core {
             stopping: false,
             lookup,
             cni: CniState::default(),
+            transitions: Arc::default(),
         }
     }
 
@@ -770,6 +773,7 @@ impl Core {
             cni: self
                 .cni
                 .condition(&self.config.cni, self.guarded.as_deref()),
+            transitions: Arc::clone(&self.transitions),
         }
     }
 
@@ -791,6 +795,11 @@ impl Core {
         }
         self.publish.rendered_at = Some(now);
         let mut report = inputs.render(unix);
+        report::stamp_transitions(
+            &mut report.conditions,
+            Arc::make_mut(&mut self.transitions),
+            unix,
+        );
         let fingerprint = report::content_fingerprint(&report);
         let age = since(self.publish.last.map(|(_, at)| at));
         let changed = self.publish.last.is_none_or(|(f, _)| f != fingerprint);

@@ -547,3 +547,45 @@ fn cni_reload_rewrites_without_touching_sessions() {
     assert_eq!(cni_writes(&out).len(), 1, "{out:?}");
     assert!(resets(&out).is_empty() && stops(&out).is_empty());
 }
+
+fn publish_report(out: &[Effect]) -> &ipam_watch::crd::SpeakerReport {
+    out.iter()
+        .find_map(|e| match e {
+            Effect::Publish { report, .. } => Some(&**report),
+            _ => None,
+        })
+        .expect("a publish")
+}
+
+fn transition(r: &ipam_watch::crd::SpeakerReport, type_: &str) -> i64 {
+    r.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} in {:?}", r.conditions))
+        .last_transition_time
+        .0
+        .as_second()
+}
+
+/// API conventions: `lastTransitionTime` is when the status changed, not when the report
+/// was written (it was stamped on every render).
+#[test]
+fn condition_transition_times_move_only_when_the_status_changes() {
+    let mut core = publishing_core();
+    core.handle(ready(&["198.19.1.0/24"]));
+    let out = tick(&mut core, 1);
+    let first = publish_report(&out).clone();
+    let t1 = 1_700_000_001;
+    assert_eq!(transition(&first, "Ready"), t1);
+    assert_eq!(transition(&first, "Refused"), t1);
+    core.handle(published(out, true));
+    // A refusal appears 30 s later: Refused changes status, Ready does not.
+    core.handle(ready(&["198.19.1.0/24", "10.0.0.0/24"]));
+    let out = tick(&mut core, 31);
+    let second = publish_report(&out);
+    assert_eq!(transition(second, "Ready"), t1, "Ready stayed True");
+    assert_eq!(transition(second, "Refused"), t1 + 30);
+    // What the admin endpoint renders agrees.
+    let shown = core.report_inputs().render(1_700_000_040);
+    assert_eq!(transition(&shown, "Ready"), t1);
+}

@@ -623,7 +623,14 @@ async fn publish(
         ]);
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(node, &params, &Patch::Apply(&obj)).await?;
+    let applied = api.patch(node, &params, &Patch::Apply(&obj)).await?;
+    // Conditions say which generation of the object they describe (API conventions).
+    let generation = applied.metadata.generation;
+    let mut report = report.clone();
+    report.observed_generation = generation;
+    for c in &mut report.conditions {
+        c.observed_generation = generation;
+    }
     let status = serde_json::json!({
         "apiVersion": "podcidr.io/v1alpha1",
         "kind": "NodeBGPStatus",

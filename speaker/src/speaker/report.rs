@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bgp_proto::message::attribute::{format_community, format_large_community};
-use bgp_proto::session::{NotificationRecord, SessionStatus};
+use bgp_proto::session::{NotificationRecord, SessionStatus, State};
 use bgp_proto::{Asn, Family};
 use ipam_watch::crd::{
     MAX_REPORTED_ROUTES, NotificationReport, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
@@ -119,9 +119,7 @@ fn condition(type_: &str, ok: bool, reason: &str, message: String, now: u64) -> 
         status: if ok { "True" } else { "False" }.to_owned(),
         reason: reason.to_owned(),
         message,
-        last_transition_time: Time(
-            Timestamp::from_second(i64::try_from(now).unwrap_or(0)).unwrap_or_default(),
-        ),
+        last_transition_time: unix_time(now),
         observed_generation: None,
     }
 }
@@ -171,6 +169,7 @@ pub fn report(
             .unwrap_or_default(),
         now,
     )];
+    conditions.push(established(peers, now));
     conditions.push(match &desired.mismatch {
         Some(m) => condition(
             "SourceMismatch",
@@ -212,9 +211,69 @@ pub fn report(
             .unwrap_or_default(),
         peers: peers.iter().map(|p| peer_report(local_asn, p)).collect(),
         conditions,
+        observed_generation: None,
         updated_at: String::new(),
         speaker_version: env!("CARGO_PKG_VERSION").to_owned(),
     }
+}
+
+/// `Established`: every session of this node is up, so `kubectl wait
+/// --for=condition=Established nodebgpstatus/<node>` waits for the node's routes to be out.
+fn established(peers: &[PeerInput], now: u64) -> Condition {
+    let down: Vec<String> = peers
+        .iter()
+        .filter(|p| p.status.state != State::Established)
+        .map(|p| match &p.status.last_error {
+            Some(e) => format!("{} {} ({e})", p.config.name, p.status.state.as_str()),
+            None => format!("{} {}", p.config.name, p.status.state.as_str()),
+        })
+        .collect();
+    if peers.is_empty() {
+        return condition(
+            "Established",
+            false,
+            "NoPeers",
+            "no peer applies to this node".into(),
+            now,
+        );
+    }
+    if down.is_empty() {
+        return condition("Established", true, "AllEstablished", String::new(), now);
+    }
+    let mut message = down
+        .iter()
+        .take(CONDITION_LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if down.len() > CONDITION_LISTED {
+        message.push_str(&format!(" and {} more", down.len() - CONDITION_LISTED));
+    }
+    condition("Established", false, "NotEstablished", message, now)
+}
+
+/// When each condition type last changed status: `(status, unix seconds)`.
+pub type Transitions = BTreeMap<String, (String, u64)>;
+
+/// Gives every condition whose status is the one recorded its recorded transition time, and
+/// records the others as changed `now` (Kubernetes API conventions: `lastTransitionTime` is
+/// when the status last changed, not when the report was written).
+pub fn stamp_transitions(conditions: &mut [Condition], transitions: &mut Transitions, now: u64) {
+    for c in conditions {
+        match transitions.get(&c.type_) {
+            Some((status, since)) if *status == c.status => {
+                c.last_transition_time = unix_time(*since);
+            }
+            _ => {
+                c.last_transition_time = unix_time(now);
+                transitions.insert(c.type_.clone(), (c.status.clone(), now));
+            }
+        }
+    }
+}
+
+fn unix_time(secs: u64) -> Time {
+    Time(Timestamp::from_second(i64::try_from(secs).unwrap_or(0)).unwrap_or_default())
 }
 
 /// Conditions are read by people: the first few refusals and a count.
@@ -271,6 +330,8 @@ pub struct ReportInputs {
     pub peers: Vec<PeerInput>,
     /// `CNIConfigured`, when `cni` is enabled.
     pub cni: Option<CniCondition>,
+    /// When each condition last changed status (kept by the core across reports).
+    pub transitions: Arc<Transitions>,
 }
 
 impl ReportInputs {
@@ -292,6 +353,7 @@ impl ReportInputs {
                 now,
             ));
         }
+        stamp_transitions(&mut r.conditions, &mut (*self.transitions).clone(), now);
         r
     }
 }
@@ -408,5 +470,44 @@ mod tests {
         assert_eq!(content_fingerprint(&a), content_fingerprint(&b));
         a.allocated.push("10.0.1.0/24".into());
         assert_ne!(content_fingerprint(&a), content_fingerprint(&b));
+    }
+
+    #[test]
+    fn established_condition_says_which_sessions_are_down() {
+        let cfg = podcidr_config::Config::from_yaml_str(
+            "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000}\n  - {name: tor2, address: 192.0.2.2, asn: 65000}\n",
+        )
+        .unwrap();
+        let peer = |i: usize, state: State, error: Option<&str>| {
+            let mut status = SessionStatus::new(0);
+            status.state = state;
+            status.last_error = error.map(str::to_owned);
+            PeerInput {
+                config: cfg.peers[i].clone(),
+                status,
+                refused: Arc::new([]),
+            }
+        };
+        let up = [
+            peer(0, State::Established, None),
+            peer(1, State::Established, None),
+        ];
+        let c = established(&up, 0);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "AllEstablished")
+        );
+        let half = [
+            peer(0, State::Established, None),
+            peer(1, State::Active, Some("connection refused")),
+        ];
+        let c = established(&half, 0);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "NotEstablished")
+        );
+        assert_eq!(c.message, "tor2 Active (connection refused)");
+        let c = established(&[], 0);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoPeers"));
     }
 }
