@@ -33,6 +33,27 @@ pub enum Output {
     Wide,
     /// One JSON document.
     Json,
+    /// The same document as YAML.
+    Yaml,
+}
+
+impl Output {
+    /// JSON or YAML: one document for scripts.
+    pub fn is_document(self) -> bool {
+        matches!(self, Output::Json | Output::Yaml)
+    }
+
+    /// A document rendered as JSON (`json_text`) in this format.
+    pub fn document(self, json_text: String) -> String {
+        if self != Output::Yaml {
+            return json_text;
+        }
+        let doc: serde_json::Value = match serde_json::from_str(&json_text) {
+            Ok(v) => v,
+            Err(_) => return json_text,
+        };
+        serde_saphyr::to_string(&doc).unwrap_or(json_text)
+    }
 }
 
 /// Where `diff` reads IPAM allocations from.
@@ -204,7 +225,9 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
         report.retain_node(node);
     }
     let out = match args.output {
-        Output::Json => render::render_json(&report, args.only_problems),
+        Output::Json | Output::Yaml => args
+            .output
+            .document(render::render_json(&report, args.only_problems)),
         Output::Table | Output::Wide => render::render_table(
             &report,
             TableStyle {

@@ -202,12 +202,12 @@ fn peer_json(node: &str, p: &PeerReport, now: i64) -> Value {
 }
 
 fn render_peers(nodes: &[NodePeers], output: Output, now: i64) -> String {
-    if output == Output::Json {
+    if output.is_document() {
         let peers: Vec<Value> = nodes
             .iter()
             .flat_map(|n| n.peers.iter().map(|p| peer_json(&n.node, p, now)))
             .collect();
-        return format!("{:#}\n", json!({ "peers": peers }));
+        return output.document(format!("{:#}\n", json!({ "peers": peers })));
     }
     let wide = output == Output::Wide;
     let mut header = vec![
@@ -297,7 +297,7 @@ fn route_json(node: &str, p: &PeerReport, r: &ipam_watch::crd::RouteReport) -> V
 }
 
 fn render_routes(nodes: &[NodePeers], output: Output) -> String {
-    if output == Output::Json {
+    if output.is_document() {
         let routes: Vec<Value> = nodes
             .iter()
             .flat_map(|n| {
@@ -306,7 +306,7 @@ fn render_routes(nodes: &[NodePeers], output: Output) -> String {
                     .flat_map(move |p| p.routes.iter().map(move |r| route_json(&n.node, p, r)))
             })
             .collect();
-        return format!("{:#}\n", json!({ "routes": routes }));
+        return output.document(format!("{:#}\n", json!({ "routes": routes })));
     }
     let header = [
         "NODE",
@@ -450,5 +450,25 @@ mod tests {
         let doc: Value = serde_json::from_str(&render_routes(&sample(), Output::Json)).unwrap();
         assert_eq!(doc["routes"][0]["peer"], "tor1");
         assert_eq!(doc["routes"][0]["asPath"], json!([64512]));
+    }
+
+    #[test]
+    fn yaml_output_is_the_json_document_as_yaml() {
+        let now = 1_767_225_600;
+        for (json_text, yaml_text) in [
+            (
+                render_peers(&sample(), Output::Json, now),
+                render_peers(&sample(), Output::Yaml, now),
+            ),
+            (
+                render_routes(&sample(), Output::Json),
+                render_routes(&sample(), Output::Yaml),
+            ),
+        ] {
+            let from_json: Value = serde_json::from_str(&json_text).unwrap();
+            let from_yaml: Value = serde_saphyr::from_str(&yaml_text).unwrap();
+            assert_eq!(from_yaml, from_json);
+            assert!(!yaml_text.trim_start().starts_with('{'), "{yaml_text}");
+        }
     }
 }
