@@ -308,3 +308,49 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
     let granted: Grants = granted("allocator/rbac.yaml", "podcidr-bgp-allocator");
     assert_eq!(used, granted, "used (left) vs granted (right)");
 }
+
+/// The speaker's default `--config` is the file the DaemonSet mounts, so the image's default
+/// command and a bare `podcidr-bgp speaker` read the shipped config.
+#[test]
+fn default_config_path_is_where_the_daemonset_mounts_the_config() {
+    let ds = documents(&deploy().join("speaker/daemonset.yaml"));
+    let pod = &ds[0]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .expect("a config mount");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .expect("a config volume");
+    let item = volume["configMap"]["items"][0]["path"].as_str().unwrap();
+    let mounted = format!("{}/{item}", mount["mountPath"].as_str().unwrap());
+    let help = std::process::Command::new(common::BIN)
+        .args(["speaker", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains(&format!("[default: {mounted}]")),
+        "speaker --config default is not {mounted}:\n{help}"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    if let Some(i) = args.iter().position(|a| *a == "--config") {
+        assert_eq!(args.get(i + 1), Some(&mounted.as_str()));
+    }
+    let dockerfile = std::fs::read_to_string(deploy().join("../Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains(&mounted),
+        "the image's default command reads {mounted}"
+    );
+}

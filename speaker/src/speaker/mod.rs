@@ -50,7 +50,7 @@ const EVENT_QUEUE: usize = 1024;
 #[derive(Debug, clap::Args)]
 pub struct SpeakerArgs {
     /// Config file (YAML).
-    #[arg(long, default_value = "/etc/podcidr/config.yaml")]
+    #[arg(long, default_value = "/etc/podcidr/config/config.yaml")]
     pub config: PathBuf,
     /// This node's name (default: the config's nodeName, then $NODE_NAME).
     #[arg(long)]
