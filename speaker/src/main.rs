@@ -14,10 +14,20 @@ mod metrics;
 mod process;
 mod speaker;
 
+/// `podcidr-bgp --version`: version, git commit, build date.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PODCIDR_GIT_COMMIT"),
+    ", built ",
+    env!("PODCIDR_BUILD_DATE"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "podcidr-bgp",
-    version,
+    version = VERSION,
     about = "Announce exactly the pod CIDRs your IPAM allocated, over BGP"
 )]
 struct Cli {
@@ -43,6 +53,11 @@ enum Command {
     Crds,
     /// Run the whole flow in-process on an embedded default (no cluster needed).
     Demo(demo::DemoArgs),
+    /// Print a shell completion script, e.g. `podcidr-bgp completion bash > /etc/bash_completion.d/podcidr-bgp`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -78,5 +93,11 @@ fn main() -> ExitCode {
             }
         },
         Command::Demo(args) => runtime().block_on(demo::run(args)),
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "podcidr-bgp", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
     }
 }
