@@ -1,4 +1,4 @@
-# Multi-stage build of a static, non-root podcidr-bgp image.
+# Multi-stage build of a static podcidr-bgp image.
 # (Cannot be built in this project's CI: no container engine runs there.)
 FROM rust:1.95-bookworm AS build
 RUN rustup target add x86_64-unknown-linux-musl \
@@ -9,8 +9,10 @@ COPY . .
 RUN cargo build --release --locked --target x86_64-unknown-linux-musl -p podcidr-bgp \
  && strip target/x86_64-unknown-linux-musl/release/podcidr-bgp
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12
 COPY --from=build /src/target/x86_64-unknown-linux-musl/release/podcidr-bgp /podcidr-bgp
-USER 65532:65532
+# uid 0 as the speaker DaemonSet runs it (every capability dropped but NET_BIND_SERVICE,
+# see deploy/speaker/daemonset.yaml); the allocator Deployment sets uid 65532 itself.
+USER 0:0
 ENTRYPOINT ["/podcidr-bgp"]
 CMD ["speaker", "--config", "/etc/podcidr/config/config.yaml"]

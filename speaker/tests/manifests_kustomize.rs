@@ -10,98 +10,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::TempDir;
+use common::kustomize::*;
 use serde_json::Value;
-
-fn deploy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy")
-        .canonicalize()
-        .unwrap()
-}
-
-/// False (after saying why) when kubectl is missing on a developer machine.
-fn have_kubectl() -> bool {
-    match Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-    {
-        Ok(out) if out.status.success() => true,
-        Ok(out) => panic!(
-            "`kubectl version --client` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) if std::env::var_os("CI").is_some() => panic!(
-            "kubectl not found ({e}); CI must render deploy/ with `kubectl kustomize`. \
-             kubectl ships on the machine image; install a current kubectl (kustomize v5) \
-             on PATH. Debian's kubernetes-client is too old (kustomize v2)."
-        ),
-        Err(e) => {
-            eprintln!(
-                "SKIPPED: kubectl not found ({e}); install kubectl (kustomize v5) to check \
-                 that the deploy/ manifests follow kustomize overlays"
-            );
-            false
-        }
-    }
-}
-
-fn render(dir: &Path) -> Vec<Value> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .expect("run kubectl kustomize");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_saphyr::from_multiple::<Value>(&text)
-        .unwrap_or_else(|e| panic!("rendered YAML of {}: {e}", dir.display()))
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
-}
-
-/// `to` relative to the directory `from` (both absolute): kustomize refuses absolute bases.
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let from: Vec<_> = from.components().collect();
-    let to: Vec<_> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
-    for _ in common..from.len() {
-        out.push("..");
-    }
-    out.extend(&to[common..]);
-    out
-}
-
-/// An overlay over deploy/ with `extra` lines (e.g. `namespace: other-ns`).
-fn overlay(tmp: &TempDir, name: &str, extra: &str) -> PathBuf {
-    let dir = tmp.path(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
-    std::fs::write(
-        dir.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{extra}\n\
-             resources:\n  - {}\n",
-            relative(&dir, &deploy()).display()
-        ),
-    )
-    .unwrap();
-    dir
-}
-
-fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    docs.iter().filter(|d| d["kind"] == kind).collect()
-}
 
 fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
     v.as_str()
@@ -313,15 +225,7 @@ fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
     );
 
     let tmp = TempDir::new("kustomize-cni");
-    let dir = tmp.path("cni");
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
-    let component = relative(&dir, &deploy().join("components/cni"));
-    let docs = render(&overlay(
-        &tmp,
-        "cni",
-        &format!("components:\n  - {}", component.display()),
-    ));
+    let docs = render(&with_component(&tmp, "cni"));
     let (spec, container) = speaker_pod(&docs);
     let volume = spec["volumes"]
         .as_array()
@@ -334,7 +238,10 @@ fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
     assert_eq!(mount["mountPath"], "/host/etc/cni/net.d", "docs' confDir");
     assert_ne!(mount["readOnly"], true);
     let sc = &container["securityContext"];
-    assert_eq!(sc["runAsUser"], 0, "root-owned /etc/cni/net.d: {sc}");
+    assert_eq!(
+        sc["runAsUser"], 0,
+        "root-owned /etc/cni/net.d (the run model): {sc}"
+    );
     assert_eq!(
         sc["capabilities"]["drop"],
         serde_json::json!(["ALL"]),

@@ -154,4 +154,5 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+pub mod kustomize;
 pub mod speaker;
