@@ -11,6 +11,8 @@ command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
 # FRR's bgpd runs standalone (no zebra) for the ToR snippets of docs/tor.md.
 [ -x /usr/lib/frr/bgpd ] && command -v vtysh >/dev/null 2>&1 || need+=(frr)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# setpriv applies the DaemonSet's run model in speaker/tests/run_model.rs.
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)

@@ -1,0 +1,343 @@
+//! The speaker under the identity the shipped DaemonSet gives it. The user, group,
+//! supplementary groups, no_new_privs flag and capability sets are read from the rendered
+//! manifest (`kubectl kustomize deploy/`), as are the MD5 Secret volume's file mode and group;
+//! `setpriv` (util-linux) applies them to the binary the way a container runtime does:
+//!
+//! - capabilities: `drop`/`add` against containerd's default set; the result is the bounding
+//!   set; a uid-0 process gets it as permitted/effective at exec, a non-root one gets nothing
+//!   (runtimes set no ambient capabilities), and inheritable is empty;
+//! - `allowPrivilegeEscalation: false` is no_new_privs;
+//! - a Secret volume's files belong to root and to `fsGroup` (root without it), with
+//!   `defaultMode`.
+//!
+//! Then: the MD5 key is read from such a directory and an MD5 session with BIRD comes up, and
+//! BIRD reaches a passive peer on port 179. A second test shows the harness catches the
+//! non-root model that shipped before (uid 65532 + `add: [NET_BIND_SERVICE]`).
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::kustomize::{deploy, have_kubectl, of_kind, render};
+use common::speaker::{Peer, config, write_cidrs};
+use common::{Proc, TempDir, free_port, poll};
+use integration_tests::{Bird, BirdConfig, BirdNeighbor, net};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(30);
+const OUR_ASN: u32 = 4_200_000_001;
+
+/// containerd's default capabilities for a container (before `drop`/`add`).
+const RUNTIME_DEFAULT_CAPS: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// What the kubelet and the runtime make of a pod's security settings.
+#[derive(Debug, Clone)]
+struct RunModel {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+    no_new_privs: bool,
+    /// The bounding set.
+    caps: Vec<String>,
+    secret_mode: u32,
+    secret_gid: u32,
+}
+
+impl RunModel {
+    /// From the rendered speaker DaemonSet.
+    fn shipped() -> RunModel {
+        let docs = render(&deploy());
+        let ds = of_kind(&docs, "DaemonSet");
+        assert_eq!(ds.len(), 1);
+        let pod = &ds[0]["spec"]["template"]["spec"];
+        let c = pod["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "speaker")
+            .unwrap();
+        let sc = &c["securityContext"];
+        let psc = &pod["securityContext"];
+        // The image's USER is 0:0 (Dockerfile); the manifest may override it.
+        let num = |v: &Value| v.as_u64().map(|n| u32::try_from(n).unwrap());
+        let uid = num(&sc["runAsUser"])
+            .or(num(&psc["runAsUser"]))
+            .unwrap_or(0);
+        let gid = num(&sc["runAsGroup"])
+            .or(num(&psc["runAsGroup"]))
+            .unwrap_or(0);
+        let fs_group = num(&psc["fsGroup"]);
+        let mut groups: Vec<u32> = psc["supplementalGroups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(num)
+            .collect();
+        groups.extend(fs_group);
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_uppercase))
+                .collect()
+        };
+        let drop = names(&sc["capabilities"]["drop"]);
+        let mut caps: Vec<String> = if drop.iter().any(|d| d == "ALL") {
+            Vec::new()
+        } else {
+            RUNTIME_DEFAULT_CAPS
+                .iter()
+                .map(|c| (*c).to_owned())
+                .filter(|c| !drop.contains(c))
+                .collect()
+        };
+        for a in names(&sc["capabilities"]["add"]) {
+            if !caps.contains(&a) {
+                caps.push(a);
+            }
+        }
+        let md5 = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["secret"].is_object())
+            .expect("the MD5 Secret volume");
+        RunModel {
+            uid,
+            gid,
+            groups,
+            no_new_privs: sc["allowPrivilegeEscalation"] == false,
+            caps,
+            secret_mode: num(&md5["secret"]["defaultMode"]).unwrap_or(0o644),
+            secret_gid: fs_group.unwrap_or(0),
+        }
+    }
+
+    fn setpriv(&self) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid));
+        if self.groups.is_empty() {
+            cmd.arg("--clear-groups");
+        } else {
+            let g: Vec<String> = self.groups.iter().map(ToString::to_string).collect();
+            cmd.arg(format!("--groups={}", g.join(",")));
+        }
+        if self.no_new_privs {
+            cmd.arg("--no-new-privs");
+        }
+        let mut bounding = vec!["-all".to_owned()];
+        bounding.extend(self.caps.iter().map(|c| format!("+{}", c.to_lowercase())));
+        cmd.arg(format!("--bounding-set={}", bounding.join(",")))
+            .arg("--inh-caps=-all")
+            .arg("--ambient-caps=-all");
+        cmd
+    }
+
+    /// A directory laid out as the kubelet mounts the Secret: root-owned files of group
+    /// `fsGroup` (or root) with `defaultMode`.
+    fn secret_dir(&self, dir: &TempDir, key: &str) -> std::path::PathBuf {
+        let secrets = dir.path("secrets");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = secrets.join("tor1");
+        std::fs::write(&file, key).unwrap();
+        chown(&file, Some(0), Some(self.secret_gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(self.secret_mode)).unwrap();
+        file
+    }
+}
+
+fn usable() -> bool {
+    if !have_kubectl() {
+        return false;
+    }
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !integration_tests::netns::which("setpriv") {
+        eprintln!("SKIPPED: needs root and setpriv (util-linux) to apply the run model");
+        return false;
+    }
+    true
+}
+
+/// A speaker under `model` with an MD5 peer (BIRD passive) and a passive peer on port 179
+/// (BIRD connects); returns the speaker and the two routers' views.
+struct Run {
+    proc: Proc,
+    md5_router: Bird,
+    passive_router: Bird,
+    admin: SocketAddr,
+    _dir: TempDir,
+}
+
+fn start(model: &RunModel, tag: &str) -> Run {
+    let ours = net::alloc_v4();
+    let md5_router = Bird::start(
+        BirdConfig::new(net::alloc_v4(), 65001).neighbor(
+            BirdNeighbor::new("tor1", ours, OUR_ASN)
+                .passive(true)
+                .password("change-me"),
+        ),
+    );
+    let passive_addr = net::alloc_v4();
+    let passive_router = Bird::start(
+        BirdConfig::new(passive_addr, 65002).neighbor(
+            BirdNeighbor::new("spk", ours, OUR_ASN)
+                .port(179)
+                .passive(false),
+        ),
+    );
+    let dir = TempDir::new(tag);
+    let key = model.secret_dir(&dir, "change-me");
+    let md5 = md5_router.peer_addr("tor1");
+    let peers = [
+        Peer {
+            name: "md5",
+            address: md5.addr,
+            port: md5.port,
+            asn: md5.asn,
+            local: IpAddr::V4(ours),
+            extra: format!("    passwordFile: {}\n", key.display()),
+        },
+        Peer {
+            name: "passive",
+            address: IpAddr::V4(passive_addr),
+            port: 179,
+            asn: 65002,
+            local: IpAddr::V4(ours),
+            extra: "    passive: true\n".into(),
+        },
+    ];
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    write_cidrs(&dir, &["198.19.9.0/24"]);
+    let cfg = dir.path("config.yaml");
+    std::fs::write(&cfg, config(&dir, admin, "", &peers)).unwrap();
+    // The test's temp dir is the process's only other input: readable by any uid.
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = dir.path("speaker.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let child = model
+        .setpriv()
+        .arg(common::BIN)
+        .args(["speaker", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .unwrap();
+    Run {
+        proc: Proc { child, log },
+        md5_router,
+        passive_router,
+        admin,
+        _dir: dir,
+    }
+}
+
+async fn peer_state(admin: SocketAddr, name: &str) -> Option<String> {
+    let (_, body) = common::http_get(admin, "/debug/peers").await?;
+    let v: Value = serde_json::from_str(&body).ok()?;
+    v["peers"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["state"].as_str().map(str::to_owned))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shipped_run_model_reads_the_md5_secret_and_listens_on_179() {
+    if !usable() {
+        return;
+    }
+    let model = RunModel::shipped();
+    let r = start(&model, "run-model");
+    let up = poll(T, || async {
+        let md5 = peer_state(r.admin, "md5").await?;
+        let passive = peer_state(r.admin, "passive").await?;
+        (md5 == "Established" && passive == "Established").then_some(())
+    })
+    .await;
+    assert!(
+        up.is_some(),
+        "under {model:?} both sessions must come up\n{}\n{}\n{}",
+        r.proc.log(),
+        r.md5_router.diagnostics(),
+        r.passive_router.diagnostics()
+    );
+    assert!(
+        r.md5_router
+            .wait_until(T, |b| !b.routes_from("tor1").is_empty())
+    );
+    assert!(
+        r.passive_router
+            .wait_until(T, |b| !b.routes_from("spk").is_empty())
+    );
+}
+
+/// The harness tells a broken model apart: the model that shipped before this test (uid
+/// 65532, `add: [NET_BIND_SERVICE]`, no_new_privs, a 0400 root-owned key) could neither
+/// read the key nor listen on 179.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_earlier_non_root_model_could_neither_read_the_key_nor_listen_on_179() {
+    if !usable() {
+        return;
+    }
+    let old = RunModel {
+        uid: 65532,
+        gid: 65532,
+        groups: Vec::new(),
+        no_new_privs: true,
+        caps: vec!["NET_BIND_SERVICE".into()],
+        secret_mode: 0o400,
+        secret_gid: 0,
+    };
+    let mut r = start(&old, "run-model-old");
+    let status = r.proc.wait_exit(T);
+    let log = r.proc.log();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the speaker refuses to start with an unreadable key:\n{log}"
+    );
+    assert!(
+        log.contains("passwordFile") && log.contains("Permission denied"),
+        "{log}"
+    );
+    drop(r);
+
+    // With the key made world-readable it starts, but cannot listen on 179: the added
+    // capability never reaches a non-root process.
+    let readable = RunModel {
+        secret_mode: 0o444,
+        ..old
+    };
+    let r = start(&readable, "run-model-old-179");
+    let refused = poll(T, || async {
+        let log = r.proc.log();
+        (log.contains(":179") && log.contains("Permission denied")).then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "{}", r.proc.log());
+    assert_eq!(
+        peer_state(r.admin, "md5").await.as_deref(),
+        Some("Established")
+    );
+}
