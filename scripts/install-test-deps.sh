@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the system packages the test suite needs (real BGP peers, namespaces, capture tools).
+# Installs what the test suite needs: system packages (real BGP peers, namespaces, CNI plugins,
+# capture tools) and, in a venv under target/, the Kubernetes schema validator.
 # Idempotent: does nothing when everything is already present.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need=()
 command -v bird >/dev/null 2>&1 || need+=(bird2)
@@ -26,17 +28,32 @@ if ! command -v kubectl >/dev/null 2>&1; then
     "Debian's kubernetes-client is too old" >&2
 fi
 
-if [ ${#need[@]} -eq 0 ]; then
-  exit 0
+# python3's venv module, for the Kubernetes schema validator below.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  need+=(python3-venv)
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-test-deps: missing ${need[*]} and not root; install them or run as root" >&2
-  exit 1
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-test-deps: missing ${need[*]} and not root; install them or run as root" >&2
+    exit 1
+  fi
+  echo "install-test-deps: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  # The packages start nothing here (no systemd, policy-rc.d); the tests start each daemon
+  # themselves.
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "install-test-deps: installing ${need[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-# The packages start nothing here (no systemd, policy-rc.d); the tests start each daemon themselves.
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# kubernetes-validate (PyPI) bundles the Kubernetes JSON schemas of 1.25 to 1.37: the rendered
+# manifests are checked against the minimum supported version (speaker/tests/manifests_schema.rs).
+# In a venv under target/, so nothing is installed system-wide.
+kv="target/test-tools/kv"
+kv_version="1.37.0"
+if ! "$kv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$kv_version"; then
+  echo "install-test-deps: installing kubernetes-validate $kv_version into $kv" >&2
+  rm -rf "$kv"
+  python3 -m venv "$kv"
+  "$kv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$kv_version"
+fi
