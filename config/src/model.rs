@@ -242,12 +242,16 @@ impl Default for MinPrefixLength {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AdminConfig {
     pub listen: SocketAddr,
+    /// A second listener serving only `/metrics`, for Prometheus (the node's address); the
+    /// `/debug/*` pages stay on `listen`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: DEFAULT_ADMIN_LISTEN,
+            metrics_listen: None,
         }
     }
 }

@@ -295,15 +295,18 @@ fn is_link_local(addr: IpAddr) -> bool {
 
 fn parse_admin(n: Node<'_, '_>, errs: &mut Errors) -> Option<AdminConfig> {
     let obj = Obj::of(n, errs)?;
-    obj.check_keys(&["listen"], errs);
-    let listen = Lookup::of(&obj, "listen", errs, |n, e| {
+    obj.check_keys(&["listen", "metricsListen"], errs);
+    let address = |n: Node<'_, '_>, e: &mut Errors| {
         n.parse("a socket address (ip:port)", e, |s| {
             s.parse::<SocketAddr>()
                 .map_err(|_| "is not a socket address (ip:port, e.g. 127.0.0.1:9180)".to_owned())
         })
-    });
+    };
+    let listen = Lookup::of(&obj, "listen", errs, address);
+    let metrics_listen = Lookup::of(&obj, "metricsListen", errs, address);
     Some(AdminConfig {
         listen: listen.known(AdminConfig::default().listen)?,
+        metrics_listen: metrics_listen.optional()?,
     })
 }
 

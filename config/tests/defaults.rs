@@ -288,3 +288,13 @@ fn cni_keys_are_read_as_written() {
         Some("/var/lib/podcidr/cni")
     );
 }
+
+#[test]
+fn admin_metrics_listen_is_off_unless_set() {
+    assert_eq!(valid(&with_peer("")).admin.metrics_listen, None);
+    let config = valid(&with_top("admin: {metricsListen: \"0.0.0.0:9182\"}"));
+    assert_eq!(
+        config.admin.metrics_listen,
+        Some("0.0.0.0:9182".parse().unwrap())
+    );
+}

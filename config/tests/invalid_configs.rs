@@ -462,6 +462,11 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_top("nextHop: {ipv4: 169.254.0.1}"),
             "nextHop.ipv4: \"169.254.0.1\" is not allowed (a link-local address cannot be the global next hop; use a global or unique local address)",
         ),
+        (
+            "admin_metrics_listen_is_a_socket_address",
+            with_top("admin: {metricsListen: 9182}"),
+            "admin.metricsListen: 9182 is not a socket address (ip:port)",
+        ),
         // cni
         (
             "cni_conf_dir_absolute",

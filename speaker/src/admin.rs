@@ -149,6 +149,20 @@ pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<
     }
 }
 
+/// The metrics-only listener (`admin.metricsListen`): `/metrics`, nothing else, so the
+/// `/debug/*` pages never leave loopback.
+pub async fn serve_metrics(listener: TcpListener, state: Arc<AdminState>) {
+    let handler = move |req: Request<Incoming>| {
+        let response = if req.uri().path() == "/metrics" {
+            handle(&state, req.method(), "/metrics")
+        } else {
+            text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain")
+        };
+        std::future::ready(response)
+    };
+    http::serve(listener, handler, HttpLimits::default()).await;
+}
+
 /// Serves until the task is aborted, with the default [`HttpLimits`].
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>) {
     serve_with(listener, state, HttpLimits::default()).await;

@@ -308,6 +308,7 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         }
     };
     let metrics = Arc::new(AllocatorMetrics::new());
+    metrics.set_build_info(env!("CARGO_PKG_VERSION"), env!("PODCIDR_GIT_COMMIT"));
     let admin = tokio::spawn(serve_admin(
         listener,
         metrics.clone(),

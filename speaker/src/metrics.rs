@@ -31,6 +31,20 @@ pub struct NotificationLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabel {
+    pub version: String,
+    pub commit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerInfoLabel {
+    pub peer: String,
+    pub address: String,
+    pub asn: String,
+    pub local_asn: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -55,6 +69,14 @@ pub struct Metrics {
     pub config_reloads: Family<ResultLabel, Counter>,
     pub cni_config_writes: Family<ResultLabel, Counter>,
     pub cni_config_ok: Gauge,
+    pub build_info: Family<BuildLabel, Gauge>,
+    pub peer_info: Family<PeerInfoLabel, Gauge>,
+    /// The label set each peer's info series has now, to remove it.
+    peer_info_labels: std::sync::Mutex<std::collections::HashMap<String, PeerInfoLabel>>,
+    pub session_flaps: Family<PeerLabel, Counter>,
+    pub config_stale: Gauge,
+    pub status_publish_failures: Counter,
+    pub status_last_published: Gauge,
 }
 
 impl Default for Metrics {
@@ -80,6 +102,13 @@ impl Metrics {
             config_reloads: Family::default(),
             cni_config_writes: Family::default(),
             cni_config_ok: Gauge::default(),
+            build_info: Family::default(),
+            peer_info: Family::default(),
+            peer_info_labels: std::sync::Mutex::default(),
+            session_flaps: Family::default(),
+            config_stale: Gauge::default(),
+            status_publish_failures: Counter::default(),
+            status_last_published: Gauge::default(),
         };
         registry.register(
             "podcidr_bgp_session_up",
@@ -141,6 +170,42 @@ impl Metrics {
             "1 when the last CNI conflist write succeeded (the file hands out the announced CIDRs)",
             m.cni_config_ok.clone(),
         );
+        registry.register(
+            "podcidr_build_info",
+            "1, labelled with the version and git commit of this binary",
+            m.build_info.clone(),
+        );
+        m.build_info
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                commit: env!("PODCIDR_GIT_COMMIT").to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "podcidr_bgp_peer_info",
+            "1 per configured session of this node, labelled with the peer's address and AS numbers",
+            m.peer_info.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_session_flaps",
+            "Times the session left Established",
+            m.session_flaps.clone(),
+        );
+        registry.register(
+            "podcidr_config_stale",
+            "1 while the config file on disk was rejected and an older config runs",
+            m.config_stale.clone(),
+        );
+        registry.register(
+            "podcidr_status_publish_failures",
+            "NodeBGPStatus writes that failed or timed out",
+            m.status_publish_failures.clone(),
+        );
+        registry.register(
+            "podcidr_status_last_published_timestamp_seconds",
+            "Unix time of the last successful NodeBGPStatus write (0: none yet)",
+            m.status_last_published.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -175,9 +240,37 @@ impl Metrics {
             .inc();
     }
 
+    /// The info series of a (re)started session.
+    pub fn set_peer_info(&self, peer: &str, address: std::net::IpAddr, asn: u32, local_asn: u32) {
+        let label = PeerInfoLabel {
+            peer: peer.to_owned(),
+            address: address.to_string(),
+            asn: asn.to_string(),
+            local_asn: local_asn.to_string(),
+        };
+        let mut labels = self
+            .peer_info_labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(old) = labels.insert(peer.to_owned(), label.clone()) {
+            self.peer_info.remove(&old);
+        }
+        self.peer_info.get_or_create(&label).set(1);
+        // Counters start at 0, so `increase()` sees the first flap.
+        let _ = self.session_flaps.get_or_create(&Self::peer(peer));
+    }
+
     /// Forgets a removed peer's series.
     pub fn remove_peer(&self, name: &str) {
         let label = Self::peer(name);
+        if let Some(old) = self
+            .peer_info_labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name)
+        {
+            self.peer_info.remove(&old);
+        }
         self.session_up.remove(&label);
         self.session_state.remove(&label);
         self.updates_sent.remove(&label);

@@ -33,6 +33,13 @@ pub struct WriteLabels {
     pub result: String,
 }
 
+/// Labels of `podcidr_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildInfoLabels {
+    pub version: String,
+    pub commit: String,
+}
+
 /// Metrics plus liveness/readiness of one allocator process.
 #[derive(Debug)]
 pub struct AllocatorMetrics {
@@ -55,6 +62,8 @@ pub struct AllocatorMetrics {
     pub leader: Gauge,
     /// Reconcile passes run.
     pub passes: Counter,
+    /// `podcidr_build_info{version,commit}`; the binary sets it ([`Self::set_build_info`]).
+    pub build_info: Family<BuildInfoLabels, Gauge>,
     passes_seen: watch::Sender<u64>,
     ready: AtomicBool,
     heartbeat: AtomicU64,
@@ -110,6 +119,7 @@ impl AllocatorMetrics {
             writes: Family::default(),
             leader: Gauge::default(),
             passes: Counter::default(),
+            build_info: Family::default(),
             passes_seen: watch::channel(0).0,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(unix_now()),
@@ -161,7 +171,21 @@ impl AllocatorMetrics {
             "Reconcile passes run",
             m.passes.clone(),
         );
+        registry.register(
+            "podcidr_build_info",
+            "1, labelled with the version and git commit of this binary",
+            m.build_info.clone(),
+        );
         AllocatorMetrics { registry, ..m }
+    }
+
+    pub fn set_build_info(&self, version: &str, commit: &str) {
+        self.build_info
+            .get_or_create(&BuildInfoLabels {
+                version: version.to_owned(),
+                commit: commit.to_owned(),
+            })
+            .set(1);
     }
 
     /// Counts a finished reconcile pass.

@@ -170,8 +170,12 @@ pub enum Notice {
     },
     Mismatch(Option<String>),
     NoRouterId,
+    /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
     PeerStarted {
         peer: String,
+        address: IpAddr,
+        asn: u32,
+        local_asn: u32,
     },
     PeerStopped {
         peer: String,
@@ -530,9 +534,7 @@ impl Core {
                 refused,
             },
         );
-        out.push(Effect::Notice(Notice::PeerStarted {
-            peer: cfg.name.clone(),
-        }));
+        out.push(peer_started(cfg, identity));
         out.push(Effect::StartPeer(Box::new(setup)));
     }
 
@@ -592,6 +594,7 @@ impl Core {
             p.routes = setup.routes.clone();
         }
         self.statuses.remove(&cfg.name);
+        out.push(peer_started(cfg, identity));
         out.push(Effect::ResetPeer(Box::new(setup)));
     }
 
@@ -637,8 +640,11 @@ impl Core {
         if changes.settings.log {
             out.push(Effect::SetLog(self.config.log));
         }
-        if changes.settings.admin {
+        if old.admin.listen != self.config.admin.listen {
             out.push(Effect::Notice(Notice::NeedsRestart("admin.listen")));
+        }
+        if old.admin.metrics_listen != self.config.admin.metrics_listen {
+            out.push(Effect::Notice(Notice::NeedsRestart("admin.metricsListen")));
         }
         let node_changed = node_name != self.node_name;
         if node_changed {
@@ -815,6 +821,15 @@ impl Core {
             at: now,
         });
     }
+}
+
+fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
+    Effect::Notice(Notice::PeerStarted {
+        peer: cfg.name.clone(),
+        address: cfg.address,
+        asn: cfg.asn.0,
+        local_asn: identity.asn.0,
+    })
 }
 
 /// The Node is watched when there is an API and the source is not a file (file mode has no

@@ -243,6 +243,16 @@ fn admin_listen_reload_says_it_needs_a_restart() {
     let (mut core, _) = file_core(config("", PEERS));
     let out = core.handle(reload(config("admin: {listen: \"127.0.0.1:9999\"}", PEERS)));
     assert!(out.contains(&Effect::Notice(Notice::NeedsRestart("admin.listen"))));
+    let out = core.handle(reload(config(
+        "admin: {listen: \"127.0.0.1:9999\", metricsListen: \"127.0.0.1:9182\"}",
+        PEERS,
+    )));
+    assert_eq!(
+        out.iter()
+            .filter(|e| matches!(e, Effect::Notice(Notice::NeedsRestart(_))))
+            .collect::<Vec<_>>(),
+        [&Effect::Notice(Notice::NeedsRestart("admin.metricsListen"))]
+    );
 }
 
 #[test]

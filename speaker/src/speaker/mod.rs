@@ -72,6 +72,10 @@ pub struct SpeakerArgs {
     /// checked at once, this bounds the rest.
     #[arg(long, default_value_t = 2000)]
     pub file_poll_ms: u64,
+    /// Serve `/metrics` (only) on this address too, overriding `admin.metricsListen`: the
+    /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Why a config cannot be used.
@@ -90,11 +94,25 @@ pub fn load(path: &Path) -> Result<Config, LoadError> {
     Ok(config)
 }
 
+/// Command-line settings that replace config values (applied on every load, so a reload
+/// does not see them as a change).
+fn with_overrides(mut config: Config, metrics_listen: Option<SocketAddr>) -> Config {
+    if metrics_listen.is_some() {
+        config.admin.metrics_listen = metrics_listen;
+    }
+    config
+}
+
 /// Why the speaker cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("admin.listen {addr}: {source}")]
     Admin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("admin.metricsListen {addr}: {source}")]
+    Metrics {
         addr: SocketAddr,
         source: std::io::Error,
     },
@@ -123,7 +141,7 @@ fn start_source(
 
 pub async fn run(args: SpeakerArgs) -> ExitCode {
     let config = match load(&args.config) {
-        Ok(c) => c,
+        Ok(c) => with_overrides(c, args.metrics_listen),
         Err(e) => {
             eprintln!("{}: invalid config:\n{e}", args.config.display());
             return ExitCode::from(2);
@@ -177,6 +195,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         file_poll: Duration::from_millis(args.file_poll_ms.max(1)),
         node_name_fallback: fallback,
         log: Some(log),
+        metrics_listen: args.metrics_listen,
     };
     match Speaker::start(config, node_name, client, opts).await {
         Ok(s) => {
@@ -204,6 +223,8 @@ pub struct RunOptions {
     pub node_name_fallback: Option<String>,
     /// Applies `log.level` on reload (none: the process's logging is not ours to change).
     pub log: Option<LogHandle>,
+    /// `--metrics-listen`, kept over reloads.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl RunOptions {
@@ -216,6 +237,7 @@ impl RunOptions {
             file_poll: Duration::from_secs(2),
             node_name_fallback: None,
             log: None,
+            metrics_listen: None,
         }
     }
 }
@@ -227,6 +249,7 @@ pub struct Speaker {
     metrics: Arc<Metrics>,
     admin: Arc<AdminState>,
     admin_task: JoinHandle<()>,
+    metrics_task: Option<JoinHandle<()>>,
     admin_addr: SocketAddr,
     desired: watch::Receiver<Arc<DesiredSet>>,
     source_task: JoinHandle<()>,
@@ -295,6 +318,19 @@ impl Speaker {
         let admin_addr = listener.local_addr().map_err(admin_err)?;
         tracing::info!(listen = %admin_addr, "admin endpoint up");
         let admin_task = tokio::spawn(admin::serve(listener, Arc::clone(&admin)));
+        let metrics_task = match config.admin.metrics_listen {
+            Some(addr) => {
+                let err = |source| StartError::Metrics { addr, source };
+                let listener = tokio::net::TcpListener::bind(addr).await.map_err(err)?;
+                let addr = listener.local_addr().map_err(err)?;
+                tracing::info!(listen = %addr, "metrics endpoint up");
+                Some(tokio::spawn(admin::serve_metrics(
+                    listener,
+                    Arc::clone(&admin),
+                )))
+            }
+            None => None,
+        };
         let (desired, source_task) =
             start_source(&config.source, client.as_ref(), &node_name, opts.file_poll)?;
         let (node, node_task) = watch_node(client.as_ref(), &config, &node_name);
@@ -310,6 +346,7 @@ impl Speaker {
             metrics,
             admin,
             admin_task,
+            metrics_task,
             admin_addr,
             desired,
             source_task,
@@ -417,6 +454,9 @@ impl Speaker {
             t.abort();
         }
         self.admin_task.abort();
+        if let Some(t) = &self.metrics_task {
+            t.abort();
+        }
     }
 
     async fn handle(&mut self, event: Event) {
@@ -434,7 +474,7 @@ impl Speaker {
         };
         let rejected = |errors: String| Event::ConfigRejected { why, errors };
         let config = match load(path) {
-            Ok(c) => c,
+            Ok(c) => with_overrides(c, self.opts.metrics_listen),
             Err(e) => return rejected(e.to_string()),
         };
         if self.client.is_none() && !config.source.is_file() {
@@ -555,6 +595,7 @@ impl Speaker {
         };
         let node = self.core.node_name().to_owned();
         let done = self.finished_tx.clone();
+        let metrics = Arc::clone(&self.metrics);
         self.publisher = Some(tokio::spawn(async move {
             let ok = match tokio::time::timeout(
                 PUBLISH_TIMEOUT,
@@ -572,6 +613,13 @@ impl Speaker {
                     false
                 }
             };
+            if ok {
+                metrics
+                    .status_last_published
+                    .set(i64::try_from(unix_now()).unwrap_or(i64::MAX));
+            } else {
+                metrics.status_publish_failures.inc();
+            }
             let _ = done
                 .send(Event::Published {
                     fingerprint,

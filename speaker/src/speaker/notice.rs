@@ -58,7 +58,15 @@ pub fn record(m: &Metrics, notice: Notice) {
         Notice::NoRouterId => tracing::error!(
             "routerId: not set and no IPv4 address found (set routerId in the config)"
         ),
-        Notice::PeerStarted { peer } => tracing::info!(%peer, "session started"),
+        Notice::PeerStarted {
+            peer,
+            address,
+            asn,
+            local_asn,
+        } => {
+            tracing::info!(%peer, "session started");
+            m.set_peer_info(&peer, address, asn, local_asn);
+        }
         Notice::PeerStopped { peer, why } => {
             tracing::info!(%peer, why, "session stopped");
             m.remove_peer(&peer);
@@ -79,10 +87,13 @@ pub fn record(m: &Metrics, notice: Notice) {
                 "config reloaded"
             );
             count_reload(m, "applied");
+            m.config_stale.set(0);
         }
         Notice::ReloadRejected { why, errors } => {
             tracing::error!(reason = why, errors = %errors, "config reload rejected; keeping the running config");
             count_reload(m, "rejected");
+            // The file on disk is not what runs until a reload succeeds.
+            m.config_stale.set(1);
         }
         Notice::NeedsRestart(key) => {
             tracing::warn!(key, "this setting takes effect after a restart");
@@ -124,17 +135,22 @@ pub fn record(m: &Metrics, notice: Notice) {
 
 fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
     match ev {
-        SessionEvent::StateChanged { from, to, reason } => match &reason {
-            Some(r) if from == SessionState::Established || to == SessionState::Idle => {
-                tracing::warn!(peer, from = from.as_str(), to = to.as_str(), reason = %escape(&r.to_string()), "session state")
+        SessionEvent::StateChanged { from, to, reason } => {
+            if from == SessionState::Established {
+                m.session_flaps.get_or_create(&Metrics::peer(peer)).inc();
             }
-            _ => tracing::info!(
-                peer,
-                from = from.as_str(),
-                to = to.as_str(),
-                "session state"
-            ),
-        },
+            match &reason {
+                Some(r) if from == SessionState::Established || to == SessionState::Idle => {
+                    tracing::warn!(peer, from = from.as_str(), to = to.as_str(), reason = %escape(&r.to_string()), "session state")
+                }
+                _ => tracing::info!(
+                    peer,
+                    from = from.as_str(),
+                    to = to.as_str(),
+                    "session state"
+                ),
+            }
+        }
         SessionEvent::NotificationSent(n) => {
             tracing::warn!(peer, notification = %n.name(), "NOTIFICATION sent");
             m.notification("sent", n.code.into(), n.subcode);
@@ -205,5 +221,61 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn config_stale_follows_the_last_reload_and_flaps_count_drops_from_established() {
+        let m = Metrics::new();
+        let line = |m: &Metrics, l: &str| m.encode().lines().any(|x| x == l);
+        record(
+            &m,
+            Notice::ReloadRejected {
+                why: "test",
+                errors: "bad".into(),
+            },
+        );
+        assert!(line(&m, "podcidr_config_stale 1"));
+        record(
+            &m,
+            Notice::ReloadApplied {
+                why: "test",
+                added: 0,
+                removed: 0,
+                reset: 0,
+                updated: 0,
+            },
+        );
+        assert!(line(&m, "podcidr_config_stale 0"));
+
+        record(
+            &m,
+            Notice::PeerStarted {
+                peer: "tor1".into(),
+                address: "192.0.2.1".parse().unwrap(),
+                asn: 65000,
+                local_asn: 65001,
+            },
+        );
+        assert!(
+            line(&m, "podcidr_bgp_session_flaps_total{peer=\"tor1\"} 0"),
+            "starts at 0"
+        );
+        for (from, to) in [
+            (SessionState::Idle, SessionState::Connect),
+            (SessionState::OpenConfirm, SessionState::Established),
+            (SessionState::Established, SessionState::Idle),
+        ] {
+            let ev = SessionEvent::StateChanged {
+                from,
+                to,
+                reason: None,
+            };
+            record(&m, Notice::Session("tor1".into(), ev));
+        }
+        assert!(
+            line(&m, "podcidr_bgp_session_flaps_total{peer=\"tor1\"} 1"),
+            "{}",
+            m.encode()
+        );
     }
 }
