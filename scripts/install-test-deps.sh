@@ -15,6 +15,8 @@ command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # setpriv applies the DaemonSet's run model in speaker/tests/run_model.rs.
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+# promtool (Debian ships it in prometheus) checks and unit-tests the alerts.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)

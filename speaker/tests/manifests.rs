@@ -63,7 +63,9 @@ fn every_manifest_parses_and_names_its_kind() {
                             .as_array()
                             .into_iter()
                             .flatten()
-                            .map(|p| &p["path"]),
+                            // Inline patches (`patch:`) name no file.
+                            .map(|p| &p["path"])
+                            .filter(|p| !p.is_null()),
                     )
                     .collect::<Vec<_>>();
                 assert!(!listed.is_empty(), "{}: lists nothing", f.display());
