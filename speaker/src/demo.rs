@@ -18,6 +18,7 @@ use podcidr_config::Config;
 use serde_json::json;
 use tokio::sync::oneshot;
 
+use crate::cli::render::count;
 use crate::cli::{self, DiffOptions, TableStyle};
 use crate::speaker::{RunOptions, Speaker};
 
@@ -206,7 +207,8 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
     let n = args.nodes;
     let started = Instant::now();
     println!(
-        "podcidr-bgp demo: {n} nodes, cluster-pool IPAM ({POOL_V4} /24s, {POOL_V6} /64s), one ToR."
+        "podcidr-bgp demo: {}, cluster-pool IPAM ({POOL_V4} /24s, {POOL_V6} /64s), one ToR.",
+        count(usize::from(n), "node")
     );
 
     step(1, "Kubernetes API (in-process fake) with the nodes");
@@ -307,7 +309,7 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
         (r.values().filter(|t| t.established).count(), want)
     })
     .await?;
-    println!("    {want} sessions Established");
+    println!("    {} Established", count(want, "session"));
     wait_rib(&collector, "routes at the ToR", |r| {
         (r.values().map(|t| t.routes.len()).sum(), 2 * want)
     })
@@ -408,7 +410,7 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
     for p in before.keys().filter(|p| !after.contains_key(p)) {
         println!("    withdrawn: {p}");
     }
-    println!("    {} routes remain:", after.len());
+    println!("    {} remain:", count(after.len(), "route"));
     print_table(&collector.rib());
 
     if args.duration > 0 {

@@ -194,6 +194,11 @@ pub fn render_table(report: &DiffReport, style: TableStyle) -> String {
     out
 }
 
+/// `1 node`, `3 nodes`: English plurals for counts in output (regular nouns only).
+pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// e.g. `3 nodes, 5 rows: 3 ok, 1 not-announced, 1 source-mismatch (source ipam-crd)`.
 pub fn summary_line(report: &DiffReport) -> String {
     let s = summarize(&report.rows);
@@ -208,11 +213,10 @@ pub fn summary_line(report: &DiffReport) -> String {
         .filter(|v| s.verdicts.get(**v) > 0)
         .map(|v| format!("{} {v}", s.verdicts.get(*v)))
         .collect();
-    let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     format!(
         "{}, {}: {} (source {})",
-        plural(s.nodes, "node"),
-        plural(s.rows, "row"),
+        count(s.nodes, "node"),
+        count(s.rows, "row"),
         if s.problems == 0 {
             "all ok".to_owned()
         } else {
@@ -265,5 +269,12 @@ mod tests {
         let colored = table(&["N", "V", "D"], &rows, true);
         assert!(colored.contains("\x1b[32mok\x1b[0m         x"));
         assert!(!plain.contains('\x1b'));
+    }
+
+    #[test]
+    fn counts_are_singular_for_one_only() {
+        assert_eq!(count(1, "peer"), "1 peer");
+        assert_eq!(count(0, "peer"), "0 peers");
+        assert_eq!(count(2, "node"), "2 nodes");
     }
 }

@@ -159,11 +159,10 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         }
     };
     if args.check_config {
-        let n = config.peers.len();
         println!(
-            "{}: config OK (node {node_name}, {n} {}, source {})",
+            "{}: config OK (node {node_name}, {}, source {})",
             args.config.display(),
-            if n == 1 { "peer" } else { "peers" },
+            crate::cli::render::count(config.peers.len(), "peer"),
             config.source
         );
         return ExitCode::SUCCESS;
