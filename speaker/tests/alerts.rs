@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Proc, TempDir, free_port, http_get, poll};
+use common::{Proc, TempDir, allocator_args, free_port, http_get, lone_speaker_config, poll};
 use fake_kube::{FakeKube, Gvr};
 use serde_json::{Value, json};
 
@@ -99,29 +99,13 @@ async fn alerts_name_only_metrics_the_binaries_export() {
     // A speaker with the metrics listener (file source, a peer that never answers).
     let dir = TempDir::new("alerts-metrics");
     // 10.0.0.0/8 is shorter than minPrefixLength: a guard refusal, so that counter exists.
-    std::fs::write(
-        dir.path("cidrs.yaml"),
-        "nodes:\n  node-a: [198.19.1.0/24, 10.0.0.0/8]\n",
-    )
-    .unwrap();
     std::fs::create_dir_all(dir.path("net.d")).unwrap();
+    let cni = format!(
+        "cni: {{enabled: true, confDir: {}}}",
+        dir.path("net.d").display()
+    );
+    let cfg = lone_speaker_config(&dir, &["198.19.1.0/24", "10.0.0.0/8"], &cni);
     let metrics_addr = format!("127.0.0.1:{}", free_port());
-    let cfg = dir.path("config.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "nodeName: node-a\nasn: 65001\nrouterId: 192.0.2.1\n\
-             source: {{kind: file, path: {}}}\n\
-             peers:\n  - {{name: tor, address: 127.0.0.1, port: {}, asn: 65000}}\n\
-             admin: {{listen: \"127.0.0.1:{}\"}}\nstatus: {{publish: false}}\n\
-             cni: {{enabled: true, confDir: {}}}\n",
-            dir.path("cidrs.yaml").display(),
-            free_port(),
-            free_port(),
-            dir.path("net.d").display(),
-        ),
-    )
-    .unwrap();
     let speaker = Proc::spawn(
         &[
             "speaker",
@@ -155,18 +139,7 @@ async fn alerts_name_only_metrics_the_binaries_export() {
     let alloc_log = dir.path("allocator.log");
     let out = std::fs::File::create(&alloc_log).unwrap();
     let child = Command::new(common::BIN)
-        .args(["allocator", "--kubeconfig"])
-        .arg(&kc)
-        .args([
-            "--cluster-pool-ipv4-cidr",
-            "10.20.0.0/16",
-            "--cluster-pool-ipv4-mask-size",
-            "24",
-            "--lease-namespace",
-            "default",
-            "--admin-listen",
-            &admin,
-        ])
+        .args(allocator_args(&kc, &admin))
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out))
         .spawn()

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 mod common;
-use common::{BIN, TempDir, free_port};
+use common::{BIN, TempDir, allocator_args, free_port};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -109,19 +109,7 @@ async fn allocates_for_three_nodes_and_stops_on_sigterm() {
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
     let mut child = Command::new(BIN)
-        .args([
-            "allocator",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "--cluster-pool-ipv4-cidr",
-            "10.20.0.0/16",
-            "--cluster-pool-ipv4-mask-size",
-            "24",
-            "--lease-namespace",
-            "default",
-            "--admin-listen",
-            &admin,
-        ])
+        .args(allocator_args(&kc, &admin))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -5,31 +5,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Proc, TempDir, free_port};
+use common::{Proc, TempDir, lone_speaker_config};
 
 /// Runs a speaker (file source, one unreachable peer) until it logs that its admin endpoint
 /// is up; returns its log.
 fn speaker_log(tag: &str, log_cfg: &str) -> String {
     let dir = TempDir::new(tag);
-    std::fs::write(
-        dir.path("cidrs.yaml"),
-        "nodes:\n  node-a: [198.19.1.0/24]\n",
-    )
-    .unwrap();
-    let cfg = dir.path("config.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "nodeName: node-a\nasn: 65001\nrouterId: 192.0.2.1\n\
-             source: {{kind: file, path: {}}}\n\
-             peers:\n  - {{name: tor, address: 127.0.0.1, port: {}, asn: 65000}}\n\
-             admin: {{listen: \"127.0.0.1:{}\"}}\nstatus: {{publish: false}}\n{log_cfg}\n",
-            dir.path("cidrs.yaml").display(),
-            free_port(),
-            free_port()
-        ),
-    )
-    .unwrap();
+    let cfg = lone_speaker_config(&dir, &["198.19.1.0/24"], log_cfg);
     let mut p = Proc::spawn(
         &["speaker", "--config", cfg.to_str().unwrap()],
         &dir.path("speaker.log"),

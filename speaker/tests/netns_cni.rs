@@ -19,7 +19,9 @@ use std::time::Duration;
 use common::{Proc, TempDir};
 use fake_kube::{FakeKube, Gvr};
 use integration_tests::cni::{Attachment, CniRuntime, cni_plugins_available, result_addresses};
-use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping_within, tcp_listener_in};
+use integration_tests::netns::{
+    Netns, in_ns, ip, netns_permitted, ping_within, tcp_listener_in, wire,
+};
 use integration_tests::wait_for;
 use ipam_watch::allocator::PodCidrPool;
 use ipam_watch::allocator::{self, AllocatorMetrics, AllocatorOptions, Family, LeaseConfig};
@@ -57,50 +59,7 @@ fn topology(ns: &mut Netns, tor: &str, nodes: &[String]) {
         let i = k + 1;
         ns.add(n);
         sysctl_forwarding(n);
-        let tor_if = format!("to-n{i}");
-        ip(&[
-            "-n", tor, "link", "add", &tor_if, "type", "veth", "peer", "name", "eth0", "netns", n,
-        ]);
-        ip(&[
-            "-n",
-            tor,
-            "addr",
-            "add",
-            &format!("198.18.{i}.1/24"),
-            "dev",
-            &tor_if,
-        ]);
-        ip(&[
-            "-n",
-            tor,
-            "addr",
-            "add",
-            &format!("fd00:18:{i}::1/64"),
-            "dev",
-            &tor_if,
-            "nodad",
-        ]);
-        ip(&["-n", tor, "link", "set", &tor_if, "up"]);
-        ip(&[
-            "-n",
-            n,
-            "addr",
-            "add",
-            &format!("198.18.{i}.2/24"),
-            "dev",
-            "eth0",
-        ]);
-        ip(&[
-            "-n",
-            n,
-            "addr",
-            "add",
-            &format!("fd00:18:{i}::2/64"),
-            "dev",
-            "eth0",
-            "nodad",
-        ]);
-        ip(&["-n", n, "link", "set", "eth0", "up"]);
+        wire(tor, n, i);
         ip(&[
             "-n",
             n,

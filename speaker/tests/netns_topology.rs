@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Proc, TempDir};
-use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping};
+use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping, wire};
 
 fn birdc(ns: &str, sock: &str, cmd: &str) -> String {
     String::from_utf8_lossy(&in_ns(ns, &["birdc", "-s", sock, cmd]).stdout).into_owned()
@@ -63,61 +63,7 @@ fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
     for (i, node) in nodes.iter().enumerate() {
         let i = i + 1;
         ns.add(node);
-        // Both ends are created inside namespaces: nothing appears in the root namespace.
-        ip(&[
-            "-n",
-            &tor,
-            "link",
-            "add",
-            &format!("to-n{i}"),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            node,
-        ]);
-        ip(&[
-            "-n",
-            &tor,
-            "addr",
-            "add",
-            &format!("198.18.{i}.1/24"),
-            "dev",
-            &format!("to-n{i}"),
-        ]);
-        ip(&[
-            "-n",
-            &tor,
-            "addr",
-            "add",
-            &format!("fd00:18:{i}::1/64"),
-            "dev",
-            &format!("to-n{i}"),
-            "nodad",
-        ]);
-        ip(&["-n", &tor, "link", "set", &format!("to-n{i}"), "up"]);
-        ip(&[
-            "-n",
-            node,
-            "addr",
-            "add",
-            &format!("198.18.{i}.2/24"),
-            "dev",
-            "eth0",
-        ]);
-        ip(&[
-            "-n",
-            node,
-            "addr",
-            "add",
-            &format!("fd00:18:{i}::2/64"),
-            "dev",
-            "eth0",
-            "nodad",
-        ]);
-        ip(&["-n", node, "link", "set", "eth0", "up"]);
+        wire(&tor, node, i);
         // The node's pods: addresses on its loopback inside its pod CIDRs.
         ip(&[
             "-n",

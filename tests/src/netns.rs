@@ -35,6 +35,30 @@ impl Drop for Netns {
     }
 }
 
+/// Links `node` to `tor` with a veth pair created inside the namespaces (nothing appears in
+/// the root namespace): `to-n<i>` on the ToR with 198.18.<i>.1/24 and fd00:18:<i>::1/64,
+/// `eth0` on the node with .2 and ::2, both up.
+pub fn wire(tor: &str, node: &str, i: usize) {
+    let tor_if = format!("to-n{i}");
+    ip(&[
+        "-n", tor, "link", "add", &tor_if, "type", "veth", "peer", "name", "eth0", "netns", node,
+    ]);
+    for (ns, dev, host) in [(tor, tor_if.as_str(), 1), (node, "eth0", 2)] {
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("198.18.{i}.{host}/24"),
+            "dev",
+            dev,
+        ]);
+        let v6 = format!("fd00:18:{i}::{host}/64");
+        ip(&["-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+    }
+}
+
 /// `ip ARGS…`, which must succeed.
 pub fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");

@@ -156,3 +156,48 @@ where
 }
 pub mod kustomize;
 pub mod speaker;
+
+/// `podcidr-bgp allocator` arguments against a fake API: an IPv4 pool 10.20.0.0/16 of /24s,
+/// the Lease in `default`, the admin endpoint on `admin`.
+pub fn allocator_args(kubeconfig: &Path, admin: &str) -> Vec<String> {
+    [
+        "allocator",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--cluster-pool-ipv4-cidr",
+        "10.20.0.0/16",
+        "--cluster-pool-ipv4-mask-size",
+        "24",
+        "--lease-namespace",
+        "default",
+        "--admin-listen",
+        admin,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A speaker config in `dir`: node-a with the file source holding `cidrs`, one peer that never
+/// answers, status publishing off, and `extra` top-level YAML.
+pub fn lone_speaker_config(dir: &TempDir, cidrs: &[&str], extra: &str) -> PathBuf {
+    std::fs::write(
+        dir.path("cidrs.yaml"),
+        format!("nodes:\n  node-a: [{}]\n", cidrs.join(", ")),
+    )
+    .unwrap();
+    let cfg = dir.path("config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "nodeName: node-a\nasn: 65001\nrouterId: 192.0.2.1\n\
+             source: {{kind: file, path: {}}}\n\
+             peers:\n  - {{name: tor, address: 127.0.0.1, port: {}, asn: 65000}}\n\
+             admin: {{listen: \"127.0.0.1:{}\"}}\nstatus: {{publish: false}}\n{extra}\n",
+            dir.path("cidrs.yaml").display(),
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    cfg
+}
