@@ -36,3 +36,53 @@ pub(crate) fn is_unicast(addr: IpAddr) -> bool {
     let broadcast = matches!(addr, IpAddr::V4(v4) if v4.is_broadcast());
     !(addr.is_unspecified() || addr.is_multicast() || broadcast)
 }
+
+/// Seconds from `300` (bare: seconds), `90s`, `5m` or `1h`: the one duration syntax of config
+/// keys and command-line flags. A single unit, no fractions: these are timer settings, and a
+/// compound like `1h30m` is easier to get wrong than to write as `90m`.
+pub fn parse_seconds(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 300, 90s, 5m, 1h)"))?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// A duration key: seconds as a number, or a string with a unit (`"90s"`, `"5m"`, `"1h"`),
+/// within `lo..=hi` seconds.
+pub(crate) fn seconds(
+    n: Node<'_, '_>,
+    lo: u64,
+    hi: u64,
+    rule: &str,
+    errs: &mut Errors,
+) -> Option<u64> {
+    match n.value {
+        // Quoted digits get int's "remove the quotes"; any other string is read with units.
+        serde_json::Value::String(s) if !s.bytes().all(|b| b.is_ascii_digit()) => {
+            match parse_seconds(s) {
+                Ok(v) if (lo..=hi).contains(&v) => Some(v),
+                Ok(_) => {
+                    errs.not_allowed(n.path, crate::error::show(n.value), rule);
+                    None
+                }
+                Err(e) => {
+                    errs.push(n.path, e);
+                    None
+                }
+            }
+        }
+        _ => n.int(lo, hi, rule, errs),
+    }
+}

@@ -39,6 +39,7 @@ pub use cni::{
 pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};
+pub use fields::parse_seconds;
 pub use md5::{MD5_KEY_FILE_MAX_LEN, Md5KeyError, load_md5_key};
 pub use model::*;
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};

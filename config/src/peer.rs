@@ -8,7 +8,7 @@ use bgp_proto::{Asn, Family, HoldTime};
 
 use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
-use crate::fields::{is_unicast, parse_asn, parse_path};
+use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
 use crate::model::{
     ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
     DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerConfig, SessionType,
@@ -307,7 +307,7 @@ fn parse_u32(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<u32>> {
 /// holdTime (default 90) and keepaliveTime (default holdTime / 3).
 fn parse_timers(obj: &Obj<'_>, errs: &mut Errors) -> (HoldTime, u16) {
     let hold = Lookup::of(obj, "holdTime", errs, |n, e| {
-        let v = n.int(0, 65535, HOLD_TIME_RULE, e)?;
+        let v = seconds(n, 0, 65535, HOLD_TIME_RULE, e)?;
         let hold = u16::try_from(v).ok().and_then(HoldTime::new);
         if hold.is_none() {
             e.not_allowed(n.path, v, HOLD_TIME_RULE);
@@ -316,7 +316,7 @@ fn parse_timers(obj: &Obj<'_>, errs: &mut Errors) -> (HoldTime, u16) {
     })
     .known(HoldTime::new(DEFAULT_HOLD_TIME).unwrap_or(HoldTime::DISABLED));
     let keepalive = Lookup::of(obj, "keepaliveTime", errs, |n, e| {
-        n.int(0, 65535, "0..65535", e)
+        seconds(n, 0, 65535, "0..65535", e)
     })
     .some();
     let Some(hold) = hold else {
@@ -346,11 +346,11 @@ fn parse_connect_retry(n: Node<'_, '_>, errs: &mut Errors) -> Option<ConnectRetr
     obj.check_keys(&["base", "max"], errs);
     let rule = "1..3600 seconds";
     let base = Lookup::of(&obj, "base", errs, |n, e| {
-        n.int(1, MAX_CONNECT_RETRY, rule, e)
+        seconds(n, 1, MAX_CONNECT_RETRY, rule, e)
     })
     .known(DEFAULT_CONNECT_RETRY_BASE.as_secs())?;
     let max = match Lookup::of(&obj, "max", errs, |n, e| {
-        n.int(1, MAX_CONNECT_RETRY, rule, e)
+        seconds(n, 1, MAX_CONNECT_RETRY, rule, e)
     }) {
         Lookup::Absent => base.max(DEFAULT_CONNECT_RETRY_MAX.as_secs()),
         Lookup::Invalid => return None,
@@ -403,7 +403,7 @@ fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<Graceful
     let defaults = GracefulRestartConfig::default();
     let enabled = Lookup::of(&obj, "enabled", errs, boolean).known(defaults.enabled)?;
     let restart_time = Lookup::of(&obj, "restartTime", errs, |n, e| {
-        n.int(0, 4095, "0..4095, a 12-bit field in RFC 4724", e)
+        seconds(n, 0, 4095, "0..4095, a 12-bit field in RFC 4724", e)
     })
     .known(u64::from(defaults.restart_time))?;
     Some(GracefulRestartConfig {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::cni::{CniConfig, parse_cni};
 use crate::error::{Errors, quoted};
-use crate::fields::{is_unicast, parse_asn, parse_path};
+use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
 use crate::model::{
     AdminConfig, Config, LogConfig, LogFormat, LogLevel, MinPrefixLength, NextHopConfig, NextHops,
     PeerConfig, SourceConfig, StatusConfig,
@@ -333,7 +333,7 @@ fn parse_status(n: Node<'_, '_>, errs: &mut Errors) -> Option<StatusConfig> {
     let defaults = StatusConfig::default();
     let publish = Lookup::of(&obj, "publish", errs, boolean);
     let min_interval = Lookup::of(&obj, "minInterval", errs, |n, e| {
-        n.int(1, 3600, "1..3600 seconds", e)
+        seconds(n, 1, 3600, "1..3600 seconds", e)
     });
     Some(StatusConfig {
         publish: publish.known(defaults.publish)?,

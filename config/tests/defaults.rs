@@ -298,3 +298,21 @@ fn admin_metrics_listen_is_off_unless_set() {
         Some("0.0.0.0:9182".parse().unwrap())
     );
 }
+
+#[test]
+fn duration_keys_take_seconds_or_a_unit() {
+    let config = valid(&format!(
+        "{}status: {{minInterval: 1m}}\n",
+        with_peer(
+            "holdTime: 3m, keepaliveTime: 60s, connectRetry: {base: 2s, max: 2m}, gracefulRestart: {restartTime: 1h}"
+        )
+    ));
+    let p = &config.peers[0];
+    assert_eq!(p.hold_time.seconds(), 180);
+    assert_eq!(p.keepalive_time, 60);
+    assert_eq!(p.connect_retry.base, Duration::from_secs(2));
+    assert_eq!(p.connect_retry.max, Duration::from_secs(120));
+    assert_eq!(p.graceful_restart.restart_time, 3600);
+    assert_eq!(config.status.min_interval, Duration::from_secs(60));
+    assert_eq!(podcidr_config::parse_seconds("90"), Ok(90));
+}

@@ -467,6 +467,22 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_top("admin: {metricsListen: 9182}"),
             "admin.metricsListen: 9182 is not a socket address (ip:port)",
         ),
+        // durations: seconds, or a string with one unit (s, m, h)
+        (
+            "duration_unknown_unit",
+            with_peer("holdTime: 90x"),
+            "peers[0].holdTime: \"90x\": unknown unit \"x\" (use s, m or h)",
+        ),
+        (
+            "duration_with_unit_out_of_range",
+            with_top("status: {minInterval: 2h}"),
+            "status.minInterval: \"2h\" is not allowed (1..3600 seconds)",
+        ),
+        (
+            "duration_hold_time_rule_applies_to_units",
+            with_peer("holdTime: 2s"),
+            "peers[0].holdTime: 2 is not allowed (0 or 3..65535)",
+        ),
         // cni
         (
             "cni_conf_dir_absolute",

@@ -68,9 +68,9 @@ pub struct AllocatorArgs {
     /// else ipv4).
     #[arg(long, value_name = "FAMILY", value_delimiter = ',')]
     pub families: Vec<String>,
-    /// Seconds a released CIDR is withheld before reuse (longer than BGP hold time plus
-    /// graceful-restart time).
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_QUARANTINE_SECS)]
+    /// How long a released CIDR is withheld before reuse (longer than BGP hold time plus
+    /// graceful-restart time), e.g. `300` (seconds), `5m`.
+    #[arg(long, value_name = "DURATION", default_value_t = DEFAULT_QUARANTINE_SECS, value_parser = crate::cli::parse_duration)]
     pub quarantine: u64,
     /// Namespace of the Lease [default: $POD_NAMESPACE, else kube-system].
     #[arg(long, value_name = "NAMESPACE", env = "POD_NAMESPACE")]
@@ -78,11 +78,11 @@ pub struct AllocatorArgs {
     /// Name of the Lease.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME)]
     pub lease_name: String,
-    /// Lease duration in seconds (renewed every third of it).
-    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    /// Lease duration (renewed every third of it), e.g. `15` (seconds), `15s`.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::cli::parse_duration)]
     pub lease_duration: u64,
-    /// Seconds between full reconcile passes.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    /// Time between full reconcile passes, e.g. `60` (seconds), `1m`.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::cli::parse_duration)]
     pub resync: u64,
     /// Admin listener: /metrics, /livez, /readyz.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9181")]

@@ -59,7 +59,7 @@ pub struct KubeArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// Give up on the API after this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::parse_duration)]
     pub request_timeout: u64,
 }
 

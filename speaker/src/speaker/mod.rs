@@ -65,12 +65,13 @@ pub struct SpeakerArgs {
     /// Kubeconfig file (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Seconds between checks of the config file for changes (SIGHUP reloads at once).
-    #[arg(long, default_value_t = 2)]
+    /// Time between checks of the config file for changes (SIGHUP reloads at once), e.g. `2`
+    /// (seconds), `2s`, `1m`.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::cli::parse_duration)]
     pub config_poll_seconds: u64,
-    /// Milliseconds between checks of a `file` source for changes; changes inotify reports are
-    /// checked at once, this bounds the rest.
-    #[arg(long, default_value_t = 2000)]
+    /// Time between checks of a `file` source for changes, e.g. `2000` (milliseconds), `500ms`,
+    /// `2s`; changes inotify reports are checked at once, this bounds the rest.
+    #[arg(long, value_name = "DURATION", default_value = "2000ms", value_parser = crate::cli::parse_millis)]
     pub file_poll_ms: u64,
     /// Serve `/metrics` (only) on this address too, overriding `admin.metricsListen`: the
     /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
