@@ -25,25 +25,6 @@ fn v4_config() -> AllocatorConfig {
     }
 }
 
-/// Deterministic xorshift64 (no rand crate).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-}
-
 /// 65,536 existing records (uid, name, "10.a.b.0/24") in a random but fixed order.
 fn shuffled_records() -> Vec<(NodeUid, String, String)> {
     let mut v: Vec<(NodeUid, String, String)> = (0..N)
@@ -55,7 +36,8 @@ fn shuffled_records() -> Vec<(NodeUid, String, String)> {
             )
         })
         .collect();
-    XorShift(0x9e37_79b9_7f4a_7c15).shuffle(&mut v);
+    // A fixed seed: the same order every run.
+    fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15).shuffle(&mut v);
     v
 }
 

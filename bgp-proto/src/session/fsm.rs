@@ -10,7 +10,7 @@ use crate::message::notification::Notification;
 use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
 use crate::message::update::Update;
 use crate::message::{Decoded, Message, WireOptions};
-use crate::transport::{Backoff, Jitter, XorShift64};
+use crate::transport::{Backoff, Jitter, JitterRng};
 use crate::types::Family;
 
 use super::open::{Negotiated, local_open, negotiate};
@@ -38,7 +38,7 @@ pub struct Session {
     /// Families asked for again while a response was queued: answered once it drained.
     refresh_pending: BTreeSet<Family>,
     retry: Backoff,
-    rng: XorShift64,
+    rng: JitterRng,
     last_sent: Option<Notification>,
     last_received: Option<Notification>,
 }
@@ -47,7 +47,7 @@ impl Session {
     pub fn new(cfg: SessionConfig) -> Self {
         let retry = Backoff::new(cfg.connect_retry_base, cfg.connect_retry_max)
             .with_jitter(Jitter::Rfc4271);
-        let rng = XorShift64::new(cfg.jitter_seed);
+        let rng = JitterRng::new(cfg.jitter_seed);
         Session {
             cfg,
             state: State::Idle,

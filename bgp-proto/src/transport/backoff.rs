@@ -64,7 +64,7 @@ impl Backoff {
     }
 
     /// The next delay, using `random` (any uniformly distributed u64, e.g. from
-    /// [`XorShift64`]) for the jitter. Never exceeds `max`.
+    /// [`JitterRng`]) for the jitter. Never exceeds `max`.
     pub fn next_delay(&mut self, random: u64) -> Duration {
         let ceiling = nanos(self.ceiling());
         self.attempt = self.attempt.saturating_add(1);
@@ -96,31 +96,21 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Marsaglia's xorshift64: a tiny deterministic generator for jitter (not cryptographic).
-/// Seed it per peer (e.g. from the peer address and the process start time) so speakers
-/// diverge.
+/// The jitter generator: `fastrand`'s seeded wyrand (deterministic, not cryptographic; no
+/// I/O, so the FSM stays pure). Seed it per peer (e.g. from the peer address and the process
+/// start time) so speakers diverge.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct XorShift64(u64);
+pub struct JitterRng(fastrand::Rng);
 
-impl XorShift64 {
-    /// A zero seed (the generator's only fixed point) is replaced by a constant.
+impl JitterRng {
     #[must_use]
     pub fn new(seed: u64) -> Self {
-        Self(if seed == 0 {
-            0x9E37_79B9_7F4A_7C15
-        } else {
-            seed
-        })
+        Self(fastrand::Rng::with_seed(seed))
     }
 
     /// The next pseudo-random value.
     pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+        self.0.u64(..)
     }
 }
 
@@ -151,7 +141,7 @@ mod tests {
     fn backoff_never_exceeds_max_with_either_jitter() {
         for jitter in [Jitter::Full, Jitter::Rfc4271] {
             let mut b = Backoff::new(BASE, MAX).with_jitter(jitter);
-            let mut rng = XorShift64::new(42);
+            let mut rng = JitterRng::new(42);
             for _ in 0..1000 {
                 let ceiling = b.ceiling();
                 let d = b.next_delay(rng.next_u64());
@@ -185,7 +175,7 @@ mod tests {
     #[test]
     fn backoff_delays_grow_on_average_until_max() {
         // Mean of many full-jitter runs per attempt is ceiling/2: rising, then flat at max/2.
-        let mut rng = XorShift64::new(7);
+        let mut rng = JitterRng::new(7);
         let runs = 2000u32;
         let mut sums = vec![Duration::ZERO; 9];
         for _ in 0..runs {
@@ -224,14 +214,14 @@ mod tests {
     }
 
     #[test]
-    fn xorshift_is_deterministic_and_survives_a_zero_seed() {
+    fn jitter_rng_is_deterministic_per_seed_even_zero() {
         let a: Vec<u64> = {
-            let mut r = XorShift64::new(1);
+            let mut r = JitterRng::new(1);
             (0..4).map(|_| r.next_u64()).collect()
         };
-        let mut r = XorShift64::new(1);
+        let mut r = JitterRng::new(1);
         assert_eq!(a, (0..4).map(|_| r.next_u64()).collect::<Vec<_>>());
-        let mut z = XorShift64::new(0);
+        let mut z = JitterRng::new(0);
         assert_ne!(z.next_u64(), 0);
     }
 }

@@ -17,7 +17,7 @@ mod ttl;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-pub use backoff::{Backoff, Jitter, XorShift64};
+pub use backoff::{Backoff, Jitter, JitterRng};
 pub use connect::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, connect};
 pub use error::TransportError;
 pub use listen::{Accepted, BgpListener, ListenOptions, PassivePeer};

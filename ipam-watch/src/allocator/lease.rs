@@ -390,23 +390,9 @@ pub fn default_identity() -> String {
     format!("{base}-{}", random_suffix())
 }
 
-/// Eight hex digits from a xorshift seeded by time, pid and a call counter.
+/// Eight random hex digits (`fastrand`, seeded per thread from the OS).
 fn random_suffix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut x =
-        nanos ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x |= 1;
-    for _ in 0..8 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    format!("{:08x}", x as u32)
+    format!("{:08x}", fastrand::u32(..))
 }
 
 #[cfg(test)]
