@@ -6,22 +6,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::session::driver::SessionEvent;
-use bgp_proto::session::{RouteSet, SessionConfig, SessionStatus, StopReason};
-use bgp_proto::transport::TtlSecurity;
-use ipam_watch::crd::SpeakerReport;
+use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::{Config, LogConfig, PeerConfig, SourceConfig, diff_peers};
+use podcidr_config::{Config, PeerConfig, diff_peers};
 
 use super::cni::{CniFile, CniState};
 use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
 use super::node::NodeInfo;
-use super::peers::{LocalIdentity, session_config};
+use super::peers::LocalIdentity;
 
 use super::report::{self, PeerInput, ReportInputs};
 use super::routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
@@ -34,183 +30,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(60);
 /// address would the kernel use towards this peer").
 pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
 
-/// What the loop feeds the core.
-#[derive(Debug, Clone)]
-pub enum Event {
-    /// The source's latest full desired set.
-    Desired(Arc<DesiredSet>),
-    /// This node's Node object changed (labels, addresses, UID).
-    Node(NodeInfo),
-    /// A new config file was loaded and validated; `node_name` is its resolved node name.
-    ConfigReloaded {
-        config: Box<Config>,
-        node_name: String,
-        why: &'static str,
-    },
-    /// A new config file was rejected; the running config stays.
-    ConfigRejected { why: &'static str, errors: String },
-    /// Something one session reported.
-    Session(String, SessionEvent),
-    /// Once a second: session snapshots, monotonic time since start and wall-clock seconds.
-    Tick {
-        now: Duration,
-        unix: u64,
-        statuses: BTreeMap<String, SessionStatus>,
-    },
-    /// A status write finished (`ok`), started at monotonic `at` for `fingerprint`.
-    Published {
-        fingerprint: u64,
-        at: Duration,
-        ok: bool,
-    },
-    /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
-    Shutdown { final_stop: bool },
-    /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.
-    CniWritten {
-        file: CniFile,
-        result: Result<bool, String>,
-    },
-}
-
-/// Everything a session needs to start: its config and how the FSM runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerSetup {
-    pub config: PeerConfig,
-    /// Seeds the reconnect jitter with the peer name.
-    pub node_name: String,
-    pub identity: LocalIdentity,
-    /// Set the graceful restart R bit in the first OPEN: this process restarted.
-    pub restarting: bool,
-    /// `None` until the first guarded set exists: the session then sends nothing, not even
-    /// End-of-RIB.
-    pub routes: Option<Arc<RouteSet>>,
-}
-
-/// One passive peer on a listener. The MD5 key is read from `password_file` when the
-/// listener is set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassiveSpec {
-    pub name: String,
-    pub address: IpAddr,
-    pub password_file: Option<PathBuf>,
-    pub ttl: TtlSecurity,
-}
-
-/// Listening sockets by local address, each with the peers it accepts.
-pub type ListenerLayout = BTreeMap<SocketAddr, Vec<PassiveSpec>>;
-
-/// What the loop carries out, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    StartPeer(Box<PeerSetup>),
-    StopPeer {
-        name: String,
-        reason: StopReason,
-    },
-    /// Stop with Cease/Other Configuration Change, then start with the new setup.
-    ResetPeer(Box<PeerSetup>),
-    /// Reconnect backoff changed; the session is not reset.
-    SetConnectRetry {
-        name: String,
-        base: Duration,
-        max: Duration,
-    },
-    SetRoutes {
-        name: String,
-        routes: Arc<RouteSet>,
-    },
-    /// Make the listeners match: keep sockets whose address stays (their accepted peers and
-    /// keys updated in place), bind new ones, close the rest. Never closes before binding.
-    SetListeners(ListenerLayout),
-    /// Watch this Node and restart the source for it.
-    WatchNode(String),
-    RestartSource {
-        source: SourceConfig,
-        node: String,
-    },
-    SetLog(LogConfig),
-    SetReady(bool),
-    /// Hand the admin endpoint what it renders `/debug/*` from.
-    ReportInputs(SharedInputs),
-    /// Write this report (off the loop); answer with [`Event::Published`].
-    Publish {
-        report: Box<SpeakerReport>,
-        fingerprint: u64,
-        node_uid: Option<String>,
-        at: Duration,
-    },
-    /// Stop every session concurrently.
-    StopAll(Vec<(String, StopReason)>),
-    /// Write the node's CNI conflist (off the loop); answer with [`Event::CniWritten`].
-    WriteCni(CniFile),
-    Notice(Notice),
-}
-
-/// Report inputs shared with the admin endpoint; equal when they are the same value.
-#[derive(Debug, Clone)]
-pub struct SharedInputs(pub Arc<ReportInputs>);
-
-impl PartialEq for SharedInputs {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-/// Log lines and metric changes, typed so tests can assert them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
-    GuardRefused {
-        cidr: String,
-        reason: GuardRefusal,
-    },
-    PeerRefused {
-        peer: String,
-        prefix: IpNet,
-        reason: PeerRefusal,
-    },
-    Mismatch(Option<String>),
-    NoRouterId,
-    /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
-    PeerStarted {
-        peer: String,
-        address: IpAddr,
-        asn: u32,
-        local_asn: u32,
-    },
-    PeerStopped {
-        peer: String,
-        why: &'static str,
-    },
-    ReloadApplied {
-        why: &'static str,
-        added: usize,
-        removed: usize,
-        reset: usize,
-        updated: usize,
-    },
-    ReloadRejected {
-        why: &'static str,
-        errors: String,
-    },
-    /// A setting that changed and takes effect only after a restart.
-    NeedsRestart(&'static str),
-    SessionMetrics(Vec<(String, SessionStatus)>),
-    Session(String, SessionEvent),
-    CniWritten {
-        path: PathBuf,
-        changed: bool,
-    },
-    CniFailed {
-        path: PathBuf,
-        error: String,
-    },
-}
-
-impl PeerSetup {
-    pub fn session_config(&self) -> SessionConfig {
-        session_config(self.identity, &self.node_name, &self.config)
-    }
-}
+pub use super::core_io::*;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);

@@ -9,7 +9,7 @@ use bgp_proto::Asn;
 use bgp_proto::session::{SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::Config;
+use podcidr_config::{Config, SourceConfig};
 
 use super::*;
 

@@ -7,6 +7,7 @@
 pub mod cni;
 mod cni_io;
 pub mod core;
+mod core_io;
 pub mod guard;
 pub mod node;
 mod notice;
