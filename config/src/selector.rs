@@ -1,6 +1,13 @@
 //! `nodeSelector`: a Kubernetes `LabelSelector` (matchLabels + matchExpressions).
+//!
+//! Parsed and checked here, so every error names its field
+//! (`peers[0].nodeSelector.matchExpressions[0].values: required and non-empty for In`) and
+//! label keys and values follow the Kubernetes rules; kube-core's conversion checks neither
+//! and its error names no field. Matching is kube-core's, through [`LabelSelector::to_kube`].
 
 use std::collections::BTreeMap;
+
+use kube_core::{Expression, Selector, SelectorExt};
 
 use crate::error::{Errors, quoted};
 use crate::tree::{Node, Obj, child_path, node};
@@ -29,24 +36,30 @@ pub enum SelectorOperator {
 }
 
 impl LabelSelector {
-    /// Kubernetes semantics: `NotIn` and `DoesNotExist` match a node without the label.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
+    /// The same selector as kube-core's type, which does the matching. Infallible: the
+    /// parser has checked the operators and that `In`/`NotIn` have values.
+    pub fn to_kube(&self) -> Selector {
+        let equal = self
+            .match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self.match_expressions.iter().all(|r| r.matches(labels))
+            .map(|(k, v)| Expression::Equal(k.clone(), v.clone()));
+        let expressions = self.match_expressions.iter().map(|r| {
+            let key = r.key.clone();
+            let values = || r.values.iter().cloned().collect();
+            match r.operator {
+                SelectorOperator::In => Expression::In(key, values()),
+                SelectorOperator::NotIn => Expression::NotIn(key, values()),
+                SelectorOperator::Exists => Expression::Exists(key),
+                SelectorOperator::DoesNotExist => Expression::DoesNotExist(key),
+            }
+        });
+        equal.chain(expressions).collect()
     }
-}
 
-impl LabelSelectorRequirement {
+    /// Kubernetes semantics (kube-core's matcher): every term must hold; `NotIn` and
+    /// `DoesNotExist` match a node without the label.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
-        match self.operator {
-            SelectorOperator::In => value.is_some_and(|v| self.values.contains(v)),
-            SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
-            SelectorOperator::Exists => value.is_some(),
-            SelectorOperator::DoesNotExist => value.is_none(),
-        }
+        self.to_kube().matches(labels)
     }
 }
 
@@ -225,15 +238,23 @@ mod tests {
         assert!(LabelSelector::default().matches(&labels(&[])));
     }
 
+    /// A selector of one requirement.
+    fn one(key: &str, operator: SelectorOperator, values: &[&str]) -> LabelSelector {
+        LabelSelector {
+            match_labels: BTreeMap::new(),
+            match_expressions: vec![req(key, operator, values)],
+        }
+    }
+
     #[test]
     fn selector_operators_follow_kubernetes_semantics() {
         let node = labels(&[("rack", "r1")]);
-        assert!(req("rack", SelectorOperator::In, &["r1", "r2"]).matches(&node));
-        assert!(!req("rack", SelectorOperator::NotIn, &["r1"]).matches(&node));
-        assert!(req("zone", SelectorOperator::NotIn, &["z1"]).matches(&node));
-        assert!(req("rack", SelectorOperator::Exists, &[]).matches(&node));
-        assert!(req("zone", SelectorOperator::DoesNotExist, &[]).matches(&node));
-        assert!(!req("zone", SelectorOperator::In, &["z1"]).matches(&node));
+        assert!(one("rack", SelectorOperator::In, &["r1", "r2"]).matches(&node));
+        assert!(!one("rack", SelectorOperator::NotIn, &["r1"]).matches(&node));
+        assert!(one("zone", SelectorOperator::NotIn, &["z1"]).matches(&node));
+        assert!(one("rack", SelectorOperator::Exists, &[]).matches(&node));
+        assert!(one("zone", SelectorOperator::DoesNotExist, &[]).matches(&node));
+        assert!(!one("zone", SelectorOperator::In, &["z1"]).matches(&node));
     }
 
     #[test]

@@ -680,10 +680,8 @@ mod tests {
                 mask_size: mask,
             }),
             ipv6: None,
-            node_selector: selector.map(|(k, v)| NodeSelector {
-                match_labels: [(k.to_string(), v.to_string())].into(),
-                match_expressions: vec![],
-            }),
+            node_selector: selector
+                .map(|(k, v)| NodeSelector::labels([(k.to_string(), v.to_string())])),
         }
     }
 

@@ -52,7 +52,7 @@ pub use self::pool::{DEFAULT_POOL, FamilyPoolSpec, PodCidrPool};
 pub use self::reconcile::{
     Action, ExecReport, Observed, ObservedNode, ObservedRecord, Reconciler, RecordSpec,
 };
-pub use self::selector::{NodeSelector, SelectorOp, SelectorRequirement};
+pub use self::selector::NodeSelector;
 pub use self::status::{
     ALLOCATED, AllocatedReason, Condition, ConditionStatus, EXHAUSTED, FamilyAccounting,
     NodeOutcome, OVERLAPPING, PoolStatus, READY,

@@ -3,12 +3,10 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
 use super::Family;
 use super::kube_store::to_k8s_condition;
 use super::pool::{FamilyPoolSpec, PodCidrPool};
-use super::selector::{NodeSelector, SelectorOp, SelectorRequirement};
+use super::selector::NodeSelector;
 use super::status::{FamilyAccounting, PoolStatus};
 use crate::crd::{FamilyUsage, PodCIDRPool, PodCIDRPoolStatus, PoolFamily};
 
@@ -19,48 +17,17 @@ fn family_spec(f: &Option<PoolFamily>) -> Option<FamilyPoolSpec> {
     })
 }
 
-/// A Kubernetes label selector as the pure model sees it. An unknown operator yields a
-/// requirement nothing satisfies (the pool serves no node rather than every node).
-pub fn node_selector(ls: &LabelSelector) -> NodeSelector {
-    let match_expressions = ls
-        .match_expressions
-        .iter()
-        .flatten()
-        .map(|e| {
-            let op = match e.operator.as_str() {
-                "In" => Some(SelectorOp::In),
-                "NotIn" => Some(SelectorOp::NotIn),
-                "Exists" => Some(SelectorOp::Exists),
-                "DoesNotExist" => Some(SelectorOp::DoesNotExist),
-                _ => None,
-            };
-            match op {
-                Some(operator) => SelectorRequirement {
-                    key: e.key.clone(),
-                    operator,
-                    values: e.values.clone().unwrap_or_default(),
-                },
-                None => SelectorRequirement {
-                    key: e.key.clone(),
-                    operator: SelectorOp::In,
-                    values: Vec::new(),
-                },
-            }
-        })
-        .collect();
-    NodeSelector {
-        match_labels: ls.match_labels.clone().unwrap_or_default(),
-        match_expressions,
-    }
-}
-
 /// The pure pool of a `PodCIDRPool` object.
 pub fn pool_from_crd(obj: &PodCIDRPool) -> PodCidrPool {
     PodCidrPool {
         name: obj.metadata.name.clone().unwrap_or_default(),
         ipv4: family_spec(&obj.spec.ipv4),
         ipv6: family_spec(&obj.spec.ipv6),
-        node_selector: obj.spec.node_selector.as_ref().map(node_selector),
+        node_selector: obj
+            .spec
+            .node_selector
+            .as_ref()
+            .map(NodeSelector::from_label_selector),
     }
 }
 
@@ -135,7 +102,7 @@ mod tests {
     use super::*;
     use crate::allocator::{Allocator, AllocatorConfig};
     use crate::crd::PodCIDRPoolSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use std::collections::BTreeMap;
     use std::time::Duration;
 
