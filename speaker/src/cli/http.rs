@@ -1,15 +1,20 @@
-//! A minimal HTTP/1.1 GET for the speaker's admin endpoint (plain HTTP on loopback; no TLS).
+//! A GET for the speaker's admin endpoint (plain HTTP/1.1 on loopback; no TLS), with hyper's
+//! client connection over one TCP stream: hyper parses the response and decodes its framing
+//! (`Content-Length`, chunked, or until close).
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header::{ACCEPT, HOST, USER_AGENT};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// The admin endpoint's default port, used when `--admin` gives none.
 const DEFAULT_PORT: u16 = 9180;
-/// Debug documents are small; anything bigger is not our endpoint.
-const MAX_RESPONSE: u64 = 64 << 20;
-
+/// Debug documents are small; a bigger body is not our endpoint.
+const MAX_RESPONSE: usize = 64 << 20;
 /// `http://127.0.0.1:9180`, `127.0.0.1:9180` or `[::1]:9180` → (authority, path prefix).
 fn split_url(base: &str) -> Result<(String, String), String> {
     if base.starts_with("https://") {
@@ -38,84 +43,93 @@ fn split_url(base: &str) -> Result<(String, String), String> {
     Ok((authority, path.trim_end_matches('/').to_owned()))
 }
 
-fn decode_chunked(mut body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunked body")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).map_err(|e| e.to_string())?;
-        let size_text = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        let chunk = body.get(..size).ok_or("truncated chunk")?;
-        out.extend_from_slice(chunk);
-        body = body.get(size + 2..).ok_or("truncated chunk")?;
-    }
-}
-
-/// GET `base` + `path` and parse the body as JSON.
+/// GET `base` + `path` and parse the body as JSON. Every error names the URL; the whole
+/// exchange (connect, request, body) is bounded by `timeout`, the body by [`MAX_RESPONSE`].
 pub async fn get_json(
     base: &str,
     path: &str,
     timeout: Duration,
 ) -> Result<serde_json::Value, String> {
+    get_json_within(base, path, timeout, MAX_RESPONSE).await
+}
+
+/// [`get_json`] with a body limit of `limit` bytes.
+async fn get_json_within(
+    base: &str,
+    path: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Result<serde_json::Value, String> {
     let (authority, prefix) = split_url(base)?;
     let url = format!("http://{authority}{prefix}{path}");
-    let fetch = async {
-        let mut stream = TcpStream::connect(&authority)
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        let request = format!(
-            "GET {prefix}{path} HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json\r\n\
-             User-Agent: podcidr-bgp\r\nConnection: close\r\n\r\n"
-        );
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        let mut raw = Vec::new();
-        stream
-            .take(MAX_RESPONSE)
-            .read_to_end(&mut raw)
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        Ok::<_, String>(raw)
-    };
-    let raw = tokio::time::timeout(timeout, fetch)
+    let target = format!("{prefix}{path}");
+    let (status, body) = tokio::time::timeout(timeout, fetch(&authority, &target, limit))
         .await
-        .map_err(|_| format!("{url}: no answer within {timeout:?}"))??;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("{url}: not an HTTP response"))?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("{url}: not an HTTP response"))?;
-    let chunked = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    let body = &raw[split + 4..];
-    let body = if chunked {
-        decode_chunked(body).map_err(|e| format!("{url}: {e}"))?
-    } else {
-        body.to_vec()
-    };
-    if status != 200 {
+        .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
+        .map_err(|e| format!("{url}: {e}"))?;
+    if status != StatusCode::OK {
         let text = String::from_utf8_lossy(&body);
-        return Err(format!("{url}: HTTP {status}: {}", text.trim()));
+        return Err(format!("{url}: HTTP {}: {}", status.as_u16(), text.trim()));
     }
     serde_json::from_slice(&body).map_err(|e| format!("{url}: invalid JSON: {e}"))
+}
+
+/// One request on a new connection; the status and the whole body.
+async fn fetch(authority: &str, target: &str, limit: usize) -> Result<(StatusCode, Bytes), String> {
+    let stream = TcpStream::connect(authority)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = Request::get(target)
+        .header(HOST, authority)
+        .header(ACCEPT, "application/json")
+        .header(USER_AGENT, "podcidr-bgp")
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let exchange = async {
+        let response = sender.send_request(request).await.map_err(http_error)?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), limit)
+            .collect()
+            .await
+            .map_err(|e| match e.downcast::<hyper::Error>() {
+                Ok(e) => http_error(*e),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                    format!("response body larger than {limit} bytes")
+                }
+                Err(e) => e.to_string(),
+            })?
+            .to_bytes();
+        Ok((status, body))
+    };
+    // The connection is driven here, not in a spawned task, so a timeout drops it too.
+    let mut conn = std::pin::pin!(conn);
+    let mut exchange = std::pin::pin!(exchange);
+    tokio::select! {
+        result = &mut exchange => result,
+        closed = &mut conn => {
+            closed.map_err(http_error)?;
+            exchange.await
+        }
+    }
+}
+
+/// hyper's message and its causes (hyper keeps the detail, such as an I/O error, in the
+/// source chain), with what it means for a reply that is not HTTP at all.
+fn http_error(e: hyper::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    if e.is_parse() {
+        format!("not an HTTP response ({text})")
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -137,12 +151,125 @@ mod tests {
         assert!(split_url("http:///debug").is_err());
     }
 
-    #[test]
-    fn chunked_bodies() {
-        assert_eq!(
-            decode_chunked(b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n").unwrap(),
-            b"abcde"
+    /// Serves one connection on loopback: reads the request head, writes `response`, closes.
+    /// Yields the request head.
+    async fn serve_once(response: &'static [u8]) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            stream.write_all(response).await.unwrap();
+            stream.shutdown().await.unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        (base, server)
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[tokio::test]
+    async fn chunked_body_is_decoded_and_the_request_names_host_and_path() {
+        let (base, server) = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\n\r\n",
+        )
+        .await;
+        let doc = get_json(&format!("{base}/pre/"), "/debug/peers", WAIT)
+            .await
+            .unwrap();
+        assert_eq!(doc, serde_json::json!({"a": 1}));
+        let head = server.await.unwrap().to_ascii_lowercase();
+        assert!(
+            head.starts_with("get /pre/debug/peers http/1.1\r\n"),
+            "{head}"
         );
-        assert!(decode_chunked(b"5\r\nab").is_err());
+        let authority = base.trim_start_matches("http://");
+        assert!(
+            head.contains(&format!("\r\nhost: {authority}\r\n")),
+            "{head}"
+        );
+        assert!(head.contains("\r\naccept: application/json\r\n"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn body_until_close_is_read_whole() {
+        let (base, _server) = serve_once(b"HTTP/1.1 200 OK\r\n\r\n[1, 2]").await;
+        let doc = get_json(&base, "/debug/routes", WAIT).await.unwrap();
+        assert_eq!(doc, serde_json::json!([1, 2]));
+    }
+
+    #[tokio::test]
+    async fn truncated_chunked_body_is_an_error_naming_the_url() {
+        let (base, _server) =
+            serve_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab").await;
+        let err = get_json(&base, "/debug/peers", WAIT).await.unwrap_err();
+        assert!(err.starts_with(&format!("{base}/debug/peers: ")), "{err}");
+        assert!(!err.contains("invalid JSON"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn bad_chunk_size_is_an_error_naming_the_url() {
+        let (base, _server) = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
+        )
+        .await;
+        let err = get_json(&base, "/debug/peers", WAIT).await.unwrap_err();
+        assert!(err.starts_with(&format!("{base}/debug/peers: ")), "{err}");
+        assert!(!err.contains("invalid JSON"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn status_other_than_200_is_an_error_with_the_body() {
+        let (base, _server) = serve_once(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\n\r\nnot ready\r\n",
+        )
+        .await;
+        let err = get_json(&base, "/debug/peers", WAIT).await.unwrap_err();
+        assert_eq!(err, format!("{base}/debug/peers: HTTP 503: not ready"));
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused() {
+        let (base, _server) = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              8\r\n[1,2,3,4\r\n8\r\n,5,6,7]\n\r\n0\r\n\r\n",
+        )
+        .await;
+        let err = get_json_within(&base, "/x", WAIT, 10).await.unwrap_err();
+        assert_eq!(err, format!("{base}/x: response body larger than 10 bytes"));
+        let (base, _server) =
+            serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n[1, 2]").await;
+        assert!(get_json_within(&base, "/x", WAIT, 6).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn not_http_is_named_as_such() {
+        let (base, _server) = serve_once(b"SSH-2.0-OpenSSH_9.6\r\n\r\n").await;
+        let err = get_json(&base, "/debug/peers", WAIT).await.unwrap_err();
+        assert!(
+            err.starts_with(&format!("{base}/debug/peers: not an HTTP response")),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn silence_is_bounded_by_the_timeout() {
+        // Accepts (the kernel's backlog does) and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let timeout = SECOND / 10;
+        let err = get_json(&base, "/debug/peers", timeout).await.unwrap_err();
+        assert_eq!(
+            err,
+            format!("{base}/debug/peers: no answer within {timeout:?}")
+        );
+        drop(listener);
     }
 }
