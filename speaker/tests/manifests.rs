@@ -146,6 +146,43 @@ fn used(fake: &FakeKube) -> Grants {
         .collect()
 }
 
+/// A pod CIDR outside `allowedPrefixes` (and not in `Node.spec.podCIDRs`) appears, goes
+/// and comes back: the speaker's Events about the refusal and the mismatch are created,
+/// then their series patched (kube-runtime's Recorder de-duplicates repeats).
+async fn refuse_twice(fake: &FakeKube, speaker: &Proc) {
+    let npc = Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs");
+    let set = |cidrs: Value| {
+        fake.update(&npc, None, "node-a", |o| o["spec"]["podCIDRs"] = cidrs)
+            .unwrap();
+    };
+    let seen = |f: &FakeKube, reason: &str, count: u64| {
+        f.list(&Gvr::events(), Some("default"))
+            .iter()
+            .any(|e| e["reason"] == reason && e["series"]["count"].as_u64().unwrap_or(1) >= count)
+    };
+    for count in [1, 2] {
+        set(json!(["10.244.1.0/24", "203.0.113.0/24"]));
+        let raised = fake
+            .wait_for(Duration::from_secs(30), |f| {
+                seen(f, "PodCIDRRefused", count)
+            })
+            .await;
+        assert!(raised.is_ok(), "refusal Event #{count}\n{}", speaker.log());
+        // Seen gone before it comes back (the source coalesces changes).
+        set(json!(["10.244.1.0/24"]));
+        let resolved = fake
+            .wait_for(Duration::from_secs(30), |f| {
+                seen(f, "PodCIDRSourceMismatchResolved", count)
+            })
+            .await;
+        assert!(
+            resolved.is_ok(),
+            "mismatch resolved #{count}\n{}",
+            speaker.log()
+        );
+    }
+}
+
 async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
     let kubeconfig = dir.path("kubeconfig");
     fake.write_kubeconfig(&kubeconfig).unwrap();
@@ -186,6 +223,9 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         "{source}: no status published\n{}",
         speaker.log()
     );
+    if source == "ipam-crd" {
+        refuse_twice(fake, &speaker).await;
+    }
     let _ = fake.delete(&nbs, None, "node-a");
 }
 

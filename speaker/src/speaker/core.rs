@@ -9,7 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
+use bgp_proto::session::driver::SessionEvent;
+use bgp_proto::session::{DownReason, RouteSet, SessionStatus, State, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use podcidr_config::{Config, PeerConfig, diff_peers};
@@ -31,6 +32,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(60);
 pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
 
 pub use super::core_io::*;
+
+/// New guard refusals that get an Event of their own per guard pass; beyond these, one
+/// Event says how many more (a source object full of bad values is not an Event storm).
+pub const REFUSAL_EVENTS: usize = 8;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
@@ -143,6 +148,7 @@ impl Core {
             }
             Event::Session(peer, ev) => {
                 if self.peers.contains_key(&peer) {
+                    self.session_event(&mut out, &peer, &ev);
                     out.push(Effect::Notice(Notice::Session(peer, ev)));
                 }
             }
@@ -190,6 +196,27 @@ impl Core {
             .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
         if mismatch != self.mismatch_seen {
             out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
+            let source = self.config.source.kind();
+            // Begins and ends only: a mismatch whose values change is still the same one.
+            match (&self.mismatch_seen, &mismatch) {
+                (None, Some(text)) => self.node_event(
+                    out,
+                    EventReason::SourceMismatch,
+                    true,
+                    "Announce".into(),
+                    format!(
+                        "source {source} and Node.spec.podCIDRs disagree: {text}; announcing what {source} says"
+                    ),
+                ),
+                (Some(_), None) => self.node_event(
+                    out,
+                    EventReason::SourceMismatchResolved,
+                    false,
+                    "Announce".into(),
+                    format!("source {source} and Node.spec.podCIDRs agree again"),
+                ),
+                _ => {}
+            }
             self.mismatch_seen = mismatch;
         }
         self.desired = desired;
@@ -207,16 +234,90 @@ impl Core {
             .iter()
             .map(|r| (r.value.clone(), r.reason))
             .collect();
-        for (cidr, reason) in now.difference(&self.refusals_seen) {
+        let new: Vec<&(String, GuardRefusal)> = now.difference(&self.refusals_seen).collect();
+        for (i, (cidr, reason)) in new.iter().enumerate() {
             out.push(Effect::Notice(Notice::GuardRefused {
                 cidr: cidr.clone(),
                 reason: *reason,
             }));
+            if i < REFUSAL_EVENTS {
+                self.node_event(
+                    out,
+                    EventReason::PodCidrRefused,
+                    true,
+                    format!("Announce {cidr}"),
+                    format!(
+                        "pod CIDR {cidr} from source {} is not announced: {}",
+                        self.config.source.kind(),
+                        reason.as_str()
+                    ),
+                );
+            }
+        }
+        if let Some(more) = new.len().checked_sub(REFUSAL_EVENTS).filter(|n| *n > 0) {
+            self.node_event(
+                out,
+                EventReason::PodCidrRefused,
+                true,
+                "Announce".into(),
+                format!(
+                    "{more} more pod CIDRs from source {} are not announced; the NodeBGPStatus condition Refused lists them",
+                    self.config.source.kind()
+                ),
+            );
         }
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
         self.plan_cni(out);
+    }
+
+    /// A session reaching or leaving Established becomes an Event on the Node.
+    fn session_event(&self, out: &mut Vec<Effect>, peer: &str, ev: &SessionEvent) {
+        let SessionEvent::StateChanged { from, to, reason } = ev else {
+            return;
+        };
+        let Some(cfg) = self.peers.get(peer).map(|p| &p.config) else {
+            return;
+        };
+        let who = format!("{peer} ({}, AS {})", cfg.address, cfg.asn.0);
+        let (kind, warning, note) = if *to == State::Established {
+            let note = format!("BGP session with {who} established");
+            (EventReason::SessionEstablished, false, note)
+        } else if *from == State::Established {
+            let why = reason
+                .as_ref()
+                .map_or_else(|| "no reason given".to_owned(), ToString::to_string);
+            // We stopped it (a reload reset it): not a warning.
+            let planned = matches!(reason, Some(DownReason::Stopped(_)));
+            let note = format!("BGP session with {who} left Established: {why}");
+            (EventReason::SessionDown, !planned, note)
+        } else {
+            return;
+        };
+        self.node_event(out, kind, warning, format!("Peer {peer}"), note);
+    }
+
+    /// An Event about this node, when there is an API to publish it to.
+    fn node_event(
+        &self,
+        out: &mut Vec<Effect>,
+        reason: EventReason,
+        warning: bool,
+        action: String,
+        note: String,
+    ) {
+        if !self.api {
+            return;
+        }
+        out.push(Effect::KubeEvent(Box::new(NodeEvent {
+            node: self.node_name.clone(),
+            node_uid: self.node.uid.clone(),
+            reason,
+            warning,
+            action,
+            note,
+        })));
     }
 
     /// The conflist follows the guarded set: pods get addresses only from announced CIDRs.
@@ -661,3 +762,7 @@ pub fn watches_node(api: bool, config: &Config) -> bool {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "core_events_tests.rs"]
+mod events_tests;
