@@ -9,8 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::session::driver::SessionEvent;
-use bgp_proto::session::{DownReason, RouteSet, SessionStatus, State, StopReason};
+use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use podcidr_config::{Config, PeerConfig, diff_peers};
@@ -33,9 +32,8 @@ pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
 
 pub use super::core_io::*;
 
-/// New guard refusals that get an Event of their own per guard pass; beyond these, one
-/// Event says how many more (a source object full of bad values is not an Event storm).
-pub const REFUSAL_EVENTS: usize = 8;
+#[path = "core_events.rs"]
+mod events;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
@@ -196,27 +194,7 @@ impl Core {
             .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
         if mismatch != self.mismatch_seen {
             out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
-            let source = self.config.source.kind();
-            // Begins and ends only: a mismatch whose values change is still the same one.
-            match (&self.mismatch_seen, &mismatch) {
-                (None, Some(text)) => self.node_event(
-                    out,
-                    EventReason::SourceMismatch,
-                    true,
-                    "Announce".into(),
-                    format!(
-                        "source {source} and Node.spec.podCIDRs disagree: {text}; announcing what {source} says"
-                    ),
-                ),
-                (Some(_), None) => self.node_event(
-                    out,
-                    EventReason::SourceMismatchResolved,
-                    false,
-                    "Announce".into(),
-                    format!("source {source} and Node.spec.podCIDRs agree again"),
-                ),
-                _ => {}
-            }
+            self.mismatch_event(out, &mismatch);
             self.mismatch_seen = mismatch;
         }
         self.desired = desired;
@@ -235,89 +213,17 @@ impl Core {
             .map(|r| (r.value.clone(), r.reason))
             .collect();
         let new: Vec<&(String, GuardRefusal)> = now.difference(&self.refusals_seen).collect();
-        for (i, (cidr, reason)) in new.iter().enumerate() {
+        for (cidr, reason) in &new {
             out.push(Effect::Notice(Notice::GuardRefused {
                 cidr: cidr.clone(),
                 reason: *reason,
             }));
-            if i < REFUSAL_EVENTS {
-                self.node_event(
-                    out,
-                    EventReason::PodCidrRefused,
-                    true,
-                    format!("Announce {cidr}"),
-                    format!(
-                        "pod CIDR {cidr} from source {} is not announced: {}",
-                        self.config.source.kind(),
-                        reason.as_str()
-                    ),
-                );
-            }
         }
-        if let Some(more) = new.len().checked_sub(REFUSAL_EVENTS).filter(|n| *n > 0) {
-            self.node_event(
-                out,
-                EventReason::PodCidrRefused,
-                true,
-                "Announce".into(),
-                format!(
-                    "{more} more pod CIDRs from source {} are not announced; the NodeBGPStatus condition Refused lists them",
-                    self.config.source.kind()
-                ),
-            );
-        }
+        self.refusal_events(out, &new);
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
         self.plan_cni(out);
-    }
-
-    /// A session reaching or leaving Established becomes an Event on the Node.
-    fn session_event(&self, out: &mut Vec<Effect>, peer: &str, ev: &SessionEvent) {
-        let SessionEvent::StateChanged { from, to, reason } = ev else {
-            return;
-        };
-        let Some(cfg) = self.peers.get(peer).map(|p| &p.config) else {
-            return;
-        };
-        let who = format!("{peer} ({}, AS {})", cfg.address, cfg.asn.0);
-        let (kind, warning, note) = if *to == State::Established {
-            let note = format!("BGP session with {who} established");
-            (EventReason::SessionEstablished, false, note)
-        } else if *from == State::Established {
-            let why = reason
-                .as_ref()
-                .map_or_else(|| "no reason given".to_owned(), ToString::to_string);
-            // We stopped it (a reload reset it): not a warning.
-            let planned = matches!(reason, Some(DownReason::Stopped(_)));
-            let note = format!("BGP session with {who} left Established: {why}");
-            (EventReason::SessionDown, !planned, note)
-        } else {
-            return;
-        };
-        self.node_event(out, kind, warning, format!("Peer {peer}"), note);
-    }
-
-    /// An Event about this node, when there is an API to publish it to.
-    fn node_event(
-        &self,
-        out: &mut Vec<Effect>,
-        reason: EventReason,
-        warning: bool,
-        action: String,
-        note: String,
-    ) {
-        if !self.api {
-            return;
-        }
-        out.push(Effect::KubeEvent(Box::new(NodeEvent {
-            node: self.node_name.clone(),
-            node_uid: self.node.uid.clone(),
-            reason,
-            warning,
-            action,
-            note,
-        })));
     }
 
     /// The conflist follows the guarded set: pods get addresses only from announced CIDRs.

@@ -10,6 +10,7 @@ use bgp_proto::session::{DownReason, State, StopReason};
 use ipam_watch::source::{DesiredSet, SourceMismatch};
 use podcidr_config::Config;
 
+use super::events::REFUSAL_EVENTS;
 use super::*;
 
 fn lookup(_: IpAddr) -> Option<IpAddr> {
