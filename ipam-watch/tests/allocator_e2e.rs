@@ -30,8 +30,9 @@ fn pools() -> Gvr {
     Gvr::of::<PodCIDRPool>()
 }
 
+/// events.k8s.io/v1, as `kube::runtime::events::Recorder` writes them.
 fn events() -> Gvr {
-    Gvr::new("v1", "events")
+    Gvr::events()
 }
 
 fn options(identity: &str, lease_secs: u64) -> AllocatorOptions {
@@ -347,10 +348,12 @@ async fn exhaustion_shows_on_node_record_pool_and_events() {
         .expect("pool Exhausted=True");
     let has_event = |f: &FakeKube, kind: &str, name: &str, reason: &str| {
         f.list(&events(), Some(EVENT_NAMESPACE)).iter().any(|e| {
-            e["involvedObject"]["kind"] == kind
-                && e["involvedObject"]["name"] == name
+            e["regarding"]["kind"] == kind
+                && e["regarding"]["name"] == name
                 && e["reason"] == reason
                 && e["type"] == "Warning"
+                && e["reportingController"] == "podcidr-bgp-allocator"
+                && e["reportingInstance"] == "solo"
         })
     };
     fake.wait_for(WAIT, |f| {
@@ -359,6 +362,10 @@ async fn exhaustion_shows_on_node_record_pool_and_events() {
     })
     .await
     .expect("events for the node record and the pool");
+    assert!(
+        fake.list(&Gvr::new("v1", "events"), None).is_empty(),
+        "no hand-built core/v1 Events"
+    );
     // Transitions only: another pass adds no event.
     let n_events = fake.list(&events(), Some(EVENT_NAMESPACE)).len();
     let passes = inst.metrics.passes.get();
@@ -374,6 +381,60 @@ async fn exhaustion_shows_on_node_record_pool_and_events() {
         "{text}"
     );
     assert!(text.contains("podcidr_allocator_pending_nodes 1"), "{text}");
+    within("stop", inst.stop()).await.unwrap();
+}
+
+/// Events go through kube-runtime's Recorder: a pool exhausted a second time (within the
+/// Recorder's cache window) patches the first Event's series; no second object appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_exhaustion_patches_the_series_of_one_event_not_a_new_object() {
+    let fake = FakeKube::start().await.unwrap();
+    add_pool(&fake, "tiny", "10.0.0.0/31", 31);
+    add_node(&fake, "n1");
+    let inst = Instance::start(fake.client(), options("solo", 15));
+    wait_allocated(&fake, "n1").await;
+    let pool_events = |f: &FakeKube| -> Vec<Value> {
+        f.list(&events(), Some(EVENT_NAMESPACE))
+            .into_iter()
+            .filter(|e| e["reason"] == "PoolExhausted" && e["regarding"]["name"] == "tiny")
+            .collect()
+    };
+    fake.wait_for(WAIT, |f| pool_events(f).len() == 1)
+        .await
+        .expect("first PoolExhausted Event");
+    let exhausted = |status: &'static str| {
+        move |o: Option<&Value>| {
+            o.and_then(|p| condition(p, "Exhausted"))
+                .is_some_and(|c| c["status"] == status)
+        }
+    };
+    // Room for one more block, then a second node takes it.
+    fake.update(&pools(), None, "tiny", |p| {
+        p["spec"]["ipv4"]["cidrs"] = json!(["10.0.0.0/31", "10.0.0.2/31"]);
+    })
+    .unwrap();
+    fake.wait_for_object(&pools(), None, "tiny", WAIT, exhausted("False"))
+        .await
+        .expect("room again");
+    add_node(&fake, "n2");
+    wait_allocated(&fake, "n2").await;
+    fake.wait_for(WAIT, |f| {
+        pool_events(f)
+            .first()
+            .is_some_and(|e| e["series"]["count"] == 2)
+    })
+    .await
+    .expect("the series counts the second exhaustion");
+    let stored = pool_events(&fake);
+    assert_eq!(stored.len(), 1, "{stored:#?}");
+    assert_eq!(stored[0]["type"], "Warning");
+    assert!(
+        stored[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("no free /31")),
+        "{}",
+        stored[0]["note"]
+    );
     within("stop", inst.stop()).await.unwrap();
 }
 

@@ -77,6 +77,8 @@ pub struct Metrics {
     pub config_stale: Gauge,
     pub status_publish_failures: Counter,
     pub status_last_published: Gauge,
+    /// Kubernetes Events about the node by outcome.
+    pub kube_events: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -109,6 +111,7 @@ impl Metrics {
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
+            kube_events: Family::default(),
         };
         registry.register(
             "podcidr_bgp_session_up",
@@ -206,6 +209,14 @@ impl Metrics {
             "Unix time of the last successful NodeBGPStatus write (0: none yet)",
             m.status_last_published.clone(),
         );
+        registry.register(
+            "podcidr_kube_events",
+            "Kubernetes Events about this node by result: published (created, or a repeat counted in its series), failed, throttled (a repeat beyond the per-Event rate bound), dropped (the queue to the publisher was full)",
+            m.kube_events.clone(),
+        );
+        for result in ["published", "failed", "throttled", "dropped"] {
+            m.kube_event(result, 0);
+        }
         Metrics { registry, ..m }
     }
 
@@ -230,6 +241,15 @@ impl Metrics {
                 subcode: subcode.to_string(),
             })
             .inc();
+    }
+
+    /// Counts `n` Kubernetes Events with this result.
+    pub fn kube_event(&self, result: &str, n: u64) {
+        self.kube_events
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc_by(n);
     }
 
     pub fn cni_write(&self, result: &str) {

@@ -96,15 +96,6 @@ fn every_manifest_parses_and_names_its_kind() {
     podcidr_config::Config::from_yaml_str(cfg).unwrap();
 }
 
-fn group_of(resource: &str) -> &'static str {
-    match resource.split('/').next().unwrap() {
-        "nodes" | "events" => "",
-        "leases" => "coordination.k8s.io",
-        "ciliumnodes" => "cilium.io",
-        _ => "podcidr.io",
-    }
-}
-
 fn verb_name(v: Verb) -> &'static str {
     match v {
         Verb::Get => "get",
@@ -146,12 +137,50 @@ fn granted(file: &str, role: &str) -> Grants {
     out
 }
 
+/// (apiGroup, resource, verb) of every request the fake API server received.
 fn used(fake: &FakeKube) -> Grants {
-    fake.request_counts()
+    fake.request_counts_by_group()
         .into_iter()
         .filter(|(_, n)| *n > 0)
-        .map(|((verb, resource), _)| (group_of(&resource).into(), resource, verb_name(verb).into()))
+        .map(|((verb, group, resource), _)| (group, resource, verb_name(verb).into()))
         .collect()
+}
+
+/// A pod CIDR outside `allowedPrefixes` (and not in `Node.spec.podCIDRs`) appears, goes
+/// and comes back: the speaker's Events about the refusal and the mismatch are created,
+/// then their series patched (kube-runtime's Recorder de-duplicates repeats).
+async fn refuse_twice(fake: &FakeKube, speaker: &Proc) {
+    let npc = Gvr::new("podcidr.io/v1alpha1", "nodepodcidrs");
+    let set = |cidrs: Value| {
+        fake.update(&npc, None, "node-a", |o| o["spec"]["podCIDRs"] = cidrs)
+            .unwrap();
+    };
+    let seen = |f: &FakeKube, reason: &str, count: u64| {
+        f.list(&Gvr::events(), Some("default"))
+            .iter()
+            .any(|e| e["reason"] == reason && e["series"]["count"].as_u64().unwrap_or(1) >= count)
+    };
+    for count in [1, 2] {
+        set(json!(["10.244.1.0/24", "203.0.113.0/24"]));
+        let raised = fake
+            .wait_for(Duration::from_secs(30), |f| {
+                seen(f, "PodCIDRRefused", count)
+            })
+            .await;
+        assert!(raised.is_ok(), "refusal Event #{count}\n{}", speaker.log());
+        // Seen gone before it comes back (the source coalesces changes).
+        set(json!(["10.244.1.0/24"]));
+        let resolved = fake
+            .wait_for(Duration::from_secs(30), |f| {
+                seen(f, "PodCIDRSourceMismatchResolved", count)
+            })
+            .await;
+        assert!(
+            resolved.is_ok(),
+            "mismatch resolved #{count}\n{}",
+            speaker.log()
+        );
+    }
 }
 
 async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
@@ -194,6 +223,9 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         "{source}: no status published\n{}",
         speaker.log()
     );
+    if source == "ipam-crd" {
+        refuse_twice(fake, &speaker).await;
+    }
     let _ = fake.delete(&nbs, None, "node-a");
 }
 
@@ -284,9 +316,7 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
             let pool_done = f
                 .get(&pcp(), None, "small")
                 .is_some_and(|p| p["status"]["conditions"].is_array());
-            let events = !f
-                .list(&Gvr::new("v1", "events"), Some("default"))
-                .is_empty();
+            let events = !f.list(&Gvr::events(), Some("default")).is_empty();
             let reasons: Vec<String> = (1..=3)
                 .flat_map(|i| cond(&format!("node-{i}")))
                 .filter_map(|c| c["reason"].as_str().map(str::to_owned))
@@ -298,6 +328,35 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         })
         .await;
     assert!(exhausted.is_ok(), "{}", alloc.log());
+    // Room for one more node, then a fourth node: exhausted again, and the Recorder patches
+    // the series of the pool's first PoolExhausted Event instead of creating another.
+    let pool_exhausted = |f: &FakeKube, status: &str| {
+        f.get(&pcp(), None, "small").is_some_and(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Exhausted" && c["status"] == status)
+        })
+    };
+    fake.update(&pcp(), None, "small", |p| {
+        p["spec"]["ipv4"]["cidrs"] = json!(["10.99.0.0/30", "10.99.0.4/30"]);
+    })
+    .unwrap();
+    let room = fake
+        .wait_for(Duration::from_secs(30), |f| pool_exhausted(f, "False"))
+        .await;
+    assert!(room.is_ok(), "{}", alloc.log());
+    fake.insert(&Gvr::nodes(), json!({"metadata": {"name": "node-4"}}))
+        .unwrap();
+    let repeated = fake
+        .wait_for(Duration::from_secs(30), |f| {
+            f.list(&Gvr::events(), Some("default"))
+                .iter()
+                .any(|e| e["reason"] == "PoolExhausted" && e["series"]["count"].as_u64() == Some(2))
+        })
+        .await;
+    assert!(repeated.is_ok(), "{}", alloc.log());
     alloc.signal(libc::SIGTERM);
     assert!(
         alloc

@@ -189,6 +189,21 @@ async fn ipam_crd_source_announces_the_crd_not_the_node_and_reports_the_mismatch
         "{conditions:?}"
     );
     assert!(s.speaker.log().contains("disagree"), "a warning is logged");
+    // And a Warning Event on the Node (`kubectl events -n default --for node/node-a`).
+    let event = s
+        .fake
+        .wait_for(Duration::from_secs(20), |f| {
+            f.list(&Gvr::events(), Some("default")).iter().any(|e| {
+                e["reason"] == "PodCIDRSourceMismatch"
+                    && e["type"] == "Warning"
+                    && e["regarding"]["name"] == "node-a"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("10.244.9.0/24"))
+            })
+        })
+        .await;
+    assert!(event.is_ok(), "mismatch Event\n{}", s.speaker.log());
     assert_eq!(
         prefixes(&s),
         vec![

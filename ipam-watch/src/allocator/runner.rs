@@ -9,18 +9,18 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, MicroTime, Time};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::kube_store::{self, ExecContext, FIELD_MANAGER, KubeStore, timestamp};
+use super::kube_store::{self, ExecContext, FIELD_MANAGER, KubeStore};
 use super::lease::{Clock, LeaderState, LeaseConfig, LeaseElector, SystemClock};
 use super::metrics::{AllocatorMetrics, result_label};
 use super::observe::{
@@ -133,9 +133,15 @@ pub async fn run(
     result
 }
 
-/// Events about our cluster-scoped objects must live in `default` (API validation of
-/// core/v1 Events: a cluster-scoped involvedObject allows only `default`/`kube-system`).
+/// Where Events about our cluster-scoped objects live: `kube::runtime::events::Recorder`
+/// writes them to `default` (the API accepts Events about a cluster-scoped object only in
+/// `default` or `kube-system`).
 pub const EVENT_NAMESPACE: &str = "default";
+
+/// Longest Event note the API accepts (bytes).
+const NOTE_LIMIT: usize = 1024;
+/// Longest `reportingInstance` the API accepts (bytes).
+const INSTANCE_LIMIT: usize = 128;
 
 /// Longest wait for the watch to show our own writes before planning anyway.
 const CATCH_UP: Duration = Duration::from_secs(5);
@@ -148,6 +154,8 @@ struct Term<'a> {
     metrics: &'a AllocatorMetrics,
     client: Client,
     store: KubeStore,
+    /// events.k8s.io/v1 Events, de-duplicated: a repeat patches the first Event's series.
+    recorder: Recorder,
     gate: watch::Receiver<LeaderState>,
     nodes: Cache<ObservedNode>,
     records: Cache<RecordEntry>,
@@ -180,6 +188,13 @@ impl<'a> Term<'a> {
                 client.clone(),
                 opts.lease.identity.clone(),
                 opts.lease.request_timeout(),
+            ),
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: FIELD_MANAGER.into(),
+                    instance: Some(truncate(&opts.lease.identity, INSTANCE_LIMIT)),
+                },
             ),
             client,
             gate,
@@ -569,7 +584,10 @@ impl<'a> Term<'a> {
         }
     }
 
-    /// Creates a Warning Event (best effort) in [`EVENT_NAMESPACE`].
+    /// Publishes a Warning Event (best effort; only while leading) through the Recorder:
+    /// events.k8s.io/v1 in [`EVENT_NAMESPACE`], and a repeat about the same object with the
+    /// same reason within the Recorder's cache window patches the first Event's series
+    /// instead of creating another object. A failure is logged and counted, never fatal.
     async fn event(
         &self,
         kind: &str,
@@ -578,59 +596,36 @@ impl<'a> Term<'a> {
         reason: &str,
         message: &str,
     ) {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
         if !self.gate.borrow().may_write() {
             return;
         }
-        let now = self.opts.clock.now();
-        let nanos = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let ns = EVENT_NAMESPACE.to_string();
-        let ev = KubeEvent {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}.{nanos:x}{seq:x}")),
-                namespace: Some(ns.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some(format!("{GROUP}/{VERSION}")),
-                kind: Some(kind.into()),
-                name: Some(name.into()),
-                uid,
-                ..ObjectReference::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-            type_: Some("Warning".into()),
-            count: Some(1),
-            first_timestamp: Some(Time(timestamp(now))),
-            last_timestamp: Some(Time(timestamp(now))),
-            event_time: Some(MicroTime(timestamp(now))),
-            action: Some("Allocate".into()),
-            reporting_component: Some(FIELD_MANAGER.into()),
-            reporting_instance: Some(self.opts.lease.identity.clone()),
-            source: Some(EventSource {
-                component: Some(FIELD_MANAGER.into()),
-                host: None,
-            }),
-            ..KubeEvent::default()
-        };
         tracing::warn!(kind, name, reason, "{message}");
-        let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), &ns);
+        let regarding = ObjectReference {
+            api_version: Some(format!("{GROUP}/{VERSION}")),
+            kind: Some(kind.into()),
+            name: Some(name.into()),
+            uid,
+            ..ObjectReference::default()
+        };
+        let event = Publish {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(truncate(message, NOTE_LIMIT)),
+            action: "Allocate".into(),
+            secondary: None,
+        };
         let res = tokio::time::timeout(
             self.opts.lease.request_timeout(),
-            api.create(&PostParams::default(), &ev),
+            self.recorder.publish(&event, &regarding),
         )
         .await;
         let outcome = match res {
             Err(_) => WriteOutcome::Timeout,
             Ok(Err(e)) => kube_store::map_error(&e),
-            Ok(Ok(_)) => WriteOutcome::Ok,
+            Ok(Ok(())) => WriteOutcome::Ok,
         };
         if outcome != WriteOutcome::Ok {
-            tracing::warn!(kind, name, "could not create the Event: {outcome:?}");
+            tracing::warn!(kind, name, "could not publish the Event: {outcome:?}");
         }
         self.metrics.count_write("event", result_label(&outcome));
     }
@@ -666,4 +661,13 @@ impl<'a> Term<'a> {
             Instant::now() + left + Duration::from_millis(20)
         });
     }
+}
+
+/// At most `limit` bytes of `text`, cut at a character boundary.
+fn truncate(text: &str, limit: usize) -> String {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }

@@ -32,6 +32,9 @@ pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
 
 pub use super::core_io::*;
 
+#[path = "core_events.rs"]
+mod events;
+
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
 
@@ -143,6 +146,7 @@ impl Core {
             }
             Event::Session(peer, ev) => {
                 if self.peers.contains_key(&peer) {
+                    self.session_event(&mut out, &peer, &ev);
                     out.push(Effect::Notice(Notice::Session(peer, ev)));
                 }
             }
@@ -190,6 +194,7 @@ impl Core {
             .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
         if mismatch != self.mismatch_seen {
             out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
+            self.mismatch_event(out, &mismatch);
             self.mismatch_seen = mismatch;
         }
         self.desired = desired;
@@ -207,12 +212,14 @@ impl Core {
             .iter()
             .map(|r| (r.value.clone(), r.reason))
             .collect();
-        for (cidr, reason) in now.difference(&self.refusals_seen) {
+        let new: Vec<&(String, GuardRefusal)> = now.difference(&self.refusals_seen).collect();
+        for (cidr, reason) in &new {
             out.push(Effect::Notice(Notice::GuardRefused {
                 cidr: cidr.clone(),
                 reason: *reason,
             }));
         }
+        self.refusal_events(out, &new);
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
@@ -661,3 +668,7 @@ pub fn watches_node(api: bool, config: &Config) -> bool {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "core_events_tests.rs"]
+mod events_tests;

@@ -131,7 +131,51 @@ pub enum Effect {
     StopAll(Vec<(String, StopReason)>),
     /// Write the node's CNI conflist (off the loop); answer with [`Event::CniWritten`].
     WriteCni(CniFile),
+    /// Publish a Kubernetes Event about this node (off the loop, best effort).
+    KubeEvent(Box<NodeEvent>),
     Notice(Notice),
+}
+
+/// Why a Kubernetes Event about this node is raised: its `reason`, a contract operators
+/// filter on (`kubectl events --for node/N`), and its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventReason {
+    /// A BGP session reached Established (Normal).
+    SessionEstablished,
+    /// A BGP session left Established (Warning; Normal when we stopped it on purpose).
+    SessionDown,
+    /// The chosen source and `Node.spec.podCIDRs` began to disagree (Warning).
+    SourceMismatch,
+    /// They agree again (Normal).
+    SourceMismatchResolved,
+    /// The announce guard refused a pod CIDR from the source (Warning).
+    PodCidrRefused,
+}
+
+impl EventReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::SessionEstablished => "BGPSessionEstablished",
+            EventReason::SessionDown => "BGPSessionDown",
+            EventReason::SourceMismatch => "PodCIDRSourceMismatch",
+            EventReason::SourceMismatchResolved => "PodCIDRSourceMismatchResolved",
+            EventReason::PodCidrRefused => "PodCIDRRefused",
+        }
+    }
+}
+
+/// A Kubernetes Event about this node's Node object. Occurrences with the same reason,
+/// type and action are one Event whose series counts them, so `action` names the subject
+/// (`Peer tor1`, `Announce 10.0.0.0/8`) from a bounded set and never carries free text
+/// such as a peer's shutdown message; `note` does (the first occurrence's stays).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEvent {
+    pub node: String,
+    pub node_uid: Option<String>,
+    pub reason: EventReason,
+    pub warning: bool,
+    pub action: String,
+    pub note: String,
 }
 
 /// Report inputs shared with the admin endpoint; equal when they are the same value.

@@ -1,6 +1,7 @@
 //! `podcidr-bgp speaker`: the per-node daemon. The pure announce core ([`core::Core`])
 //! decides; this loop moves events in (source, Node, config file, sessions, ticks, signals)
-//! and carries effects out (sessions, listeners, source, status writes, logs, metrics).
+//! and carries effects out (sessions, listeners, source, status writes, Kubernetes Events,
+//! logs, metrics).
 //! Routes are never dropped by accident: a source that is not ready, an API outage or a bad
 //! reload changes nothing.
 
@@ -9,6 +10,7 @@ mod cni_io;
 pub mod core;
 mod core_io;
 pub mod guard;
+mod kube_events;
 pub mod node;
 mod notice;
 pub mod peers;
@@ -41,8 +43,8 @@ use core::{Core, Effect, Event, watches_node};
 use node::NodeInfo;
 use peers::PeerManager;
 
-/// Field manager for server-side apply.
-const FIELD_MANAGER: &str = "podcidr-bgp-speaker";
+/// Field manager for server-side apply (and the reporting controller of our Events).
+const FIELD_MANAGER: &str = kube_events::REPORTER;
 /// Bound on one status write; it runs off the loop, so a hanging API delays nothing else.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Session events waiting for the loop; beyond this the sessions' broadcast lags (drops).
@@ -263,6 +265,8 @@ pub struct Speaker {
     finished_tx: mpsc::Sender<Event>,
     finished: mpsc::Receiver<Event>,
     publisher: Option<JoinHandle<()>>,
+    /// Kubernetes Events go through this queue to their publisher task (with an API).
+    kube_events: Option<(kube_events::EventSink, JoinHandle<()>)>,
     config_stamp: Option<FileStamp>,
     started: Instant,
 }
@@ -339,6 +343,9 @@ impl Speaker {
         let (finished_tx, finished) = mpsc::channel(4);
         let config_stamp = opts.config_path.as_deref().and_then(stamp);
         tracing::info!(node = %node_name, source = %config.source, peers = config.peers.len(), "speaker starting");
+        let kube_events = client
+            .as_ref()
+            .map(|c| kube_events::EventSink::spawn(c.clone(), &node_name, Arc::clone(&metrics)));
         let core = Core::new(config, node_name, client.is_some(), routes::route_source);
         Ok(Speaker {
             core,
@@ -360,6 +367,7 @@ impl Speaker {
             finished_tx,
             finished,
             publisher: None,
+            kube_events,
             config_stamp,
             started: Instant::now(),
         })
@@ -452,6 +460,9 @@ impl Speaker {
             t.abort();
         }
         if let Some(t) = &self.publisher {
+            t.abort();
+        }
+        if let Some((_, t)) = &self.kube_events {
             t.abort();
         }
         self.admin_task.abort();
@@ -563,6 +574,11 @@ impl Speaker {
                 } => self.spawn_publish(*report, fingerprint, node_uid, at),
                 Effect::StopAll(stops) => self.peers.shutdown(stops).await,
                 Effect::WriteCni(file) => self.spawn_cni_write(file),
+                Effect::KubeEvent(event) => {
+                    if let Some((sink, _)) = &self.kube_events {
+                        sink.send(*event);
+                    }
+                }
                 Effect::Notice(n) => notice::record(&self.metrics, n),
             }
         }

@@ -129,7 +129,8 @@ impl Fault {
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     rules: Mutex<Vec<Fault>>,
-    counts: Mutex<BTreeMap<(Verb, String), u64>>,
+    /// Keyed by (verb, API group, resource): two groups can have the same plural (`events`).
+    counts: Mutex<BTreeMap<(Verb, String, String), u64>>,
     outage: AtomicBool,
 }
 
@@ -159,23 +160,25 @@ impl Faults {
             .sum()
     }
 
-    /// Counts the request and returns the fault that applies to it, if any (first match wins).
-    pub(crate) fn count(&self, verb: Verb, resource: &str) {
+    /// Counts the request (`group` is `""` for the core group).
+    pub(crate) fn count(&self, verb: Verb, group: &str, resource: &str) {
         *self
             .counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry((verb, resource.to_owned()))
+            .entry((verb, group.to_owned(), resource.to_owned()))
             .or_default() += 1;
     }
 
+    /// Counts the request and returns the fault that applies to it, if any (first match wins).
     pub(crate) fn on_request(
         &self,
         verb: Verb,
+        group: &str,
         resource: &str,
         name: Option<&str>,
     ) -> Option<FaultAction> {
-        self.count(verb, resource);
+        self.count(verb, group, resource);
         let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
         let idx = rules.iter().position(|f| f.matches(verb, resource, name))?;
         let action = rules[idx].action;
@@ -194,7 +197,16 @@ impl Faults {
         self.outage.load(Ordering::SeqCst)
     }
 
+    /// Counts per (verb, resource), summed over API groups.
     pub(crate) fn counts(&self) -> BTreeMap<(Verb, String), u64> {
+        let mut out = BTreeMap::new();
+        for ((verb, _, resource), n) in self.counts_by_group() {
+            *out.entry((verb, resource)).or_default() += n;
+        }
+        out
+    }
+
+    pub(crate) fn counts_by_group(&self) -> BTreeMap<(Verb, String, String), u64> {
         self.counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -35,6 +35,10 @@
 //!   apply body are not removed); strategic merge is a merge patch too (lists are replaced).
 //! - Lists always serve the current state; an exact-resourceVersion list older than the
 //!   history answers 410, a newer one is not reconstructed.
+//! - `events.k8s.io/v1` Events are validated as the real server does for that API version
+//!   (required fields, the `default` namespace for cluster-scoped objects, only `series`
+//!   mutable), so a client's de-duplication is checked. They are stored apart from core/v1
+//!   `events` (the real server keeps one object with two views).
 //! - Garbage collection and finalizer handling are synchronous (no GC delay); `Foreground`
 //!   propagation behaves like `Background`. Namespaces are not required to exist.
 
@@ -49,6 +53,7 @@ mod router;
 mod selector;
 mod server;
 mod store;
+mod validate;
 mod watch;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -97,6 +102,7 @@ impl Default for FakeKubeBuilder {
             (Gvr::nodes(), builtin("Node", false)),
             (Gvr::new("v1", "namespaces"), builtin("Namespace", false)),
             (Gvr::new("v1", "events"), builtin("Event", true)),
+            (Gvr::events(), builtin("Event", true)),
             (Gvr::leases(), builtin("Lease", true)),
         ]);
         Self {
@@ -512,6 +518,12 @@ impl FakeKube {
     /// All request counts.
     pub fn request_counts(&self) -> BTreeMap<(Verb, String), u64> {
         self.shared.faults.counts()
+    }
+
+    /// All request counts by (verb, API group, resource); the group is `""` for the core
+    /// group. Tells `events` of `events.k8s.io` from core/v1 `events` (RBAC checks).
+    pub fn request_counts_by_group(&self) -> BTreeMap<(Verb, String, String), u64> {
+        self.shared.faults.counts_by_group()
     }
 
     /// Write requests (create, update, patch, delete) of any resource.

@@ -30,6 +30,12 @@ impl Gvr {
         Self::new("coordination.k8s.io/v1", "leases")
     }
 
+    /// `events.k8s.io/v1` events (what `kube::runtime::events::Recorder` writes; the core/v1
+    /// `Event` type is `Gvr::new("v1", "events")`).
+    pub fn events() -> Self {
+        Self::new("events.k8s.io/v1", "events")
+    }
+
     /// `cilium.io/v2` ciliumnodes.
     pub fn cilium_nodes() -> Self {
         Self::new("cilium.io/v2", "ciliumnodes")

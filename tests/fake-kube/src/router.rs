@@ -58,8 +58,14 @@ pub(crate) async fn handle(
         Some(sub) => format!("{}/{sub}", target.gvr.plural),
         None => target.gvr.plural.clone(),
     };
+    let group = target
+        .gvr
+        .api_version
+        .split_once('/')
+        .map_or("", |(g, _)| g)
+        .to_owned();
     if shared.faults.outage() {
-        shared.faults.count(verb, &resource);
+        shared.faults.count(verb, &group, &resource);
         return Ok(error_response(&ApiError::from_code(
             503,
             "the fake API server is in an outage",
@@ -67,7 +73,7 @@ pub(crate) async fn handle(
     }
     let fault = shared
         .faults
-        .on_request(verb, &resource, target.name.as_deref());
+        .on_request(verb, &group, &resource, target.name.as_deref());
     match fault {
         Some(FaultAction::Fail(code)) => {
             return Ok(error_response(&ApiError::from_code(

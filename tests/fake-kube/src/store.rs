@@ -11,6 +11,7 @@ use crate::error::ApiError;
 use crate::meta::{finalizers, make_uid, meta_str, metadata_mut, name_suffix, now_rfc3339};
 use crate::resource::Gvr;
 use crate::selector::Selectors;
+use crate::validate;
 
 /// Kind of change recorded in the store history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -573,6 +574,7 @@ impl State {
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
+        validate::on_create(gvr, &body)?;
         self.next_rv();
         self.types.entry(gvr.clone()).or_insert(TypeInfo {
             kind,
@@ -619,6 +621,7 @@ impl State {
         if new == *old {
             return Ok(new);
         }
+        validate::on_update(gvr, old, &new)?;
         let deleting = !old["metadata"]["deletionTimestamp"].is_null();
         if deleting {
             let before: HashSet<&str> = finalizers(old).into_iter().collect();
