@@ -88,7 +88,10 @@ async fn collision_keeps_our_connection_when_our_identifier_is_higher_rfc4271_6_
     let Message::Notification(n) = recv(&mut b.theirs).await else {
         panic!("Cease expected on the router's connection");
     };
-    assert_eq!((u8::from(n.code), n.subcode), (CEASE, cease::CONNECTION_COLLISION_RESOLUTION));
+    assert_eq!(
+        (u8::from(n.code), n.subcode),
+        (CEASE, cease::CONNECTION_COLLISION_RESOLUTION)
+    );
     closed(&mut b.theirs).await;
     // Our connection goes on to Established and carries the routes.
     b.ours.send(open_with_id(1)).await.unwrap();
@@ -109,7 +112,10 @@ async fn collision_moves_to_the_peers_connection_when_its_identifier_is_higher_r
     let Message::Notification(n) = recv(&mut b.ours).await else {
         panic!("Cease expected on our connection");
     };
-    assert_eq!((u8::from(n.code), n.subcode), (CEASE, cease::CONNECTION_COLLISION_RESOLUTION));
+    assert_eq!(
+        (u8::from(n.code), n.subcode),
+        (CEASE, cease::CONNECTION_COLLISION_RESOLUTION)
+    );
     closed(&mut b.ours).await;
     // ... and the router's connection gets our OPEN and KEEPALIVE, then the table.
     assert!(matches!(recv(&mut b.theirs).await, Message::Open(_)));

@@ -90,7 +90,10 @@ fn higher_remote_identifier_takes_the_peers_connection_with_cease_7_on_ours_rfc4
         assert_eq!(sent_notification(first), Some(COLLISION), "{state:?}");
         assert!(first.contains(&Output::Disconnect));
         // On the adopted connection: our OPEN, then KEEPALIVE for the peer's OPEN.
-        assert!(matches!(sent(then)[..], [Message::Open(_), Message::Keepalive]));
+        assert!(matches!(
+            sent(then)[..],
+            [Message::Open(_), Message::Keepalive]
+        ));
         assert_eq!(s.state(), State::OpenConfirm);
         assert_eq!(
             s.negotiated().map(|n| n.peer_router_id),
@@ -99,7 +102,10 @@ fn higher_remote_identifier_takes_the_peers_connection_with_cease_7_on_ours_rfc4
         );
         assert_eq!(
             s.last_notification_sent(),
-            Some(&Notification::new(CEASE, cease::CONNECTION_COLLISION_RESOLUTION))
+            Some(&Notification::new(
+                CEASE,
+                cease::CONNECTION_COLLISION_RESOLUTION
+            ))
         );
     }
 }
@@ -178,7 +184,10 @@ fn new_connection_from_a_graceful_restart_peer_replaces_the_established_one_rfc4
     // The old connection is dead (the peer restarted): no NOTIFICATION on it.
     assert_eq!(sent_notification(first), None);
     assert!(first.contains(&Output::Disconnect));
-    assert!(matches!(sent(then)[..], [Message::Open(_), Message::Keepalive]));
+    assert!(matches!(
+        sent(then)[..],
+        [Message::Open(_), Message::Keepalive]
+    ));
     assert_eq!(s.state(), State::OpenConfirm);
 }
 
@@ -218,7 +227,11 @@ fn adopted_connection_with_a_bad_open_fails_like_any_open_rfc4271_6_2() {
     let mut s = with_outbound(State::OpenSent);
     let out = s.handle(second(open_from(20, Asn(65999))));
     let (_, then) = split_at_adoption(&out);
-    assert_eq!(sent_notification(then), Some((2, 2)), "Bad Peer AS: {then:?}");
+    assert_eq!(
+        sent_notification(then),
+        Some((2, 2)),
+        "Bad Peer AS: {then:?}"
+    );
     assert_eq!(s.state(), State::Idle);
 }
 

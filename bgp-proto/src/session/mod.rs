@@ -5,10 +5,10 @@
 
 pub mod driver;
 mod fsm;
-mod second_conn;
 pub mod open;
 pub mod rib_out;
 pub mod route_set;
+mod second_conn;
 mod status;
 mod update_errors;
 
