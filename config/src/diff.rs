@@ -135,6 +135,7 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         session_type,
         local_address,
         passive,
+        accept_incoming,
         families,
         hold_time,
         keepalive_time,
@@ -156,6 +157,7 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         || *session_type != b.session_type
         || *local_address != b.local_address
         || *passive != b.passive
+        || *accept_incoming != b.accept_incoming
         || *families != b.families
         || *hold_time != b.hold_time
         || *keepalive_time != b.keepalive_time

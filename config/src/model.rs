@@ -140,6 +140,9 @@ pub struct PeerConfig {
     pub local_address: Option<IpAddr>,
     /// Wait for the peer to connect; never connect out.
     pub passive: bool,
+    /// Listen for the peer's connections too (always true when `passive`); when both sides
+    /// connect at once, RFC 4271 §6.8 collision resolution keeps one connection.
+    pub accept_incoming: bool,
     /// Non-empty, no duplicates, in the order written.
     pub families: Vec<Family>,
     pub hold_time: HoldTime,

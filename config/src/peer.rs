@@ -23,6 +23,7 @@ const PEER_KEYS: &[&str] = &[
     "asn",
     "localAddress",
     "passive",
+    "acceptIncoming",
     "families",
     "holdTime",
     "keepaliveTime",
@@ -102,6 +103,16 @@ pub(crate) fn parse_peer(
         }
     }
     let passive = Lookup::of(&obj, "passive", errs, boolean).or(false);
+    let accept_incoming = Lookup::of(&obj, "acceptIncoming", errs, boolean)
+        .some()
+        .or_none();
+    if passive && accept_incoming == Some(false) {
+        errs.not_allowed(
+            &path("acceptIncoming"),
+            false,
+            "a passive peer only accepts connections; remove acceptIncoming or passive",
+        );
+    }
     let families = Lookup::of(&obj, "families", errs, parse_families)
         .or(vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]);
     let (hold_time, keepalive_time) = parse_timers(&obj, errs);
@@ -166,6 +177,7 @@ pub(crate) fn parse_peer(
         session_type: session_type?,
         local_address,
         passive,
+        accept_incoming: passive || accept_incoming.unwrap_or(false),
         families,
         hold_time,
         keepalive_time,

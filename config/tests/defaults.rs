@@ -48,6 +48,10 @@ fn omitted_settings_take_documented_defaults() {
     assert_eq!(peer.session_type, SessionType::External);
     assert_eq!(peer.local_address, None);
     assert!(!peer.passive);
+    assert!(
+        !peer.accept_incoming,
+        "an active peer does not listen unless asked"
+    );
     assert_eq!(
         peer.families,
         vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]

@@ -90,6 +90,11 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "peers[0].passive: \"true\" is not a boolean (true or false)",
         ),
         (
+            "accept_incoming_false_on_a_passive_peer",
+            with_peer("passive: true, acceptIncoming: false"),
+            "peers[0].acceptIncoming: false is not allowed (a passive peer only accepts connections; remove acceptIncoming or passive)",
+        ),
+        (
             "peers_not_a_list",
             "asn: 65001\nallowedPrefixes: [10.0.0.0/8]\npeers: {tor1: {}}\n".to_owned(),
             "peers: {\"tor1\":{}} is not a list",

@@ -589,3 +589,101 @@ async fn bird_receives_exactly_the_configured_med_communities_and_prepends() {
         bird.diagnostics()
     );
 }
+
+/// Both sides connect at once (RFC 4271 §6.8), made certain by freezing the daemons in
+/// turn: our connection reaches frozen BIRD's listening socket; then we are frozen while BIRD
+/// opens its own connection to us and answers ours. When we resume, both connections are up
+/// and neither is Established: the collision is ours to settle, by identifier, or by
+/// refusing the second connection if the first got Established before its OPEN was read.
+/// `bird_id` sets which side has the higher identifier.
+async fn both_sides_connect_at_once(bird_id: std::net::Ipv4Addr) {
+    integration_tests::require_bird();
+    // On resuming, BIRD sees its connect timer and our connection at once; when it handles
+    // ours first it never opens its own, and there is nothing to collide. Set up again
+    // then (bounded): the assertions below run only on a real collision.
+    const ATTEMPTS: usize = 8;
+    let (bird, s) = 'setup: {
+        for _ in 0..ATTEMPTS {
+            if let Some(both) = two_connections(bird_id).await {
+                break 'setup both;
+            }
+        }
+        panic!("BIRD never opened its own connection in {ATTEMPTS} attempts");
+    };
+    wait_prefixes(&bird, "spk", &["198.19.9.0/24"], &s);
+    let settled = poll(T, || async {
+        let ours = s
+            .proc
+            .log()
+            .contains("Cease/Connection Collision Resolution");
+        // Which daemon notices first varies; both must see the collision.
+        (ours && bird.log().to_lowercase().contains("collision")).then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "no collision was resolved\n{}\n{}",
+        bird.log(),
+        s.proc.log()
+    );
+    let peer = s
+        .wait_peer("bird", T, |p| p["state"] == "Established")
+        .await;
+    assert_eq!(peer["flaps"], 0, "a collision is not a flap: {peer}");
+    assert!(bird.protocol("spk").is_established());
+}
+
+/// One try at two connections in OpenSent: `None` when BIRD did not open its own.
+async fn two_connections(bird_id: std::net::Ipv4Addr) -> Option<(Bird, Speaker)> {
+    let ours = net::alloc_v4();
+    let router = net::alloc_v4();
+    let port = net::free_port(IpAddr::V4(ours));
+    let cfg = BirdConfig::new(router, 65001)
+        .router_id(bird_id)
+        .port(port)
+        .neighbor(
+            BirdNeighbor::new("spk", ours, OUR_ASN)
+                .port(port)
+                .extra("connect delay time 1;")
+                .extra("connect retry time 5;"),
+        );
+    let mut bird = Bird::start(cfg);
+    let frozen_at = std::time::Instant::now();
+    bird.stop_signal();
+    let dir = TempDir::new("interop-collision");
+    let p = Peer {
+        name: "bird",
+        address: IpAddr::V4(router),
+        port,
+        asn: 65001,
+        local: IpAddr::V4(ours),
+        extra: "    acceptIncoming: true\n".into(),
+    };
+    let s = Speaker::start(dir, &["198.19.9.0/24"], "", &[p], &[]);
+    // Our connection is accepted by BIRD's kernel; our OPEN waits unread.
+    s.wait_peer("bird", T, |p| p["state"] == "OpenSent").await;
+    // BIRD must find its connect delay (1 s) over when it resumes. That is a clock in a
+    // stopped process: no event to wait for.
+    if let Some(rest) = Duration::from_millis(1500).checked_sub(frozen_at.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    // We are frozen while BIRD connects (our kernel completes the handshake) and answers
+    // our connection, so neither connection is Established when we resume.
+    s.proc.signal(libc::SIGSTOP);
+    bird.cont_signal();
+    let connected = bird.wait_until(Duration::from_secs(3), |b| b.log_contains("Connected"));
+    s.proc.signal(libc::SIGCONT);
+    connected.then_some((bird, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_connect_at_once_one_session_survives_rfc4271_6_8() {
+    // 127.x < 192.0.2.31: the connection we opened survives.
+    both_sides_connect_at_once(net::alloc_v4()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_connect_at_once_the_higher_router_id_keeps_its_connection_rfc4271_6_8() {
+    // 203.0.113.1 > 192.0.2.31: BIRD's connection survives a collision settled by identifier.
+    both_sides_connect_at_once(std::net::Ipv4Addr::new(203, 0, 113, 1)).await;
+}

@@ -30,6 +30,7 @@ use crate::message::{Message, WireOptions};
 use crate::types::Family;
 
 use super::rib_out::{Refusal, RouteSet};
+use super::second_conn::{SecondConnection, SecondEvent, close_second, second_event};
 use super::status::{NotificationRecord, SessionStatus};
 pub use super::update_errors::UPDATE_ERROR_EVENT_INTERVAL;
 use super::update_errors::{Summary, UpdateErrorWindow};
@@ -134,6 +135,7 @@ pub fn spawn<C: Connector>(
         events: events.clone(),
         timers: BTreeMap::new(),
         conn: None,
+        second: None,
         connecting: None,
         connect_started: Instant::now(),
         wire: WireOptions::default(),
@@ -193,6 +195,8 @@ struct Driver<C: Connector> {
     events: broadcast::Sender<SessionEvent>,
     timers: BTreeMap<Timer, Instant>,
     conn: Option<Connection<C::Stream>>,
+    /// A second connection from the peer, until its OPEN settles the collision.
+    second: Option<SecondConnection<C::Stream>>,
     connecting: Option<Connecting<C::Stream>>,
     connect_started: Instant,
     wire: WireOptions,
@@ -277,12 +281,15 @@ impl<C: Connector> Driver<C> {
                 res = poll_connect(&mut self.connecting), if self.connecting.is_some() => {
                     self.connecting = None;
                     match res {
-                        Ok(stream) => self.attach(stream),
+                        Ok(stream) => self.attach(stream, Input::TcpConnected),
                         Err(e) => self.process(Input::TcpFailed(e.to_string())),
                     }
                 }
                 Some(stream) = recv_incoming(&mut self.incoming), if self.incoming.is_some() => {
                     self.accept(stream);
+                }
+                ev = second_event(&mut self.second), if self.second.is_some() => {
+                    self.on_second(ev);
                 }
                 ev = conn_event(&mut self.conn), if self.conn.is_some() => match ev {
                     ConnEvent::Frame(frame) => self.on_frame(frame),
@@ -336,11 +343,25 @@ impl<C: Connector> Driver<C> {
         }
         // Let the writers deliver the final NOTIFICATION, bounded by their own timeouts.
         self.detach();
+        if let Some(second) = self.second.take() {
+            self.closing.spawn(close_second(second, None));
+        }
         while self.closing.join_next().await.is_some() {}
     }
 
-    fn attach(&mut self, stream: C::Stream) {
+    fn attach(&mut self, stream: C::Stream, input: Input) {
         let (rd, wr) = tokio::io::split(stream);
+        self.wire = WireOptions::default();
+        self.attach_halves(FramedRead::new(rd, BgpCodec::new(self.wire)), wr);
+        self.process(input);
+    }
+
+    /// Makes a connection the session's: its writer task starts here.
+    fn attach_halves(
+        &mut self,
+        reader: FramedRead<ReadHalf<C::Stream>, BgpCodec>,
+        wr: WriteHalf<C::Stream>,
+    ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let send_hold = self.session.config().send_hold_time();
@@ -354,9 +375,8 @@ impl<C: Connector> Driver<C> {
             Arc::clone(&queued),
             Arc::clone(&drained),
         ));
-        self.wire = WireOptions::default();
         self.conn = Some(Connection {
-            reader: FramedRead::new(rd, BgpCodec::new(self.wire)),
+            reader,
             writer: tx,
             writer_events: ev_rx,
             writer_task,
@@ -364,38 +384,53 @@ impl<C: Connector> Driver<C> {
             drained,
             drain_wanted: false,
         });
-        self.process(Input::TcpConnected);
     }
 
-    /// A passive connection. A second connection replaces one that is not Established; an
-    /// Established session keeps its connection (RFC 4271 §6.8) unless the peer negotiated
-    /// graceful restart, in which case the new connection means it restarted (RFC 4724 §4.2).
+    /// A connection the peer opened. With none of our own it is the session's at once (our
+    /// connect in flight, if any, is abandoned); otherwise it waits for its OPEN, and the
+    /// session settles the collision (RFC 4271 §6.8). A newer second connection replaces an
+    /// older one still waiting.
     fn accept(&mut self, stream: C::Stream) {
-        let state = self.session.state();
-        if self.conn.is_some() {
-            let gr = self
-                .session
-                .negotiated()
-                .is_some_and(|n| n.peer_graceful_restart.is_some());
-            if state == State::Established && !gr {
-                drop(stream);
-                return;
-            }
-            self.detach();
-            self.process(Input::TcpFailed(
-                "replaced by a new connection from the peer".into(),
-            ));
+        if self.stopping {
+            return;
         }
-        if matches!(
-            self.session.state(),
-            State::Active | State::Connect | State::Idle
-        ) {
-            if self.session.state() == State::Idle {
-                // Automatic restart pending: accept now instead of waiting for the timer.
-                self.timers.remove(&Timer::ConnectRetry);
-                self.process(Input::TimerFired(Timer::ConnectRetry));
+        if self.conn.is_some() {
+            if let Some(old) = self.second.replace(SecondConnection::new(stream)) {
+                self.closing.spawn(close_second(old, None));
             }
-            self.attach(stream);
+            return;
+        }
+        self.attach(stream, Input::TcpAccepted);
+        if self.session.state() == State::OpenSent {
+            self.connecting = None;
+        } else {
+            self.detach();
+        }
+    }
+
+    fn on_second(&mut self, ev: SecondEvent) {
+        let Some(second) = self.second.take() else {
+            return;
+        };
+        match ev {
+            SecondEvent::Frame(decoded) => {
+                let (msg, len) = (decoded.message.clone(), decoded.length);
+                self.status.send_modify(|s| s.received.record(&msg, len));
+                if let Message::Notification(n) = &msg {
+                    let _ = self
+                        .events
+                        .send(SessionEvent::NotificationReceived(n.clone()));
+                }
+                self.second = Some(second);
+                self.process(Input::SecondConnectionOpen(decoded));
+            }
+            SecondEvent::Malformed(nt) => {
+                let _ = self.events.send(SessionEvent::NotificationSent(nt.clone()));
+                self.closing.spawn(close_second(second, Some(nt)));
+            }
+            SecondEvent::Gone => {
+                self.closing.spawn(close_second(second, None));
+            }
         }
     }
 
@@ -506,6 +541,23 @@ impl<C: Connector> Driver<C> {
                 Output::NotifyWhenDrained => {
                     if let Some(conn) = &mut self.conn {
                         conn.drain_wanted = true;
+                    }
+                }
+                Output::CloseSecondConnection(nt) => {
+                    if let Some(second) = self.second.take() {
+                        if let Some(nt) = &nt {
+                            let _ = self.events.send(SessionEvent::NotificationSent(nt.clone()));
+                        }
+                        self.closing.spawn(close_second(second, nt));
+                    }
+                }
+                Output::AdoptSecondConnection => {
+                    self.flush(&mut batch);
+                    self.connecting = None;
+                    self.detach();
+                    if let Some(second) = self.second.take() {
+                        self.wire = WireOptions::default();
+                        self.attach_halves(second.reader, second.writer);
                     }
                 }
             }

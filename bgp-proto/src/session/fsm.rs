@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::error::Action;
 use crate::iana::notification::{self as n, cease, fsm as fsm_err};
 use crate::message::notification::Notification;
+use crate::message::open::Open;
 use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
 use crate::message::update::Update;
 use crate::message::{Decoded, Message, WireOptions};
@@ -37,6 +38,8 @@ pub struct Session {
     refresh_draining: bool,
     /// Families asked for again while a response was queued: answered once it drained.
     refresh_pending: BTreeSet<Family>,
+    /// The current connection was opened by us (Event 16), not by the peer (Event 17).
+    outbound: bool,
     retry: Backoff,
     rng: JitterRng,
     last_sent: Option<Notification>,
@@ -58,6 +61,7 @@ impl Session {
             desired: None,
             refresh_draining: false,
             refresh_pending: BTreeSet::new(),
+            outbound: false,
             retry,
             rng,
             last_sent: None,
@@ -101,7 +105,9 @@ impl Session {
             Input::Start => self.start(&mut out),
             Input::Stop(reason) => self.stop(&mut out, reason),
             Input::TimerFired(t) => self.timer(&mut out, t),
-            Input::TcpConnected => self.tcp_connected(&mut out),
+            Input::TcpConnected => self.tcp_connected(&mut out, true),
+            Input::TcpAccepted => self.tcp_accepted(&mut out),
+            Input::SecondConnectionOpen(d) => self.second_connection_open(&mut out, d),
             Input::TcpFailed(e) => self.tcp_failed(&mut out, e),
             Input::Received(d) => self.received(&mut out, d),
             Input::DecodeFailed(e) => {
@@ -286,16 +292,100 @@ impl Session {
         }
     }
 
-    fn tcp_connected(&mut self, out: &mut Vec<Output>) {
+    fn tcp_connected(&mut self, out: &mut Vec<Output>, outbound: bool) {
         // Events 16/17: Tcp_CR_Acked, TcpConnectionConfirmed.
         if !matches!(self.state, State::Connect | State::Active) {
             return;
         }
+        self.outbound = outbound;
         out.push(Output::StopTimer(Timer::ConnectRetry));
         let open = local_open(&self.cfg, self.restarting);
         out.push(Output::Send(Message::Open(open)));
         out.push(Output::ArmTimer(Timer::Hold, OPEN_HOLD));
         self.enter(out, State::OpenSent, None);
+    }
+
+    /// Event 17. The peer may connect while we wait out a backoff (Idle, started) or while
+    /// our own connect is in flight (Connect): either way its connection is taken at once.
+    fn tcp_accepted(&mut self, out: &mut Vec<Output>) {
+        if self.state == State::Idle && self.started {
+            self.enter(out, State::Active, None);
+        }
+        self.tcp_connected(out, false);
+    }
+
+    /// RFC 4271 §6.8: an OPEN on a second connection from the peer. With the first one in
+    /// OpenSent or OpenConfirm, the connection opened by the speaker with the higher BGP
+    /// Identifier survives (compared as unsigned integers; on a tie, RFC 6286 §2.3, the one
+    /// opened by the higher AS); the loser gets Cease 7. An Established session keeps its
+    /// connection, unless the peer negotiated graceful restart: then a new connection means
+    /// it restarted (RFC 4724 §4.2) and replaces the old one. When both connections were
+    /// opened by the peer, it has given up the first, so the second replaces it.
+    fn second_connection_open(&mut self, out: &mut Vec<Output>, d: Decoded) {
+        let collision = || Notification::new(n::CEASE, cease::CONNECTION_COLLISION_RESOLUTION);
+        let open = match &d.message {
+            Message::Open(open) => open,
+            // The peer settled the collision itself.
+            Message::Notification(_) => {
+                out.push(Output::CloseSecondConnection(None));
+                return;
+            }
+            _ => {
+                let nt = Notification::new(n::FSM_ERROR, fsm_err::UNEXPECTED_IN_OPENSENT);
+                out.push(Output::CloseSecondConnection(Some(nt)));
+                return;
+            }
+        };
+        if !self.started {
+            let nt = Notification::new(n::CEASE, cease::CONNECTION_REJECTED);
+            out.push(Output::CloseSecondConnection(Some(nt)));
+            return;
+        }
+        match self.state {
+            State::Idle | State::Connect | State::Active => {}
+            State::OpenSent | State::OpenConfirm => {
+                if self.outbound && self.local_initiated_wins(open) {
+                    out.push(Output::CloseSecondConnection(Some(collision())));
+                    return;
+                }
+                let nt = collision();
+                self.last_sent = Some(nt.clone());
+                out.push(Output::Send(Message::Notification(nt.clone())));
+                self.drop_connection(out, DownReason::NotificationSent(nt));
+            }
+            State::Established => {
+                let restarted = self
+                    .negotiated
+                    .as_ref()
+                    .is_some_and(|n| n.peer_graceful_restart.is_some());
+                if !restarted {
+                    out.push(Output::CloseSecondConnection(Some(collision())));
+                    return;
+                }
+                let why = "the peer opened a new connection: it restarted (RFC 4724 §4.2)";
+                self.drop_connection(out, DownReason::ConnectionFailed(why.into()));
+            }
+        }
+        out.push(Output::AdoptSecondConnection);
+        self.tcp_accepted(out);
+        self.received(out, d);
+    }
+
+    /// Whether the connection we opened survives a collision with one the peer opened.
+    fn local_initiated_wins(&self, open: &Open) -> bool {
+        let local = self.cfg.router_id.addr().to_bits();
+        let remote = open.router_id.addr().to_bits();
+        if local != remote {
+            return local > remote;
+        }
+        self.cfg.local_asn.0 > open.asn().0
+    }
+
+    /// Closes the current connection and waits in Active for the one being adopted.
+    fn drop_connection(&mut self, out: &mut Vec<Output>, reason: DownReason) {
+        out.push(Output::Disconnect);
+        self.stop_timers(out);
+        self.enter(out, State::Active, Some(reason));
     }
 
     fn tcp_failed(&mut self, out: &mut Vec<Output>, e: String) {

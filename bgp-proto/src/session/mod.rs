@@ -8,6 +8,7 @@ mod fsm;
 pub mod open;
 pub mod rib_out;
 pub mod route_set;
+mod second_conn;
 mod status;
 mod update_errors;
 
@@ -164,8 +165,16 @@ pub enum Input {
     Stop(StopReason),
     /// Events 9–11 and RFC 9687 SendHoldTimer_Expires.
     TimerFired(Timer),
-    /// Events 16/17 Tcp_CR_Acked / TcpConnectionConfirmed.
+    /// Event 16 Tcp_CR_Acked: the connection we opened is up.
     TcpConnected,
+    /// Event 17 TcpConnectionConfirmed: the peer opened a connection and it is now the
+    /// session's (there was none, or the driver adopted it after
+    /// [`Output::AdoptSecondConnection`]).
+    TcpAccepted,
+    /// An OPEN arrived on a second connection the peer opened while the session already has
+    /// one (RFC 4271 §6.8 connection collision). The session answers with
+    /// [`Output::CloseSecondConnection`] or [`Output::AdoptSecondConnection`].
+    SecondConnectionOpen(Decoded),
     /// Event 18 TcpConnectionFails.
     TcpFailed(String),
     /// Events 19, 25–27 and ROUTE-REFRESH.
@@ -244,4 +253,12 @@ pub enum Output {
     /// Feed [`Input::SendQueueDrained`] once every byte queued so far (this output's sends
     /// included) was written to the peer.
     NotifyWhenDrained,
+    /// Close the second connection, after sending this NOTIFICATION on it (none when the
+    /// peer closed it with one). The session's own connection is untouched.
+    CloseSecondConnection(Option<Notification>),
+    /// From here on the second connection is the session's connection (the first one, if
+    /// any, was closed by the outputs before this one; a connect in flight is abandoned).
+    /// The outputs after this one already act on it: the session has taken the OPEN that
+    /// arrived on it.
+    AdoptSecondConnection,
 }

@@ -427,7 +427,12 @@ impl Core {
 
     fn layout(&self) -> ListenerLayout {
         let mut layout = ListenerLayout::new();
-        for p in self.peers.values().map(|p| &p.config).filter(|p| p.passive) {
+        for p in self
+            .peers
+            .values()
+            .map(|p| &p.config)
+            .filter(|p| p.accept_incoming)
+        {
             let local = match (p.local_address, p.address) {
                 (Some(a), _) => a,
                 (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),

@@ -227,7 +227,7 @@ impl PeerManager {
             },
         };
         let (routes_tx, routes_rx) = watch::channel(setup.routes.clone());
-        let (incoming, incoming_rx) = if p.passive {
+        let (incoming, incoming_rx) = if p.accept_incoming {
             let (tx, rx) = mpsc::channel(4);
             (Some(tx), Some(rx))
         } else {
