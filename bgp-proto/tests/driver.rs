@@ -365,3 +365,50 @@ async fn set_connect_retry_reaches_a_running_session() {
     assert!(t0.elapsed() <= Duration::from_secs(5), "{:?}", t0.elapsed());
     drop(peer);
 }
+
+/// The speaker logs and raises Kubernetes Events from these transitions: a session that
+/// reaches Established before its owner looks (a fast link, a busy machine) must still have
+/// told a listener subscribed at spawn about every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_subscribed_at_spawn_hear_every_transition_of_a_fast_session() {
+    use bgp_proto::session::driver::SessionEvent;
+    let (tx, mut peers) = mpsc::unbounded_channel();
+    let (events, mut heard) = tokio::sync::broadcast::channel(256);
+    let (_routes, rx) = watch::channel(Some(routes(&["198.18.1.0/24"])));
+    let task = driver::spawn_with_events(
+        Session::new(cfg()),
+        DuplexConnector {
+            peers: tx,
+            capacity: 1 << 16,
+        },
+        None,
+        rx,
+        events,
+    );
+    let s = tokio::time::timeout(Duration::from_secs(10), peers.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut peer = Framed::new(s, BgpCodec::new(WireOptions::four_octet()));
+    establish(&mut peer, 90).await;
+    wait_state(&task, State::Established).await;
+    let mut states = Vec::new();
+    while states.last() != Some(&State::Established) {
+        let ev = tokio::time::timeout(Duration::from_secs(10), heard.recv())
+            .await
+            .expect("every transition was sent")
+            .unwrap();
+        if let SessionEvent::StateChanged { to, .. } = ev {
+            states.push(to);
+        }
+    }
+    assert_eq!(
+        states,
+        [
+            State::Connect,
+            State::OpenSent,
+            State::OpenConfirm,
+            State::Established
+        ]
+    );
+}

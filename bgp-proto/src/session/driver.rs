@@ -122,8 +122,26 @@ pub fn spawn<C: Connector>(
     incoming: Option<mpsc::Receiver<C::Stream>>,
     routes: watch::Receiver<Option<Arc<RouteSet>>>,
 ) -> SessionTask {
+    spawn_with_events(
+        session,
+        connector,
+        incoming,
+        routes,
+        broadcast::channel(256).0,
+    )
+}
+
+/// [`spawn`] with the caller's event channel: subscribe before calling, or the first
+/// transitions (all of them, on a fast link and a busy machine) happen before anyone
+/// listens and are lost.
+pub fn spawn_with_events<C: Connector>(
+    session: Session,
+    connector: C,
+    incoming: Option<mpsc::Receiver<C::Stream>>,
+    routes: watch::Receiver<Option<Arc<RouteSet>>>,
+    events: broadcast::Sender<SessionEvent>,
+) -> SessionTask {
     let (status_tx, status) = watch::channel(SessionStatus::new(unix_now()));
-    let (events, _) = broadcast::channel(256);
     let (control, control_rx) = mpsc::unbounded_channel();
     let driver = Driver {
         session,

@@ -233,10 +233,12 @@ impl PeerManager {
         } else {
             (None, None)
         };
-        let task = driver::spawn(session, connector, incoming_rx, routes_rx);
+        // Subscribed before the session runs, so no transition goes unheard.
+        let (events_tx, events_rx) = tokio::sync::broadcast::channel(256);
+        let task = driver::spawn_with_events(session, connector, incoming_rx, routes_rx, events_tx);
         let forward = tokio::spawn(forward_events(
             p.name.clone(),
-            task.events.subscribe(),
+            events_rx,
             self.events.clone(),
         ));
         self.peers.insert(
