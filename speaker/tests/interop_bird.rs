@@ -651,14 +651,7 @@ async fn two_connections(bird_id: std::net::Ipv4Addr) -> Option<(Bird, Speaker)>
     let frozen_at = std::time::Instant::now();
     bird.stop_signal();
     let dir = TempDir::new("interop-collision");
-    let p = Peer {
-        name: "bird",
-        address: IpAddr::V4(router),
-        port,
-        asn: 65001,
-        local: IpAddr::V4(ours),
-        extra: "    acceptIncoming: true\n".into(),
-    };
+    let p = peer(&bird, "spk", "bird", ours, "    acceptIncoming: true\n");
     let s = Speaker::start(dir, &["198.19.9.0/24"], "", &[p], &[]);
     // Our connection is accepted by BIRD's kernel; our OPEN waits unread.
     s.wait_peer("bird", T, |p| p["state"] == "OpenSent").await;

@@ -74,17 +74,7 @@ status: {{publish: true, minInterval: 1}}
 ",
         port = collector.local_addr().port()
     );
-    std::fs::write(dir.path("config.yaml"), config).unwrap();
-    let speaker = Proc::spawn(
-        &[
-            "speaker",
-            "--config",
-            dir.path("config.yaml").to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-        &dir.path("speaker.log"),
-    );
+    let speaker = common::spawn_api_speaker(&dir, &config, &kubeconfig, "speaker.log");
     Setup {
         fake,
         collector,

@@ -201,3 +201,20 @@ pub fn lone_speaker_config(dir: &TempDir, cidrs: &[&str], extra: &str) -> PathBu
     .unwrap();
     cfg
 }
+
+/// Writes `config` to `dir/config.yaml` and starts the speaker on it against the API in
+/// `kubeconfig`, logging to `dir/<log>`.
+pub fn spawn_api_speaker(dir: &TempDir, config: &str, kubeconfig: &Path, log: &str) -> Proc {
+    let cfg = dir.path("config.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    Proc::spawn(
+        &[
+            "speaker",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &dir.path(log),
+    )
+}
