@@ -26,8 +26,19 @@ for f in sorted(pathlib.Path("bgp-proto/tests/vectors").rglob("*.hex")):
     (out / f"vector-{f.parent.name}-{f.stem}").write_bytes(bytes([1 if four else 0]) + bytes.fromhex(hexs))
 for f in sorted(pathlib.Path("bgp-proto/tests/regressions").glob("*.bin")):
     (out / f"regression-{f.stem}").write_bytes(f.read_bytes())
+# The minimised corpus of the last long run (scripts/fuzz-long.sh).
+seeds = pathlib.Path("fuzz/seeds") / out.name
+if seeds.is_dir():
+    for f in sorted(seeds.iterdir()):
+        (out / f"seed-{f.name}").write_bytes(f.read_bytes())
 PY
 }
+
+# Seeding only (scripts/fuzz-long.sh): no run.
+if [[ "$seconds" == "seed-only" ]]; then
+  for target in $(cargo fuzz list); do seed "$target"; done
+  exit 0
+fi
 
 for target in $(cargo fuzz list); do
   seed "$target"
