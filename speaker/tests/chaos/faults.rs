@@ -112,10 +112,10 @@ impl Churn {
         }
     }
     pub fn delete_oldest(&mut self, fake: &FakeKube) {
-        if let Some(name) = self.live.pop_front() {
-            if fake.delete(&Gvr::nodes(), None, &name).is_ok() {
-                self.deleted += 1;
-            }
+        if let Some(name) = self.live.pop_front()
+            && fake.delete(&Gvr::nodes(), None, &name).is_ok()
+        {
+            self.deleted += 1;
         }
     }
     /// One churn step at a steady population of `keep` nodes.
