@@ -528,15 +528,16 @@ proptest! {
             h.apply(op);
             h.check_state();
         }
-        // Liveness: with faults drained and quarantine over, every live node is served
+        // Liveness: with faults drained, the records of gone nodes collected (a record
+        // keeps its CIDR while it exists) and quarantine over, every live node is served
         // and a restart writes nothing.
         h.store.clear_faults();
+        h.garbage_collect();
         h.reconcile();
         h.now = h.now.plus(Q + 1);
         h.reconcile();
         h.reconcile();
         h.check_state();
-        h.garbage_collect();
         h.restart();
         let obs = h.observed();
         let actions = h.rec.plan(&obs, h.now);

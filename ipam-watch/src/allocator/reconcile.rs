@@ -120,8 +120,6 @@ impl ExecReport {
 #[derive(Debug, Clone)]
 pub struct Reconciler {
     alloc: Allocator,
-    /// Owners of records already handled after their node went away (never re-quarantined).
-    tombstones: HashSet<NodeUid>,
     /// Nodes whose record is invalid, with the reason.
     invalid: HashMap<NodeUid, String>,
 }
@@ -131,7 +129,6 @@ impl Reconciler {
     pub fn new(alloc: Allocator) -> Self {
         Reconciler {
             alloc,
-            tombstones: HashSet::new(),
             invalid: HashMap::new(),
         }
     }
@@ -164,17 +161,17 @@ impl Reconciler {
                     self.sync_node(node, &valid, now);
                 }
                 None => {
-                    // Record of a node that is gone: its CIDRs may still be routed somewhere.
-                    if !obs.complete
-                        || self.alloc.node(&rec.owner_uid).is_some()
-                        || self.tombstones.contains(&rec.owner_uid)
-                    {
+                    // Record of a node that is gone: its CIDRs may still be routed somewhere,
+                    // and while the record exists they are still held in the API. The
+                    // quarantine restarts on every pass until the record is gone (garbage
+                    // collected), so a CIDR is never in two records: a record that outlives
+                    // the quarantine (a late write, a slow garbage collector) keeps its CIDR.
+                    if !obs.complete || self.alloc.node(&rec.owner_uid).is_some() {
                         continue;
                     }
                     for c in valid {
                         self.alloc.quarantine_unheld(c, now);
                     }
-                    self.tombstones.insert(rec.owner_uid.clone());
                 }
             }
         }
@@ -184,11 +181,8 @@ impl Reconciler {
         for uid in self.alloc.node_uids() {
             if !live.contains_key(&uid) {
                 self.alloc.release_node(&uid, now);
-                self.tombstones.insert(uid);
             }
         }
-        let owners: HashSet<&NodeUid> = records.iter().map(|r| &r.owner_uid).collect();
-        self.tombstones.retain(|u| owners.contains(u));
         self.alloc.mark_restored();
     }
 

@@ -44,6 +44,10 @@ pub enum FaultAction {
     ApplyThenTimeout,
     /// Do not apply; answer 504 Timeout.
     Timeout,
+    /// Hold the request this long, then handle it normally (a slow API server or etcd).
+    /// The wait happens before the request body is read; a client that gives up meanwhile
+    /// still has its write applied if the server has read it, as with a real server.
+    Delay(std::time::Duration),
 }
 
 /// A fault for the next `times` requests matching verb, resource and name.
@@ -78,6 +82,11 @@ impl Fault {
     /// Answer one request with 504 Timeout without applying it.
     pub fn timeout() -> Self {
         Self::with_action(FaultAction::Timeout)
+    }
+
+    /// Answer one request only after `delay` (then handle it normally).
+    pub fn delay(delay: std::time::Duration) -> Self {
+        Self::with_action(FaultAction::Delay(delay))
     }
 
     fn with_action(action: FaultAction) -> Self {

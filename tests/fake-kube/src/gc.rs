@@ -67,6 +67,33 @@ impl State {
         }
     }
 
+    /// The garbage collector's view of a new object: if it has owner references and none of
+    /// its owners exists (created after its owner was deleted), it is collected at once, as
+    /// the real garbage collector does shortly after (it verifies absent owners by lookup).
+    pub(crate) fn collect_if_dangling(&mut self, gvr: &Gvr, key: &ObjKey, obj: &Value) {
+        let refs = obj["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if refs.is_empty() {
+            return;
+        }
+        let live = self.live_uids();
+        if refs
+            .iter()
+            .any(|r| r["uid"].as_str().is_some_and(|u| live.contains(u)))
+        {
+            return;
+        }
+        if !finalizers(obj).is_empty() {
+            let _ = self.delete(gvr, key, &DeleteOpts::default());
+            return;
+        }
+        let mut last = obj.clone();
+        last["metadata"]["resourceVersion"] = json!(self.next_rv().to_string());
+        self.remove_and_collect(gvr, key, last, false);
+    }
+
     fn dependents_of(&self, uid: &str) -> Vec<(Gvr, ObjKey, Value)> {
         let mut out = Vec::new();
         for (gvr, objects) in &self.objects {

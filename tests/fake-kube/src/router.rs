@@ -82,6 +82,7 @@ pub(crate) async fn handle(
             )));
         }
         Some(FaultAction::Timeout) => return Ok(error_response(&timeout_error())),
+        Some(FaultAction::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(FaultAction::ApplyThenTimeout) | None => {}
     }
     let content_type = req

@@ -583,8 +583,9 @@ impl State {
         self.objects
             .entry(gvr.clone())
             .or_default()
-            .insert(key, body.clone());
+            .insert(key.clone(), body.clone());
         self.record(gvr, EventType::Added, body.clone(), None);
+        self.collect_if_dangling(gvr, &key, &body);
         Ok(body)
     }
 

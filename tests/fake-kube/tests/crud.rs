@@ -623,3 +623,32 @@ async fn delete_honours_preconditions_and_delete_collection_uses_selectors() {
     assert_eq!(left.len(), 1);
     assert_eq!(left[0]["metadata"]["name"], "b-1");
 }
+
+#[tokio::test]
+async fn a_dependent_created_after_its_owner_is_gone_is_garbage_collected() {
+    let fake = FakeKube::start().await.unwrap();
+    let client = fake.client();
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &pool_resource());
+    let cidrs: Api<DynamicObject> = Api::all_with(client, &pod_cidr_resource());
+    let pp = PostParams::default();
+    let owner = pools
+        .create(
+            &pp,
+            &dynamic(&pool_resource(), json!({"metadata": {"name": "gone"}})),
+        )
+        .await
+        .unwrap();
+    pools
+        .delete("gone", &DeleteParams::background())
+        .await
+        .unwrap();
+    // A write that was in flight when the owner went (a slow API server) lands late.
+    let late = json!({"metadata": {"name": "late", "ownerReferences": [
+        {"apiVersion": "podcidr.io/v1alpha1", "kind": "PodCidrPool", "name": "gone", "uid": owner.metadata.uid}
+    ]}});
+    cidrs
+        .create(&pp, &dynamic(&pod_cidr_resource(), late))
+        .await
+        .unwrap();
+    assert_eq!(api_error(cidrs.get("late").await).0, 404);
+}

@@ -214,3 +214,23 @@ async fn counters_track_verbs_per_resource_and_writes() {
     fake.reset_counters();
     assert_eq!(fake.writes(), 0);
 }
+
+#[tokio::test]
+async fn delay_holds_a_request_then_applies_it() {
+    let fake = FakeKube::start().await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(fake.client_without_retry(), "kube-system");
+    let delay = std::time::Duration::from_millis(300);
+    fake.inject(Fault::delay(delay).verb(Verb::Create).resource("leases"));
+    let started = std::time::Instant::now();
+    leases
+        .create(&PostParams::default(), &lease("slow"))
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
+    assert!(
+        fake.get(&Gvr::leases(), Some("kube-system"), "slow")
+            .is_some()
+    );
+    // Used up: the next request is answered at once.
+    assert_eq!(fake.pending_faults(), 0);
+}
