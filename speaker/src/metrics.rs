@@ -77,6 +77,8 @@ pub struct Metrics {
     pub config_stale: Gauge,
     pub status_publish_failures: Counter,
     pub status_last_published: Gauge,
+    pub lease_renew_failures: Counter,
+    pub lease_last_renewed: Gauge,
 }
 
 impl Default for Metrics {
@@ -109,6 +111,8 @@ impl Metrics {
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
+            lease_renew_failures: Counter::default(),
+            lease_last_renewed: Gauge::default(),
         };
         registry.register(
             "podcidr_bgp_session_up",
@@ -205,6 +209,16 @@ impl Metrics {
             "podcidr_status_last_published_timestamp_seconds",
             "Unix time of the last successful NodeBGPStatus write (0: none yet)",
             m.status_last_published.clone(),
+        );
+        registry.register(
+            "podcidr_lease_renew_failures",
+            "Renewals of the node's Lease (liveness) that failed or timed out",
+            m.lease_renew_failures.clone(),
+        );
+        registry.register(
+            "podcidr_lease_last_renewed_timestamp_seconds",
+            "Unix time of the last successful renewal of the node's Lease (0: none yet)",
+            m.lease_last_renewed.clone(),
         );
         Metrics { registry, ..m }
     }

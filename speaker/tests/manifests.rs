@@ -146,11 +146,12 @@ fn granted(file: &str, role: &str) -> Grants {
     out
 }
 
+/// What the requests needed, as a real API server authorizes them: a server-side apply that
+/// creates its object needs `create` besides `patch` (the fake records that case).
 fn used(fake: &FakeKube) -> Grants {
-    fake.request_counts()
+    fake.authorized_verbs()
         .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|((verb, resource), _)| (group_of(&resource).into(), resource, verb_name(verb).into()))
+        .map(|(verb, resource)| (group_of(&resource).into(), resource, verb_name(verb).into()))
         .collect()
 }
 
@@ -194,7 +195,19 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         "{source}: no status published\n{}",
         speaker.log()
     );
+    // The node's Lease, in the kubeconfig's namespace.
+    let renewed = fake
+        .wait_for_object(
+            &Gvr::leases(),
+            Some("default"),
+            "node-a",
+            Duration::from_secs(30),
+            |o| o.is_some(),
+        )
+        .await;
+    assert!(renewed.is_ok(), "{source}: no Lease\n{}", speaker.log());
     let _ = fake.delete(&nbs, None, "node-a");
+    let _ = fake.delete(&Gvr::leases(), Some("default"), "node-a");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
