@@ -11,7 +11,8 @@ const RESET: &str = "\x1b[0m";
 /// How to render the `diff` table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TableStyle {
-    /// More columns: IPAM and Node.spec values, per-peer state, next hop, status age.
+    /// More columns: IPAM and Node.spec values, per-peer state, next hop, status age,
+    /// speaker liveness.
     pub wide: bool,
     /// ANSI colours for verdicts (only when writing to a terminal).
     pub color: bool,
@@ -149,6 +150,7 @@ pub fn render_table(report: &DiffReport, style: TableStyle) -> String {
                     "PEERS",
                     "NEXT-HOP",
                     "AGE",
+                    "SPEAKER",
                     "DETAIL",
                 ],
                 shown
@@ -165,6 +167,7 @@ pub fn render_table(report: &DiffReport, style: TableStyle) -> String {
                             r.status_age_seconds
                                 .map_or_else(|| "-".to_owned(), human_secs)
                                 .into(),
+                            r.liveness.as_str().into(),
                             r.detail.as_str().into(),
                         ]
                     })

@@ -727,3 +727,7 @@ fn unix_now() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+#[path = "control_plane_tests.rs"]
+mod control_plane_tests;
