@@ -238,7 +238,17 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
         report.retain_node(node);
     }
     let out = match args.output {
-        Output::Json | Output::Yaml => args
+        Output::Json => {
+            // Straight to stdout: the document of a large cluster is megabytes.
+            let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+            let written = render::write_json(&report, args.only_problems, &mut stdout)
+                .and_then(|()| std::io::Write::flush(&mut stdout));
+            if let Err(e) = written {
+                return fail("diff", format!("writing the output: {e}"));
+            }
+            String::new()
+        }
+        Output::Yaml => args
             .output
             .document(render::render_json(&report, args.only_problems)),
         Output::Table | Output::Wide => render::render_table(
