@@ -38,8 +38,8 @@ fn cidr(i: usize) -> String {
     format!("10.{}.{}.0/24", 64 + (i >> 8), i & 0xff)
 }
 
-fn cluster(fake: &FakeKube) {
-    for i in 0..NODES {
+fn cluster(fake: &FakeKube, nodes: usize) {
+    for i in 0..nodes {
         let name = format!("node-{i:04}");
         fake.insert(
             &Gvr::nodes(),
@@ -52,6 +52,12 @@ fn cluster(fake: &FakeKube) {
             &npc(),
             json!({"apiVersion": "podcidr.io/v1alpha1", "kind": "NodePodCIDR",
                    "metadata": {"name": name}, "spec": {"podCIDRs": [cidr(i)]}}),
+        )
+        .unwrap();
+        fake.insert(
+            &Gvr::cilium_nodes(),
+            json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+                   "metadata": {"name": name}, "spec": {"ipam": {"podCIDRs": [cidr(i)]}}}),
         )
         .unwrap();
     }
@@ -67,18 +73,22 @@ struct Running {
 /// A speaker for node `ME`, up: its route out to an Established router, its status
 /// published and its Lease renewed with the Node as owner.
 async fn start(min_interval: u64) -> Running {
+    start_with("ipam-crd", NODES, min_interval).await
+}
+
+async fn start_with(source: &str, nodes: usize, min_interval: u64) -> Running {
     // Bookmarks every minute, like a real API server's watch cache.
     let fake = FakeKube::builder()
         .bookmark_interval(Duration::from_secs(60))
         .start()
         .await
         .unwrap();
-    cluster(&fake);
+    cluster(&fake, nodes);
     let collector = Collector::start(CollectorConfig::new("127.0.0.1:0".parse().unwrap()))
         .await
         .unwrap();
     let config = Config::from_yaml_str(&format!(
-        "nodeName: {ME}\nasn: 64512\nrouterId: 192.0.2.42\nsource: {{kind: ipam-crd}}\n\
+        "nodeName: {ME}\nasn: 64512\nrouterId: 192.0.2.42\nsource: {{kind: {source}}}\n\
          allowedPrefixes: [10.0.0.0/8]\nnextHop: {{ipv4: node}}\n\
          admin: {{listen: \"127.0.0.1:0\"}}\nstatus: {{minInterval: {min_interval}}}\n\
          peers:\n  - name: tor1\n    address: 127.0.0.1\n    port: {}\n    asn: 65000\n    \
@@ -285,4 +295,46 @@ async fn diff_calls_a_speaker_whose_lease_expired_dead() {
             .count(),
         NODES - 1
     );
+}
+
+/// Whatever the source, the speaker lists and watches its own Node and its own IPAM object
+/// only (`fieldSelector=metadata.name=<node>`), never a kind cluster-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_source_lists_and_watches_only_its_own_objects() {
+    for source in ["node-spec", "ipam-crd", "cilium-node"] {
+        let r = start_with(source, 200, 1).await;
+        let log = r.fake.request_log();
+        let reads: Vec<_> = log
+            .iter()
+            .filter(|q| matches!(q.verb, Verb::List | Verb::Watch))
+            .collect();
+        let kinds: std::collections::BTreeSet<&str> =
+            reads.iter().map(|q| q.resource.as_str()).collect();
+        let want: &[&str] = match source {
+            "ipam-crd" => &["nodepodcidrs", "nodes"],
+            "cilium-node" => &["ciliumnodes", "nodes"],
+            _ => &["nodes"],
+        };
+        assert_eq!(kinds.into_iter().collect::<Vec<_>>(), want, "{source}");
+        for q in &reads {
+            assert_eq!(
+                q.field_selector.as_deref(),
+                Some(format!("metadata.name={ME}").as_str()),
+                "{source}: {q:?}"
+            );
+        }
+        let received: u64 = r
+            .fake
+            .traffic()
+            .iter()
+            .filter(|((verb, _), _)| matches!(verb, Verb::List | Verb::Watch))
+            .map(|(_, t)| t.objects_out)
+            .sum();
+        assert!(
+            received <= 6,
+            "{source}: {received} objects listed or watched, of 200 each"
+        );
+        let _ = r.stop.send(());
+        tokio::time::timeout(WAIT, r.task).await.unwrap().unwrap();
+    }
 }
