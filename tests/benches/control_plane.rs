@@ -498,8 +498,8 @@ fn render(args: &Args, speakers: &[SpeakerResult], diffs: &[DiffResult]) -> Stri
         "\n`podcidr-bgp diff` (release) over the whole cluster: N dual-stack nodes, every one with \
          a report of 2 Established peers and a fresh Lease, so 2 × N `ok` rows; lists paged \
          500 at a time. Wall time from spawn to exit (process start and the fake API server's \
-         serving included); `diff` CPU is its own user + system time, the rest of the wall time is
-         the API server's (here the fake, serving JSON from this process) and the network; peak
+         serving included); `diff` CPU is its own user + system time, the rest of the wall time is \
+         the API server's (here the fake, serving JSON from this process) and the network; peak \
          RSS as GNU time reports it (`%M`). Median of {} runs, min–max \
          in brackets.\n\n\
          | nodes | rows | table: wall s | table: diff CPU s | table: peak RSS MiB | `-o json`: wall s | `-o json`: peak RSS MiB | summary line |\n\
@@ -533,7 +533,19 @@ fn render(args: &Args, speakers: &[SpeakerResult], diffs: &[DiffResult]) -> Stri
     out
 }
 
+/// A relative `--write-docs` path is taken from the workspace root: `cargo bench` runs this
+/// in the package directory (`tests/`).
+fn docs_path(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| path.to_owned(), |root| root.join(path))
+}
+
 fn write_docs(path: &Path, body: &str) -> Result<(), String> {
+    let path = &docs_path(path);
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) else {
         return Err(format!("{}: no {BEGIN} … {END} markers", path.display()));
@@ -599,7 +611,7 @@ fn main() -> std::process::ExitCode {
                     eprintln!("{e}");
                     return std::process::ExitCode::from(2);
                 }
-                eprintln!("wrote {}", path.display());
+                eprintln!("wrote {}", docs_path(path).display());
             }
             std::process::ExitCode::SUCCESS
         }
