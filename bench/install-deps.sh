@@ -5,7 +5,8 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 profilers=0
 if [[ ${1:-} == --profilers ]]; then profilers=1; fi
-pkgs=(bird2 gobgpd python3-grpcio python3-protobuf python3-grpc-tools golang-github-osrg-gobgp-dev)
+# time: GNU time, the peak RSS of `diff` in the control-plane bench.
+pkgs=(bird2 gobgpd python3-grpcio python3-protobuf python3-grpc-tools golang-github-osrg-gobgp-dev time)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

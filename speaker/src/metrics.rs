@@ -79,6 +79,8 @@ pub struct Metrics {
     pub status_last_published: Gauge,
     /// Kubernetes Events about the node by outcome.
     pub kube_events: Family<ResultLabel, Counter>,
+    pub lease_renew_failures: Counter,
+    pub lease_last_renewed: Gauge,
 }
 
 impl Default for Metrics {
@@ -112,6 +114,8 @@ impl Metrics {
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
             kube_events: Family::default(),
+            lease_renew_failures: Counter::default(),
+            lease_last_renewed: Gauge::default(),
         };
         registry.register(
             "podcidr_bgp_session_up",
@@ -217,6 +221,16 @@ impl Metrics {
         for result in ["published", "failed", "throttled", "dropped"] {
             m.kube_event(result, 0);
         }
+        registry.register(
+            "podcidr_lease_renew_failures",
+            "Renewals of the node's Lease (liveness) that failed or timed out",
+            m.lease_renew_failures.clone(),
+        );
+        registry.register(
+            "podcidr_lease_last_renewed_timestamp_seconds",
+            "Unix time of the last successful renewal of the node's Lease (0: none yet)",
+            m.lease_last_renewed.clone(),
+        );
         Metrics { registry, ..m }
     }
 

@@ -78,6 +78,24 @@ fn report(cidrs: &[&str], updated_at: &str) -> SpeakerReport {
     }
 }
 
+/// The speaker Lease of node `name`, renewed `ago` seconds ago (180 s duration).
+fn lease(name: &str, ago: i64) -> (Gvr, Value) {
+    let renewed = k8s_openapi::jiff::Timestamp::from_second(
+        k8s_openapi::jiff::Timestamp::now().as_second() - ago,
+    )
+    .unwrap();
+    (
+        Gvr::leases(),
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "podcidr-system",
+                         "labels": {"podcidr.io/speaker-lease": "true"}},
+            "spec": {"holderIdentity": format!("{name}/speaker"), "leaseDurationSeconds": 180,
+                     "renewTime": format!("{}", renewed.strftime("%Y-%m-%dT%H:%M:%S.%6fZ"))}
+        }),
+    )
+}
+
 fn status(name: &str, report: &SpeakerReport) -> Value {
     json!({
         "apiVersion": "podcidr.io/v1alpha1", "kind": "NodeBGPStatus",
@@ -118,6 +136,8 @@ fn clean() -> Vec<(Gvr, Value)> {
         (npc(), allocation("node-b", &["10.5.114.0/24"])),
         (nbs(), status("node-a", &report(&[P], &t))),
         (nbs(), status("node-b", &report(&["10.5.114.0/24"], &t))),
+        lease("node-a", 10),
+        lease("node-b", 10),
     ]
 }
 
@@ -158,6 +178,8 @@ async fn classic_mismatch_exits_1_and_shows_both_values() {
         (Gvr::nodes(), node("node-b", &["10.5.114.0/24"])),
         (npc(), allocation("node-b", &["10.5.114.0/24"])),
         (nbs(), status("node-b", &report(&["10.5.114.0/24"], &t))),
+        lease("master1", 10),
+        lease("node-b", 10),
     ])
     .await;
     let r = diff(&c.kubeconfig, &[]).await;
@@ -181,7 +203,15 @@ async fn classic_mismatch_exits_1_and_shows_both_values() {
     println!("{}", r.stdout);
     assert_eq!(r.code, 1);
     let header = r.stdout.lines().next().unwrap();
-    for col in ["IPAM", "NODE.SPEC", "PEERS", "NEXT-HOP", "AGE", "DETAIL"] {
+    for col in [
+        "IPAM",
+        "NODE.SPEC",
+        "PEERS",
+        "NEXT-HOP",
+        "AGE",
+        "SPEAKER",
+        "DETAIL",
+    ] {
         assert!(header.contains(col), "{header}");
     }
     assert!(r.stdout.contains("tor1=Established(sent)"));
@@ -244,7 +274,7 @@ async fn json_output_schema() {
         ]
     );
     assert_eq!(doc["source"], "ipam-crd");
-    assert_eq!(doc["staleAfterSeconds"], 300);
+    assert_eq!(doc["staleAfterSeconds"], 7200);
     let rows = doc["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for row in rows {
@@ -267,6 +297,8 @@ async fn json_output_schema() {
                 "announcedTo",
                 "peers",
                 "statusAgeSeconds",
+                "liveness",
+                "leaseAgeSeconds",
                 "conflictsWith"
             ]
         );
@@ -283,12 +315,10 @@ async fn json_output_schema() {
         ] {
             assert_type(row, k, Value::is_array, "an array");
         }
-        assert_type(
-            row,
-            "statusAgeSeconds",
-            |v| v.is_u64() || v.is_null(),
-            "a number or null",
-        );
+        for k in ["statusAgeSeconds", "leaseAgeSeconds"] {
+            assert_type(row, k, |v| v.is_u64() || v.is_null(), "a number or null");
+        }
+        assert_type(row, "liveness", Value::is_string, "a string");
         for p in row["peers"].as_array().unwrap() {
             let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
             assert_eq!(keys, ["name", "address", "state", "announced", "nextHop"]);
@@ -303,6 +333,14 @@ async fn json_output_schema() {
     assert_eq!(rows[0]["announcedTo"], json!(["tor1"]));
     assert_eq!(rows[0]["peers"][0]["nextHop"], "192.0.2.10");
     assert_eq!(rows[2]["statusAgeSeconds"], Value::Null);
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["liveness"].clone())
+            .collect::<Vec<_>>(),
+        [json!("live"), json!("live"), json!("none")]
+    );
+    assert_eq!(rows[2]["leaseAgeSeconds"], Value::Null);
+    assert!(rows[0]["leaseAgeSeconds"].as_u64().is_some_and(|a| a >= 10));
 
     let summary = &doc["summary"];
     let keys: Vec<&str> = summary
@@ -322,7 +360,8 @@ async fn json_output_schema() {
     assert_eq!(
         summary["verdicts"],
         json!({"ok": 1, "not-announced": 1, "announced-not-allocated": 0,
-               "source-mismatch": 0, "conflict": 0, "stale-status": 0, "no-speaker": 1})
+               "source-mismatch": 0, "conflict": 0, "stale-status": 0, "no-speaker": 1,
+               "speaker-dead": 0})
     );
     println!("{}", r.stdout);
 }
@@ -338,6 +377,8 @@ async fn stale_status_and_conflicts_exit_1() {
         (npc(), allocation("node-b", &["10.5.1.0/24"])),
         (nbs(), status("node-a", &report(&["10.5.0.0/23"], old))),
         (nbs(), status("node-b", &report(&["10.5.1.0/24"], &t))),
+        lease("node-a", 10),
+        lease("node-b", 10),
     ])
     .await;
     let r = diff(&c.kubeconfig, &["-o", "json"]).await;
@@ -583,8 +624,8 @@ status: {{publish: true, minInterval: 1}}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_verdict_in_one_cluster() {
     let t = now();
-    let two_hours_ago = k8s_openapi::jiff::Timestamp::from_second(
-        k8s_openapi::jiff::Timestamp::now().as_second() - 7200,
+    let three_hours_ago = k8s_openapi::jiff::Timestamp::from_second(
+        k8s_openapi::jiff::Timestamp::now().as_second() - 3 * 3600,
     )
     .unwrap()
     .to_string();
@@ -593,11 +634,13 @@ async fn every_verdict_in_one_cluster() {
     down.peers[0].routes.clear();
     down.peers[0].last_error = Some("connection to 192.0.2.1:179 refused".into());
     let mut objects = Vec::new();
+    // Every speaker that reports renewed its Lease 10 s ago, except node-9's (10 min ago).
     let mut add = |name: &str, spec: &[&str], alloc: &[&str], r: Option<SpeakerReport>| {
         objects.push((Gvr::nodes(), node(name, spec)));
         objects.push((npc(), allocation(name, alloc)));
         if let Some(r) = r {
             objects.push((nbs(), status(name, &r)));
+            objects.push(lease(name, if name == "node-9" { 600 } else { 10 }));
         }
     };
     add(
@@ -635,9 +678,15 @@ async fn every_verdict_in_one_cluster() {
         "node-7",
         &[],
         &["10.5.7.0/24"],
-        Some(report(&["10.5.7.0/24"], &two_hours_ago)),
+        Some(report(&["10.5.7.0/24"], &three_hours_ago)),
     );
     add("node-8", &[], &["10.5.8.0/24"], None);
+    add(
+        "node-9",
+        &[],
+        &["10.5.10.0/24"],
+        Some(report(&["10.5.10.0/24"], &t)),
+    );
     let c = cluster(objects).await;
 
     let r = diff(&c.kubeconfig, &[]).await;
@@ -662,24 +711,35 @@ async fn every_verdict_in_one_cluster() {
         ("node-6", "10.5.5.0/24", "conflict"),
         ("node-7", "10.5.7.0/24", "stale-status"),
         ("node-8", "10.5.8.0/24", "no-speaker"),
+        ("node-9", "10.5.10.0/24", "speaker-dead"),
     ] {
         assert_eq!(verdict_of(node, prefix), verdict, "{node} {prefix}");
     }
     assert!(r.stdout.contains(
-        "8 nodes, 10 rows: 2 ok, 1 not-announced, 1 announced-not-allocated, \
-         2 source-mismatch, 2 conflict, 1 stale-status, 1 no-speaker (source ipam-crd)"
+        "9 nodes, 11 rows: 2 ok, 1 not-announced, 1 announced-not-allocated, \
+         2 source-mismatch, 2 conflict, 1 stale-status, 1 no-speaker, 1 speaker-dead \
+         (source ipam-crd)"
     ));
     assert!(
         r.stdout
             .contains("no Established session: tor1 Active (connection to 192.0.2.1:179 refused)")
     );
-    assert!(r.stdout.contains("status is 2h0m old (--stale-after 300s)"));
+    assert!(
+        r.stdout
+            .contains("but its status is 3h0m old (--stale-after 7200s)")
+    );
+    // Seconds may tick between writing the Lease and reading it.
+    assert!(
+        r.stdout.contains(
+            "speaker dead: Lease podcidr-system/node-9 (held by node-9/speaker) expired 7m"
+        )
+    );
 
     let r = diff(&c.kubeconfig, &["-o", "wide", "--only-problems"]).await;
     println!("{}", r.stdout);
     assert_eq!(r.code, 1);
     assert!(!r.stdout.contains("node-1 "));
     // A longer threshold makes node-7 current again.
-    let r = diff(&c.kubeconfig, &["--stale-after", "3h", "--node", "node-7"]).await;
+    let r = diff(&c.kubeconfig, &["--stale-after", "4h", "--node", "node-7"]).await;
     assert_eq!(r.code, 0, "{}", r.stdout);
 }

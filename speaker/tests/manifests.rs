@@ -96,6 +96,17 @@ fn every_manifest_parses_and_names_its_kind() {
     podcidr_config::Config::from_yaml_str(cfg).unwrap();
 }
 
+/// The API group of a resource the fake saw created by a server-side apply.
+fn group_of(resource: &str) -> &'static str {
+    match resource.split('/').next().unwrap() {
+        "nodes" => "",
+        "events" => "events.k8s.io",
+        "leases" => "coordination.k8s.io",
+        "ciliumnodes" => "cilium.io",
+        _ => "podcidr.io",
+    }
+}
+
 fn verb_name(v: Verb) -> &'static str {
     match v {
         Verb::Get => "get",
@@ -137,13 +148,21 @@ fn granted(file: &str, role: &str) -> Grants {
     out
 }
 
-/// (apiGroup, resource, verb) of every request the fake API server received.
+/// What the requests needed, as a real API server authorizes them: each (apiGroup,
+/// resource, verb) received, and `create` for a server-side apply that created its object
+/// (the fake records that case).
 fn used(fake: &FakeKube) -> Grants {
-    fake.request_counts_by_group()
+    let received = fake
+        .request_counts_by_group()
         .into_iter()
         .filter(|(_, n)| *n > 0)
-        .map(|((verb, group, resource), _)| (group, resource, verb_name(verb).into()))
-        .collect()
+        .map(|((verb, group, resource), _)| (group, resource, verb_name(verb).into()));
+    let apply_creates = fake
+        .authorized_verbs()
+        .into_iter()
+        .filter(|(verb, _)| *verb == Verb::Create)
+        .map(|(verb, resource)| (group_of(&resource).into(), resource, verb_name(verb).into()));
+    received.chain(apply_creates).collect()
 }
 
 /// A pod CIDR outside `allowedPrefixes` (and not in `Node.spec.podCIDRs`) appears, goes
@@ -223,10 +242,22 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         "{source}: no status published\n{}",
         speaker.log()
     );
+    // The node's Lease, in the kubeconfig's namespace.
+    let renewed = fake
+        .wait_for_object(
+            &Gvr::leases(),
+            Some("default"),
+            "node-a",
+            Duration::from_secs(30),
+            |o| o.is_some(),
+        )
+        .await;
+    assert!(renewed.is_ok(), "{source}: no Lease\n{}", speaker.log());
     if source == "ipam-crd" {
         refuse_twice(fake, &speaker).await;
     }
     let _ = fake.delete(&nbs, None, "node-a");
+    let _ = fake.delete(&Gvr::leases(), Some("default"), "node-a");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,15 +2,20 @@
 //! and prefix out. No kube client, no clock (the caller passes `now`), so it is table-tested.
 //!
 //! Rows of a node, in this order:
-//! - each allocated prefix: `conflict` > `no-speaker` / `stale-status` > `not-announced` >
-//!   `source-mismatch` > `ok` (the first that applies is the verdict, the rest go to `also`);
+//! - each allocated prefix: `conflict` > `no-speaker` / `speaker-dead` / `stale-status` >
+//!   `not-announced` > `source-mismatch` > `ok` (the first that applies is the verdict, the
+//!   rest go to `also`);
 //! - each prefix the speaker announces that is not allocated to the node:
-//!   `announced-not-allocated` (`stale-status` first when the report is stale);
+//!   `announced-not-allocated` (`speaker-dead` or `stale-status` first when the speaker is
+//!   dead or its report stale);
 //! - each `Node.spec.podCIDRs` prefix that is neither allocated nor announced, when the Node
 //!   and IPAM disagree: `source-mismatch`.
 //!
 //! A prefix counts as announced when every Established session of its family carries it.
 //! With no Established session at all it is `not-announced`: a down peer is drift.
+//!
+//! Whether the speaker runs comes from its Lease ([`super::liveness`]), what it announces from
+//! its `NodeBGPStatus`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,8 +25,11 @@ use ipnet::IpNet;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-/// Default for `--stale-after`: five heartbeats of the speaker (it re-publishes every 60 s).
-pub const DEFAULT_STALE_AFTER_SECS: u64 = 300;
+use super::liveness::{LeaseInput, Liveness, classify};
+
+/// Default for `--stale-after`: two status refreshes (a speaker re-writes an unchanged status
+/// every hour; its Lease, not this, says whether it runs).
+pub const DEFAULT_STALE_AFTER_SECS: u64 = 2 * crate::speaker::core::STATUS_REFRESH.as_secs();
 
 /// The verdict of one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -37,15 +45,19 @@ pub enum Verdict {
     SourceMismatch,
     /// Two nodes' allocations overlap (or the allocator marked the object as conflicting).
     Conflict,
-    /// The speaker's report is older than `--stale-after`.
+    /// The speaker runs (its Lease is current) but its report is older than
+    /// `--stale-after`, or was never written.
     StaleStatus,
-    /// The node has an allocation but no `NodeBGPStatus`.
+    /// The node has an allocation but neither a `NodeBGPStatus` nor a Lease.
     NoSpeaker,
+    /// The speaker's Lease expired (or there is none beside its report): it is not running
+    /// or cannot reach the API; its report is what it said last.
+    SpeakerDead,
 }
 
 impl Verdict {
     /// Every verdict, in the order summaries list them.
-    pub const ALL: [Verdict; 7] = [
+    pub const ALL: [Verdict; 8] = [
         Self::Ok,
         Self::NotAnnounced,
         Self::AnnouncedNotAllocated,
@@ -53,6 +65,7 @@ impl Verdict {
         Self::Conflict,
         Self::StaleStatus,
         Self::NoSpeaker,
+        Self::SpeakerDead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +77,7 @@ impl Verdict {
             Self::Conflict => "conflict",
             Self::StaleStatus => "stale-status",
             Self::NoSpeaker => "no-speaker",
+            Self::SpeakerDead => "speaker-dead",
         }
     }
 }
@@ -86,6 +100,8 @@ pub struct NodeInput {
     pub node_spec: Option<Vec<IpNet>>,
     /// The speaker's published report; `None` when there is none.
     pub speaker: Option<SpeakerReport>,
+    /// The speaker's Lease; `None` when there is none.
+    pub lease: Option<LeaseInput>,
 }
 
 /// The whole cluster, as plain data.
@@ -137,6 +153,10 @@ pub struct DiffRow {
     pub peers: Vec<PeerCell>,
     /// Age of the speaker report; `None` without a report or a valid `updatedAt`.
     pub status_age_seconds: Option<u64>,
+    /// The node's speaker: `live`, `stale`, `dead` or `none` (from its Lease and report).
+    pub liveness: Liveness,
+    /// Seconds since the speaker last renewed its Lease; `None` without one.
+    pub lease_age_seconds: Option<u64>,
     pub conflicts_with: Vec<ConflictRef>,
 }
 
@@ -296,12 +316,6 @@ fn find_conflicts(nodes: &[NodeInput]) -> BTreeMap<(usize, IpNet), Vec<ConflictR
         v.dedup();
     }
     out
-}
-
-/// Seconds since the report's `updatedAt`; `None` when it is missing or unparseable.
-fn status_age(report: &SpeakerReport, now: i64) -> Option<u64> {
-    let at: k8s_openapi::jiff::Timestamp = report.updated_at.parse().ok()?;
-    Some(u64::try_from(now.saturating_sub(at.as_second())).unwrap_or(0))
 }
 
 fn is_established(p: &PeerReport) -> bool {
@@ -469,15 +483,13 @@ fn node_rows(
         && !node_spec.is_empty()
         && allocated.iter().collect::<BTreeSet<_>>() != node_spec.iter().collect::<BTreeSet<_>>();
     let report = n.speaker.as_ref();
-    let age = report.and_then(|r| status_age(r, input.now));
-    let stale = report.is_some() && age.is_none_or(|a| a > input.stale_after_secs);
-    let stale_note = match age {
-        Some(a) => format!(
-            "status is {} old (--stale-after {}s)",
-            human_secs(a),
-            input.stale_after_secs
-        ),
-        None => "status has no valid updatedAt".to_owned(),
+    let speaker = classify(n.lease.as_ref(), report, input.now, input.stale_after_secs);
+    let age = speaker.status_age;
+    // The speaker-derived verdicts cannot be trusted: this one goes first.
+    let doubt = match speaker.liveness {
+        Liveness::Dead => Some((Verdict::SpeakerDead, speaker.detail.clone())),
+        Liveness::Stale => Some((Verdict::StaleStatus, speaker.detail.clone())),
+        Liveness::Live | Liveness::None => None,
     };
     // With `node-spec` the "IPAM" view is the Node itself.
     let ipam = if input.source == SourceKind::NodeSpec {
@@ -518,6 +530,8 @@ fn node_rows(
                 .collect(),
             peers,
             status_age_seconds: age,
+            liveness: speaker.liveness,
+            lease_age_seconds: speaker.lease_age,
             conflicts_with: conflicts.get(&(i, *prefix)).cloned().unwrap_or_default(),
         }
     };
@@ -536,16 +550,16 @@ fn node_rows(
                 "the allocator marked it Allocated=False/Conflict".to_owned(),
             ));
         }
+        v.extend(doubt.clone());
         match report {
-            None => v.push((
+            None if doubt.is_none() => v.push((
                 Verdict::NoSpeaker,
-                "no NodeBGPStatus for this node (speaker not running, or status.publish is false)"
+                "no NodeBGPStatus and no Lease for this node (speaker not running, or \
+                 status.publish is false)"
                     .to_owned(),
             )),
+            None => {}
             Some(r) => {
-                if stale {
-                    v.push((Verdict::StaleStatus, stale_note.clone()));
-                }
                 if let Some(why) = announce_problem(r, prefix) {
                     v.push((Verdict::NotAnnounced, why));
                 }
@@ -556,7 +570,7 @@ fn node_rows(
         }
         let fine = v.iter().all(|(k, _)| *k != Verdict::NotAnnounced);
         let note = report
-            .filter(|_| fine && !stale)
+            .filter(|_| fine && doubt.is_none())
             .map(|r| announced_note(r, prefix));
         rows.push(row(prefix, v, note));
     }
@@ -573,10 +587,7 @@ fn node_rows(
     }
     extra.retain(|p| !allocated.contains(p));
     for prefix in &extra {
-        let mut v = Vec::new();
-        if stale {
-            v.push((Verdict::StaleStatus, stale_note.clone()));
-        }
+        let mut v: Vec<(Verdict, String)> = doubt.iter().cloned().collect();
         let owners: Vec<String> = input
             .nodes
             .iter()

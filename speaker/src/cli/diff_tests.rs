@@ -2,12 +2,13 @@
 //! overlap sweep against brute force.
 
 use super::*;
+use crate::cli::liveness::LeaseInput;
 use ipam_watch::crd::{RefusedCidr, RouteReport};
 
 /// 2026-01-01T00:16:40Z.
 const NOW: i64 = 1_767_225_600 + 1000;
 const FRESH: &str = "2026-01-01T00:15:00Z"; // 100 s before NOW
-const OLD: &str = "2026-01-01T00:05:00Z"; // 700 s before NOW
+const OLD: &str = "2025-12-31T21:16:40Z"; // 3 h before NOW, past the default --stale-after
 
 fn nets(v: &[&str]) -> Vec<IpNet> {
     v.iter().map(|s| s.parse().unwrap()).collect()
@@ -55,12 +56,27 @@ fn node(
     spec: Option<&[&str]>,
     speaker: Option<SpeakerReport>,
 ) -> NodeInput {
+    // A node with a report has a running speaker (its Lease renewed 20 s ago) unless a
+    // test says otherwise.
+    let lease = speaker.as_ref().map(|_| lease(20));
     NodeInput {
         name: name.into(),
         allocated: allocated.map(nets),
         allocator_conflict: false,
         node_spec: spec.map(nets),
         speaker,
+        lease,
+    }
+}
+
+/// A speaker Lease renewed `ago` seconds before NOW, for 180 s.
+fn lease(ago: i64) -> LeaseInput {
+    LeaseInput {
+        namespace: "podcidr-system".into(),
+        name: "master1".into(),
+        holder: Some("master1/speaker-x".into()),
+        renewed_at: Some(NOW - ago),
+        duration_secs: Some(180),
     }
 }
 
@@ -353,8 +369,8 @@ fn overlapping_allocations_conflict_on_both_nodes() {
     );
     assert_eq!(
         rows[1].detail,
-        "overlaps a 10.5.0.0/23; no NodeBGPStatus for this node (speaker not running, or \
-         status.publish is false)"
+        "overlaps a 10.5.0.0/23; no NodeBGPStatus and no Lease for this node (speaker not \
+         running, or status.publish is false)"
     );
 }
 
@@ -400,7 +416,12 @@ fn stale_status_overrides_speaker_verdicts_but_not_conflict() {
     i.stale_after_secs = 99;
     let r = one(&i);
     assert_eq!(r.verdict, Verdict::StaleStatus);
-    assert_eq!(r.detail, "status is 1m40s old (--stale-after 99s)");
+    assert_eq!(
+        r.detail,
+        "the speaker runs (Lease renewed 20s ago) but its status is 1m40s old \
+         (--stale-after 99s): are its status writes failing?"
+    );
+    assert_eq!(r.liveness, Liveness::Stale);
 
     let peers = vec![peer("tor1", "Active", &["10.9.9.0/24"])];
     let n = node("a", Some(&[P]), Some(&[Q]), Some(report(&[], peers, OLD)));
@@ -488,7 +509,8 @@ fn verdict_names_are_the_contract() {
             "source-mismatch",
             "conflict",
             "stale-status",
-            "no-speaker"
+            "no-speaker",
+            "speaker-dead"
         ]
     );
 }
@@ -577,4 +599,106 @@ fn routes_left_out_of_a_large_report_still_count_as_announced() {
         Verdict::NotAnnounced,
         "without omitted routes, a missing route is drift"
     );
+}
+
+/// The Lease, not the report's age, says whether a speaker runs: an expired Lease is
+/// `speaker-dead` however fresh the report, and the report still explains the routes.
+#[test]
+fn an_expired_lease_is_a_dead_speaker_whatever_its_report_says() {
+    let mut n = healthy(&[P]);
+    n.lease = Some(lease(181));
+    let r = one(&input(vec![n.clone()]));
+    assert_eq!(
+        (r.verdict, r.also.as_slice()),
+        (Verdict::SpeakerDead, &[][..])
+    );
+    assert_eq!(r.liveness, Liveness::Dead);
+    assert_eq!(r.lease_age_seconds, Some(181));
+    assert!(
+        r.detail.starts_with(
+            "speaker dead: Lease podcidr-system/master1 (held by master1/speaker-x) expired 1s ago"
+        ),
+        "{}",
+        r.detail
+    );
+    assert!(r.detail.ends_with("status is 1m40s old"), "{}", r.detail);
+    // At exactly renewTime + leaseDurationSeconds it is still live.
+    n.lease = Some(lease(180));
+    let r = one(&input(vec![n]));
+    assert_eq!((r.verdict, r.liveness), (Verdict::Ok, Liveness::Live));
+
+    // A dead speaker's announcements are what it said last: flagged first.
+    let peers = vec![peer("tor1", "Established", &[P, "10.9.9.0/24"])];
+    let mut n = node("a", Some(&[P]), None, Some(report(&[P], peers, FRESH)));
+    n.lease = Some(lease(4000));
+    assert_eq!(
+        table(&input(vec![n])),
+        [
+            row("a", P, Verdict::SpeakerDead, &[]),
+            row(
+                "a",
+                "10.9.9.0/24",
+                Verdict::SpeakerDead,
+                &[Verdict::AnnouncedNotAllocated]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_report_without_a_lease_is_dead_a_lease_without_a_report_is_stale() {
+    let mut n = healthy(&[P]);
+    n.lease = None;
+    let r = one(&input(vec![n]));
+    assert_eq!(
+        (r.verdict, r.liveness),
+        (Verdict::SpeakerDead, Liveness::Dead)
+    );
+    assert!(r.detail.contains("no Lease for this node"), "{}", r.detail);
+    assert_eq!(r.lease_age_seconds, None);
+
+    let mut n = node("a", Some(&[P]), Some(&[P]), None);
+    n.lease = Some(lease(5));
+    let r = one(&input(vec![n.clone()]));
+    assert_eq!(
+        (r.verdict, r.liveness),
+        (Verdict::StaleStatus, Liveness::Stale)
+    );
+    assert!(
+        r.detail.contains("NodeBGPStatus was never written"),
+        "{}",
+        r.detail
+    );
+    n.lease = Some(lease(500));
+    let r = one(&input(vec![n]));
+    assert_eq!(
+        (r.verdict, r.liveness),
+        (Verdict::SpeakerDead, Liveness::Dead)
+    );
+    assert!(r.detail.ends_with("; no NodeBGPStatus"), "{}", r.detail);
+
+    let r = one(&input(vec![node("a", Some(&[P]), None, None)]));
+    assert_eq!(
+        (r.verdict, r.liveness),
+        (Verdict::NoSpeaker, Liveness::None)
+    );
+}
+
+/// `diff` at cluster scale is linear: 5,000 dual-stack nodes, each with a report and a
+/// Lease, one healthy row per prefix. (Its wall time is the bench's business.)
+#[test]
+fn five_thousand_dual_stack_nodes_all_ok() {
+    let nodes: Vec<NodeInput> = (0..5000u32)
+        .map(|i| {
+            let v4 = format!("10.{}.{}.0/24", 64 + (i >> 8), i & 0xff);
+            let v6 = format!("fd00:{:x}::/64", i + 1);
+            let cidrs = [v4.as_str(), v6.as_str()];
+            let r = report(&cidrs, vec![peer("tor1", "Established", &cidrs)], FRESH);
+            node(&format!("node-{i:04}"), Some(&cidrs), Some(&cidrs), Some(r))
+        })
+        .collect();
+    let rows = diff(&input(nodes));
+    assert_eq!(rows.len(), 10_000);
+    let s = summarize(&rows);
+    assert_eq!((s.problems, s.nodes), (0, 5000));
 }

@@ -1,22 +1,29 @@
-//! Reads what `diff`, `peers` and `routes` need from the API: one paginated list per kind.
+//! Reads what `diff`, `peers` and `routes` need from the API: one paginated list per kind,
+//! each page reduced to what the commands read before the next page is fetched.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ipam_watch::crd::{NodeBGPStatus, NodePodCIDR, SpeakerReport};
+use ipam_watch::crd::{NodeBGPStatusSpec, NodePodCIDR, SpeakerReport};
 use ipam_watch::source::{
     InvalidReason, NodeCidrs, SourceKind, cilium_node_resource, desired_from_cilium_node,
     desired_from_node, desired_from_node_pod_cidr,
 };
 use ipnet::IpNet;
+use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use super::DiffOptions;
 use super::diff::{DiffInput, NodeInput};
+use super::liveness::LeaseInput;
+use crate::speaker::publish::LEASE_LABEL;
 
 /// Why the API could not be read. `Display` is the message for stderr.
 #[derive(Debug, thiserror::Error)]
@@ -135,24 +142,160 @@ impl LoadError {
     }
 }
 
-/// Every object of a kind, following `continue` tokens.
-async fn list_all<K>(api: &Api<K>) -> kube::Result<Vec<K>>
+/// Objects per list request: the same page size kubectl uses. Every list is read page by
+/// page and each page is reduced to what `diff` needs before the next is fetched, so memory
+/// follows the cluster's pod CIDRs and reports, not the size of its Node objects.
+pub const PAGE_SIZE: u32 = 500;
+
+/// Folds every object of a kind into `acc`, one page at a time, following `continue` tokens.
+async fn fold_pages<K, A>(
+    api: &Api<K>,
+    params: ListParams,
+    mut acc: A,
+    mut each: impl FnMut(&mut A, K),
+) -> kube::Result<A>
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    let mut out = Vec::new();
-    let mut params = ListParams::default().limit(500);
+    let mut params = params.limit(PAGE_SIZE);
     loop {
         let page = api.list(&params).await?;
-        out.extend(page.items);
+        for item in page.items {
+            each(&mut acc, item);
+        }
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(out),
+            _ => return Ok(acc),
         }
     }
 }
 
-fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+/// Name (and namespace) only: a real Node's metadata carries managedFields, annotations and
+/// labels `diff` never reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// Declares a read-only view of a kind for `Api::list`: only the fields `diff` reads are
+/// parsed (a Node's status, its images and conditions, is most of its bytes).
+macro_rules! view {
+    ($view:ident, $group:literal, $version:literal, $kind:literal, $plural:literal, $scope:ty) => {
+        impl kube::Resource for $view {
+            type DynamicType = ();
+            type Scope = $scope;
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.meta
+            }
+        }
+    };
+}
+
+/// A Node's name and pod CIDRs.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct NodeView {
+    #[serde(default, rename = "metadata")]
+    name_only: NameOnly,
+    #[serde(default)]
+    spec: Option<NodeSpecView>,
+    #[serde(skip)]
+    meta: ObjectMeta,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct NodeSpecView {
+    #[serde(default, rename = "podCIDRs")]
+    pod_cidrs: Option<Vec<String>>,
+    #[serde(default, rename = "podCIDR")]
+    pod_cidr: Option<String>,
+}
+
+view!(
+    NodeView,
+    "",
+    "v1",
+    "Node",
+    "nodes",
+    kube::core::ClusterResourceScope
+);
+
+impl NodeView {
+    /// The Node source's reading (`spec.podCIDRs`, else the legacy `spec.podCIDR`).
+    fn pod_cidrs(self) -> Vec<IpNet> {
+        let spec = self.spec.map(|s| k8s_openapi::api::core::v1::NodeSpec {
+            pod_cidrs: s.pod_cidrs,
+            pod_cidr: s.pod_cidr,
+            ..Default::default()
+        });
+        desired_from_node(&Node {
+            spec,
+            ..Node::default()
+        })
+        .valid
+    }
+}
+
+/// A `NodeBGPStatus`'s name, node and report.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct StatusView {
+    #[serde(default, rename = "metadata")]
+    name_only: NameOnly,
+    #[serde(default)]
+    spec: Option<NodeBGPStatusSpec>,
+    #[serde(default)]
+    status: Option<SpeakerReport>,
+    #[serde(skip)]
+    meta: ObjectMeta,
+}
+
+view!(
+    StatusView,
+    "podcidr.io",
+    "v1alpha1",
+    "NodeBGPStatus",
+    "nodebgpstatuses",
+    kube::core::ClusterResourceScope
+);
+
+/// A Lease's name, namespace and timing.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct LeaseView {
+    #[serde(default, rename = "metadata")]
+    name_only: NameOnly,
+    #[serde(default)]
+    spec: Option<LeaseSpec>,
+    #[serde(skip)]
+    meta: ObjectMeta,
+}
+
+view!(
+    LeaseView,
+    "coordination.k8s.io",
+    "v1",
+    "Lease",
+    "leases",
+    kube::core::NamespaceResourceScope
+);
+
+fn name_of(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
@@ -160,22 +303,89 @@ fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 pub async fn speaker_reports(
     client: &Client,
 ) -> Result<BTreeMap<String, SpeakerReport>, LoadError> {
-    let api: Api<NodeBGPStatus> = Api::all(client.clone());
-    let objects = list_all(&api).await.map_err(api_error(
+    reports_as(client, |r| r).await
+}
+
+/// What `diff` reads of a report. The rest (conditions, counters, capabilities, route
+/// attributes other than the next hop, notifications) is dropped as each page arrives: at
+/// 5,000 nodes the full reports were half of `diff`'s heap.
+fn for_diff(mut r: SpeakerReport) -> SpeakerReport {
+    r.conditions = Vec::new();
+    r.node_spec_pod_cidrs = Vec::new();
+    r.speaker_version = String::new();
+    for p in &mut r.peers {
+        p.since = String::new();
+        p.capabilities = Vec::new();
+        p.prefixes_sent = BTreeMap::new();
+        p.last_notification_sent = None;
+        p.last_notification_received = None;
+        for route in &mut p.routes {
+            route.as_path = Vec::new();
+            route.communities = Vec::new();
+            route.large_communities = Vec::new();
+        }
+    }
+    r
+}
+
+/// Every published speaker report, by node name, each passed through `keep`.
+async fn reports_as(
+    client: &Client,
+    keep: fn(SpeakerReport) -> SpeakerReport,
+) -> Result<BTreeMap<String, SpeakerReport>, LoadError> {
+    let api: Api<StatusView> = Api::all(client.clone());
+    fold_pages(&api, ListParams::default(), BTreeMap::new(), |acc, o| {
+        let name = match o.name_only.name {
+            Some(n) if !n.is_empty() => n,
+            _ => o.spec.map(|s| s.node_name).unwrap_or_default(),
+        };
+        // An object without status never reported: it reads as stale (no updatedAt).
+        acc.insert(name, keep(o.status.unwrap_or_default()));
+    })
+    .await
+    .map_err(api_error(
         "nodebgpstatuses",
         Some(("NodeBGPStatus", CRD_HINT)),
-    ))?;
-    Ok(objects
-        .into_iter()
-        .map(|o| {
-            let name = match name_of(&o.metadata) {
-                n if n.is_empty() => o.spec.node_name.clone(),
-                n => n,
+    ))
+}
+
+/// Every speaker Lease (label `podcidr.io/speaker-lease`), by node name; in `namespace` only
+/// when given. Two Leases for one node (two installations): the later renewal counts.
+pub async fn speaker_leases(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<BTreeMap<String, LeaseInput>, LoadError> {
+    let api: Api<LeaseView> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let params = ListParams::default().labels(&format!("{LEASE_LABEL}=true"));
+    fold_pages(
+        &api,
+        params,
+        BTreeMap::new(),
+        |acc: &mut BTreeMap<String, LeaseInput>, o| {
+            let spec = o.spec.unwrap_or_default();
+            let name = o.name_only.name.unwrap_or_default();
+            let lease = LeaseInput {
+                namespace: o.name_only.namespace.unwrap_or_default(),
+                name: name.clone(),
+                holder: spec.holder_identity,
+                renewed_at: spec.renew_time.map(|t| t.0.as_second()),
+                duration_secs: spec
+                    .lease_duration_seconds
+                    .and_then(|d| u64::try_from(d).ok()),
             };
-            // An object without status never reported: it reads as stale (no updatedAt).
-            (name, o.status.unwrap_or_default())
-        })
-        .collect())
+            match acc.get(&name) {
+                Some(have) if have.renewed_at >= lease.renewed_at => {}
+                _ => {
+                    acc.insert(name, lease);
+                }
+            }
+        },
+    )
+    .await
+    .map_err(api_error("leases", None))
 }
 
 /// Allocated CIDRs plus those the allocator excluded as conflicting (still claimed).
@@ -192,30 +402,38 @@ fn allocation(c: NodeCidrs) -> (Vec<IpNet>, bool) {
     (all, flagged)
 }
 
-/// Lists Nodes, the chosen IPAM objects and every `NodeBGPStatus` into a [`DiffInput`].
+/// Lists Nodes, the chosen IPAM objects, every `NodeBGPStatus` and every speaker Lease into
+/// a [`DiffInput`], concurrently, page by page.
 pub async fn load_input(
     client: &Client,
-    source: SourceKind,
+    options: &DiffOptions,
     now: i64,
-    stale_after_secs: u64,
 ) -> Result<DiffInput, LoadError> {
+    let source = options.source;
     if source == SourceKind::File {
         return Err(LoadError::Config(
             "the file source has no cluster-wide view; use ipam-crd, node-spec or cilium-node"
                 .to_owned(),
         ));
     }
-    let nodes_api: Api<Node> = Api::all(client.clone());
-    let (nodes, ipam, reports) = tokio::join!(
-        async { list_all(&nodes_api).await.map_err(api_error("nodes", None)) },
+    let nodes_api: Api<NodeView> = Api::all(client.clone());
+    let nodes = async {
+        fold_pages(&nodes_api, ListParams::default(), Vec::new(), |acc, n| {
+            let name = n.name_only.name.clone().unwrap_or_default();
+            acc.push((name, n.pod_cidrs()));
+        })
+        .await
+        .map_err(api_error("nodes", None))
+    };
+    let (nodes, ipam, reports, leases) = tokio::join!(
+        nodes,
         ipam_allocations(client, source),
-        speaker_reports(client),
+        reports_as(client, for_diff),
+        speaker_leases(client, options.lease_namespace.as_deref()),
     );
-    let (nodes, ipam, reports) = (nodes?, ipam?, reports?);
+    let (nodes, ipam, reports, leases) = (nodes?, ipam?, reports?, leases?);
     let mut by_name: BTreeMap<String, NodeInput> = BTreeMap::new();
-    for node in &nodes {
-        let name = name_of(&node.metadata);
-        let spec = desired_from_node(node).valid;
+    for (name, spec) in nodes {
         let n = slot(&mut by_name, &name);
         if source == SourceKind::NodeSpec {
             n.allocated = Some(spec.clone());
@@ -228,14 +446,16 @@ pub async fn load_input(
         n.allocator_conflict = flagged;
     }
     for (name, report) in reports {
-        let n = slot(&mut by_name, &name);
-        n.speaker = Some(report);
+        slot(&mut by_name, &name).speaker = Some(report);
+    }
+    for (name, lease) in leases {
+        slot(&mut by_name, &name).lease = Some(lease);
     }
     Ok(DiffInput {
         source,
         nodes: by_name.into_values().collect(),
         now,
-        stale_after_secs,
+        stale_after_secs: options.stale_after_secs,
     })
 }
 
@@ -251,40 +471,31 @@ async fn ipam_allocations(
     client: &Client,
     source: SourceKind,
 ) -> Result<BTreeMap<String, (Vec<IpNet>, bool)>, LoadError> {
+    let params = ListParams::default;
     match source {
         SourceKind::IpamCrd => {
             let api: Api<NodePodCIDR> = Api::all(client.clone());
-            let objects = list_all(&api)
-                .await
-                .map_err(api_error("nodepodcidrs", Some(("NodePodCIDR", CRD_HINT))))?;
-            Ok(objects
-                .iter()
-                .map(|o| {
-                    (
-                        name_of(&o.metadata),
-                        allocation(desired_from_node_pod_cidr(o)),
-                    )
-                })
-                .collect())
+            fold_pages(&api, params(), BTreeMap::new(), |acc, o| {
+                let alloc = allocation(desired_from_node_pod_cidr(&o));
+                acc.insert(name_of(&o.metadata), alloc);
+            })
+            .await
+            .map_err(api_error("nodepodcidrs", Some(("NodePodCIDR", CRD_HINT))))
         }
         SourceKind::CiliumNode => {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &cilium_node_resource());
-            let objects = list_all(&api).await.map_err(api_error(
+            fold_pages(&api, params(), BTreeMap::new(), |acc, o| {
+                let alloc = allocation(desired_from_cilium_node(&o));
+                acc.insert(name_of(&o.metadata), alloc);
+            })
+            .await
+            .map_err(api_error(
                 "ciliumnodes",
                 Some((
                     "CiliumNode (cilium.io/v2)",
                     "is Cilium installed? otherwise use --source ipam-crd or node-spec",
                 )),
-            ))?;
-            Ok(objects
-                .iter()
-                .map(|o| {
-                    (
-                        name_of(&o.metadata),
-                        allocation(desired_from_cilium_node(o)),
-                    )
-                })
-                .collect())
+            ))
         }
         // Read from the Nodes themselves in `load_input`.
         SourceKind::NodeSpec | SourceKind::File => Ok(BTreeMap::new()),
@@ -310,6 +521,49 @@ mod tests {
         let (cidrs, flagged) = allocation(c);
         assert!(flagged);
         assert_eq!(cidrs.len(), 2);
+    }
+
+    /// The views parse what `diff` reads from real objects and skip the rest.
+    #[test]
+    fn views_read_pod_cidrs_reports_and_lease_timing() {
+        let node: NodeView = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.0.0.0/24", "fd00::/64"]},
+            "status": {"images": [{"names": ["x"], "sizeBytes": 1}]}
+        }))
+        .unwrap();
+        assert_eq!(node.name_only.name.as_deref(), Some("n1"));
+        assert_eq!(
+            node.pod_cidrs(),
+            [
+                "10.0.0.0/24".parse::<IpNet>().unwrap(),
+                "fd00::/64".parse().unwrap()
+            ]
+        );
+        let legacy: NodeView = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n2"}, "spec": {"podCIDR": "10.0.1.0/24"}
+        }))
+        .unwrap();
+        assert_eq!(
+            legacy.pod_cidrs(),
+            ["10.0.1.0/24".parse::<IpNet>().unwrap()]
+        );
+        let lease: LeaseView = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "namespace": "podcidr-system"},
+            "spec": {"holderIdentity": "n1/pod", "leaseDurationSeconds": 180,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}
+        }))
+        .unwrap();
+        let spec = lease.spec.unwrap();
+        assert_eq!(spec.lease_duration_seconds, Some(180));
+        assert_eq!(spec.renew_time.unwrap().0.as_second(), 1_767_225_600);
+        let status: StatusView = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"}, "spec": {"nodeName": "n1"},
+            "status": {"announced": ["10.0.0.0/24"], "updatedAt": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(status.status.unwrap().announced, ["10.0.0.0/24"]);
     }
 
     #[test]

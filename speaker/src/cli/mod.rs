@@ -8,6 +8,7 @@
 
 pub mod diff;
 mod http;
+pub mod liveness;
 pub mod load;
 mod peers;
 pub mod render;
@@ -81,7 +82,7 @@ impl From<DiffSource> for SourceKind {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Verdicts: ok, not-announced, announced-not-allocated, source-mismatch, \
-conflict, stale-status, no-speaker (see docs/operator-guide.md).\n\
+conflict, stale-status, no-speaker, speaker-dead (see docs/operator-guide.md).\n\
 Exit status: 0 every row ok, 1 drift found, 2 could not run."
 )]
 pub struct DiffArgs {
@@ -99,9 +100,15 @@ pub struct DiffArgs {
     /// Leave out `ok` rows (the summary and the exit status still count them).
     #[arg(long)]
     pub only_problems: bool,
-    /// A speaker status older than this is `stale-status` (e.g. `300`, `90s`, `5m`, `1h`).
-    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    /// A speaker whose Lease is current but whose status is older than this is
+    /// `stale-status` (e.g. `300`, `90s`, `5m`, `2h`). Speakers re-write an unchanged status
+    /// hourly; whether one runs at all comes from its Lease.
+    #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = parse_duration)]
     pub stale_after: u64,
+    /// Read speaker Leases from this namespace only [default: every namespace, by the
+    /// label podcidr.io/speaker-lease].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
 }
 
 /// Seconds from `300`, `300s`, `5m` or `1h`: the same syntax as the config's duration keys
@@ -127,10 +134,12 @@ pub fn parse_millis(s: &str) -> Result<u64, String> {
 }
 
 /// What `diff` reads and concludes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffOptions {
     pub source: SourceKind,
     pub stale_after_secs: u64,
+    /// Where speaker Leases are read (none: every namespace).
+    pub lease_namespace: Option<String>,
 }
 
 impl Default for DiffOptions {
@@ -138,6 +147,7 @@ impl Default for DiffOptions {
         DiffOptions {
             source: SourceKind::IpamCrd,
             stale_after_secs: DEFAULT_STALE_AFTER_SECS,
+            lease_namespace: None,
         }
     }
 }
@@ -181,7 +191,7 @@ pub fn rfc3339(unix: i64) -> String {
 /// Lists everything `diff` needs through `client` and compares it now.
 pub async fn diff_cluster(client: &Client, options: &DiffOptions) -> Result<DiffReport, LoadError> {
     let now = unix_now();
-    let input = load::load_input(client, options.source, now, options.stale_after_secs).await?;
+    let input = load::load_input(client, options, now).await?;
     let nodes = input.nodes.iter().map(|n| n.name.clone()).collect();
     Ok(DiffReport {
         source: options.source,
@@ -210,6 +220,7 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
     let options = DiffOptions {
         source: args.source.into(),
         stale_after_secs: args.stale_after,
+        lease_namespace: args.lease_namespace.clone(),
     };
     let limit = args.kube.timeout();
     let mut report = match tokio::time::timeout(limit, diff_cluster(&client, &options)).await {
@@ -221,13 +232,23 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
         if !report.nodes.contains(node) {
             return fail(
                 "diff",
-                format!("node {node:?} not found (no Node, allocation or NodeBGPStatus)"),
+                format!("node {node:?} not found (no Node, allocation, NodeBGPStatus or Lease)"),
             );
         }
         report.retain_node(node);
     }
     let out = match args.output {
-        Output::Json | Output::Yaml => args
+        Output::Json => {
+            // Straight to stdout: the document of a large cluster is megabytes.
+            let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+            let written = render::write_json(&report, args.only_problems, &mut stdout)
+                .and_then(|()| std::io::Write::flush(&mut stdout));
+            if let Err(e) = written {
+                return fail("diff", format!("writing the output: {e}"));
+            }
+            String::new()
+        }
+        Output::Yaml => args
             .output
             .document(render::render_json(&report, args.only_problems)),
         Output::Table | Output::Wide => render::render_table(

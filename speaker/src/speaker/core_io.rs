@@ -51,6 +51,12 @@ pub enum Event {
         at: Duration,
         ok: bool,
     },
+    /// A renewal of `node`'s Lease started at monotonic `at` finished (`ok`).
+    LeaseRenewed {
+        node: String,
+        at: Duration,
+        ok: bool,
+    },
     /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
     Shutdown { final_stop: bool },
     /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.
@@ -125,6 +131,16 @@ pub enum Effect {
         report: Box<SpeakerReport>,
         fingerprint: u64,
         node_uid: Option<String>,
+        at: Duration,
+    },
+    /// Renew the node's Lease (off the loop): holder this process, `renewTime` `unix`,
+    /// `leaseDurationSeconds` `duration`, owned by the Node when its UID is known; answer
+    /// with [`Event::LeaseRenewed`].
+    RenewLease {
+        node: String,
+        node_uid: Option<String>,
+        duration: Duration,
+        unix: u64,
         at: Duration,
     },
     /// Stop every session concurrently.

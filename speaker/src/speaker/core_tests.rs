@@ -599,3 +599,7 @@ fn condition_transition_times_move_only_when_the_status_changes() {
     let shown = core.report_inputs().render(1_700_000_040);
     assert_eq!(transition(&shown, "Ready"), t1);
 }
+
+/// Status refresh and Lease renewal over simulated hours.
+#[path = "core_publish_tests.rs"]
+mod publish;

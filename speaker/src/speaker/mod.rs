@@ -14,6 +14,7 @@ mod kube_events;
 pub mod node;
 mod notice;
 pub mod peers;
+pub mod publish;
 pub mod report;
 pub mod routes;
 
@@ -22,18 +23,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bgp_proto::session::driver::SessionEvent;
-use ipam_watch::crd::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
+use ipam_watch::crd::SpeakerReport;
 use ipam_watch::source::{
     CiliumNodeSource, DesiredSet, FileSource, IpamCrdSource, NodeSpecSource, PodCidrSource,
 };
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, Resource};
+use kube::Client;
 use podcidr_config::{Config, SourceConfig};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::admin::{self, AdminState};
 use crate::metrics::Metrics;
@@ -42,10 +43,10 @@ use crate::process::{self, Signals};
 use core::{Core, Effect, Event, watches_node};
 use node::NodeInfo;
 use peers::PeerManager;
+use publish::{LeaseWriter, StatusWriter};
 
-/// Field manager for server-side apply (and the reporting controller of our Events).
-const FIELD_MANAGER: &str = kube_events::REPORTER;
-/// Bound on one status write; it runs off the loop, so a hanging API delays nothing else.
+/// Bound on one status write or Lease renewal; they run off the loop, so a hanging API
+/// delays nothing else.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Session events waiting for the loop; beyond this the sessions' broadcast lags (drops).
 const EVENT_QUEUE: usize = 1024;
@@ -80,6 +81,10 @@ pub struct SpeakerArgs {
     /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Namespace of the node's Lease (liveness, renewed every minute) [default:
+    /// $POD_NAMESPACE, else the kubeconfig's or service account's namespace].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
 }
 
 /// Why a config cannot be used.
@@ -199,6 +204,11 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         node_name_fallback: fallback,
         log: Some(log),
         metrics_listen: args.metrics_listen,
+        lease_namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| non_empty_env("POD_NAMESPACE")),
+        pod_name: non_empty_env("POD_NAME"),
     };
     match Speaker::start(config, node_name, client, opts).await {
         Ok(s) => {
@@ -228,6 +238,14 @@ pub struct RunOptions {
     pub log: Option<LogHandle>,
     /// `--metrics-listen`, kept over reloads.
     pub metrics_listen: Option<SocketAddr>,
+    /// Namespace of the node's Lease (none: the client's default namespace).
+    pub lease_namespace: Option<String>,
+    /// The pod in the Lease's `holderIdentity` (none: `pid-<pid>`).
+    pub pod_name: Option<String>,
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 impl RunOptions {
@@ -241,6 +259,8 @@ impl RunOptions {
             node_name_fallback: None,
             log: None,
             metrics_listen: None,
+            lease_namespace: None,
+            pod_name: None,
         }
     }
 }
@@ -267,6 +287,9 @@ pub struct Speaker {
     publisher: Option<JoinHandle<()>>,
     /// Kubernetes Events go through this queue to their publisher task (with an API).
     kube_events: Option<(kube_events::EventSink, JoinHandle<()>)>,
+    status_writer: Option<Arc<StatusWriter>>,
+    lease_writer: Option<Arc<LeaseWriter>>,
+    lease_task: Option<JoinHandle<()>>,
     config_stamp: Option<FileStamp>,
     started: Instant,
 }
@@ -347,6 +370,18 @@ impl Speaker {
             .as_ref()
             .map(|c| kube_events::EventSink::spawn(c.clone(), &node_name, Arc::clone(&metrics)));
         let core = Core::new(config, node_name, client.is_some(), routes::route_source);
+        let status_writer = client.clone().map(|c| Arc::new(StatusWriter::new(c)));
+        let lease_writer = client.clone().map(|c| {
+            let namespace = opts
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| c.default_namespace().to_owned());
+            let pod = opts
+                .pod_name
+                .clone()
+                .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+            Arc::new(LeaseWriter::new(c, &namespace, &pod))
+        });
         Ok(Speaker {
             core,
             opts,
@@ -368,6 +403,9 @@ impl Speaker {
             finished,
             publisher: None,
             kube_events,
+            status_writer,
+            lease_writer,
+            lease_task: None,
             config_stamp,
             started: Instant::now(),
         })
@@ -463,6 +501,9 @@ impl Speaker {
             t.abort();
         }
         if let Some((_, t)) = &self.kube_events {
+            t.abort();
+        }
+        if let Some(t) = &self.lease_task {
             t.abort();
         }
         self.admin_task.abort();
@@ -572,6 +613,13 @@ impl Speaker {
                     node_uid,
                     at,
                 } => self.spawn_publish(*report, fingerprint, node_uid, at),
+                Effect::RenewLease {
+                    node,
+                    node_uid,
+                    duration,
+                    unix,
+                    at,
+                } => self.spawn_renew(node, node_uid, duration, unix, at),
                 Effect::StopAll(stops) => self.peers.shutdown(stops).await,
                 Effect::WriteCni(file) => self.spawn_cni_write(file),
                 Effect::KubeEvent(event) => {
@@ -607,19 +655,15 @@ impl Speaker {
         node_uid: Option<String>,
         at: Duration,
     ) {
-        let Some(client) = self.client.clone() else {
+        let Some(writer) = self.status_writer.clone() else {
             return;
         };
         let node = self.core.node_name().to_owned();
         let done = self.finished_tx.clone();
         let metrics = Arc::clone(&self.metrics);
         self.publisher = Some(tokio::spawn(async move {
-            let ok = match tokio::time::timeout(
-                PUBLISH_TIMEOUT,
-                publish(&client, &node, node_uid.as_deref(), &report),
-            )
-            .await
-            {
+            let write = writer.write(&node, node_uid.as_deref(), &report);
+            let ok = match tokio::time::timeout(PUBLISH_TIMEOUT, write).await {
                 Ok(Ok(())) => true,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "publishing NodeBGPStatus failed; will retry");
@@ -646,6 +690,44 @@ impl Speaker {
                 .await;
         }));
     }
+
+    /// Renews the node's Lease off the loop.
+    fn spawn_renew(
+        &mut self,
+        node: String,
+        node_uid: Option<String>,
+        duration: Duration,
+        unix: u64,
+        at: Duration,
+    ) {
+        let Some(writer) = self.lease_writer.clone() else {
+            return;
+        };
+        let done = self.finished_tx.clone();
+        let metrics = Arc::clone(&self.metrics);
+        self.lease_task = Some(tokio::spawn(async move {
+            let renew = writer.renew(&node, node_uid.as_deref(), duration, unix);
+            let ok = match tokio::time::timeout(PUBLISH_TIMEOUT, renew).await {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, lease = %format!("{}/{node}", writer.namespace()), "renewing the Lease failed; will retry");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %format!("{}/{node}", writer.namespace()), "renewing the Lease timed out; will retry");
+                    false
+                }
+            };
+            if ok {
+                metrics
+                    .lease_last_renewed
+                    .set(i64::try_from(unix).unwrap_or(i64::MAX));
+            } else {
+                metrics.lease_renew_failures.inc();
+            }
+            let _ = done.send(Event::LeaseRenewed { node, at, ok }).await;
+        }));
+    }
 }
 
 async fn recv_hup(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
@@ -662,46 +744,6 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Server-side apply of the object (owned by the Node), then of its status.
-async fn publish(
-    client: &Client,
-    node: &str,
-    node_uid: Option<&str>,
-    report: &SpeakerReport,
-) -> kube::Result<()> {
-    let api: Api<NodeBGPStatus> = Api::all(client.clone());
-    let mut obj = NodeBGPStatus::new(
-        node,
-        NodeBGPStatusSpec {
-            node_name: node.to_owned(),
-        },
-    );
-    if let Some(uid) = node_uid {
-        obj.meta_mut().owner_references = Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: node.to_owned(),
-                uid: uid.to_owned(),
-                ..Default::default()
-            },
-        ]);
-    }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let applied = api.patch(node, &params, &Patch::Apply(&obj)).await?;
-    // Conditions say which generation of the object they describe (API conventions).
-    let generation = applied.metadata.generation;
-    let mut report = report.clone();
-    report.observed_generation = generation;
-    for c in &mut report.conditions {
-        c.observed_generation = generation;
-    }
-    let status = serde_json::json!({
-        "apiVersion": "podcidr.io/v1alpha1",
-        "kind": "NodeBGPStatus",
-        "status": report,
-    });
-    api.patch_status(node, &params, &Patch::Apply(&status))
-        .await?;
-    Ok(())
-}
+#[cfg(test)]
+#[path = "control_plane_tests.rs"]
+mod control_plane_tests;

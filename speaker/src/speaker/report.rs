@@ -303,14 +303,30 @@ fn join(v: &[IpNet]) -> String {
         .join(",")
 }
 
-/// A fingerprint of everything but the times (`updatedAt`, condition transition times): the
-/// publisher keeps this rather than the last report, which at 100,000 prefixes is megabytes.
+/// A fingerprint of what the report says, leaving out what moves while nothing happens: the
+/// times (`updatedAt`, condition transition times), the message counters (every keepalive
+/// moves them: a 10 s keepalive would mean a write every 10 s) and which retry state a down
+/// session is in (Idle/Connect/Active, `since` and the `Established` condition's message
+/// change with every reconnect attempt). A down session stays "down", with its last error.
+/// The publisher keeps this rather than the last report, which at 100,000 prefixes is
+/// megabytes.
 pub fn content_fingerprint(r: &SpeakerReport) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut r = r.clone();
     r.updated_at.clear();
     for c in &mut r.conditions {
         c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        if c.type_ == "Established" {
+            c.message.clear();
+        }
+    }
+    for p in &mut r.peers {
+        p.messages_sent = 0;
+        p.messages_received = 0;
+        if p.state != State::Established.as_str() {
+            p.state = "down".to_owned();
+            p.since.clear();
+        }
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     serde_json::to_vec(&r).unwrap_or_default().hash(&mut h);
@@ -470,6 +486,43 @@ mod tests {
         assert_eq!(content_fingerprint(&a), content_fingerprint(&b));
         a.allocated.push("10.0.1.0/24".into());
         assert_ne!(content_fingerprint(&a), content_fingerprint(&b));
+    }
+
+    /// Keepalives move the message counters and a down session cycles through
+    /// Connect/Active/Idle on every retry: none of that is a change worth a write.
+    #[test]
+    fn fingerprint_ignores_counters_and_retry_states_but_not_up_or_down() {
+        let peer = |state: &str, since: &str, sent: u64| PeerReport {
+            name: "tor1".into(),
+            state: state.into(),
+            since: since.into(),
+            messages_sent: sent,
+            messages_received: sent,
+            last_error: (state != "Established").then(|| "connection refused".into()),
+            ..PeerReport::default()
+        };
+        let with = |p: PeerReport, message: &str| SpeakerReport {
+            peers: vec![p],
+            conditions: vec![condition(
+                "Established",
+                false,
+                "NotEstablished",
+                message.into(),
+                0,
+            )],
+            ..SpeakerReport::default()
+        };
+        let f = |r: &SpeakerReport| content_fingerprint(r);
+        let up = with(peer("Established", "2026-01-01T00:00:00Z", 10), "");
+        let up_later = with(peer("Established", "2026-01-01T00:00:00Z", 99), "");
+        assert_eq!(f(&up), f(&up_later), "keepalives");
+        let connect = with(peer("Connect", "2026-01-01T00:01:00Z", 99), "tor1 Connect");
+        let active = with(peer("Active", "2026-01-01T00:01:05Z", 99), "tor1 Active");
+        assert_eq!(f(&connect), f(&active), "retries");
+        assert_ne!(f(&up), f(&connect), "a session going down is a change");
+        let mut other_error = active.clone();
+        other_error.peers[0].last_error = Some("no route to host".into());
+        assert_ne!(f(&active), f(&other_error), "a new error is a change");
     }
 
     #[test]

@@ -53,6 +53,7 @@ mod router;
 mod selector;
 mod server;
 mod store;
+mod traffic;
 mod validate;
 mod watch;
 
@@ -73,6 +74,7 @@ pub use patch::{json_patch, merge_patch};
 pub use resource::Gvr;
 pub use selector::{FieldSelector, LabelSelector, Selectors};
 pub use store::{EventType, StoreEvent, TypeInfo};
+pub use traffic::{REQUEST_LOG_CAP, RequestRecord, Traffic};
 
 use server::Shared;
 use store::{DeleteOpts, Scope, Store};
@@ -158,6 +160,7 @@ impl FakeKubeBuilder {
         let shared = Arc::new(Shared {
             store: Store::new(self.history_limit, self.keep_status_on_create, self.types),
             faults: faults::Faults::default(),
+            traffic: traffic::Recorder::default(),
             signals: watch_channel::channel(Signals::default()).0,
             open_watches: watch_channel::channel(0).0,
             bookmark_interval: self.bookmark_interval,
@@ -548,9 +551,35 @@ impl FakeKube {
             .sum()
     }
 
-    /// Zeroes all request counters.
+    /// Zeroes all request counters, the traffic totals and the request log.
     pub fn reset_counters(&self) {
         self.shared.faults.reset_counts();
+        self.shared.traffic.reset();
+    }
+
+    /// Requests, bytes and objects per (verb, resource) since the start or the last
+    /// [`FakeKube::reset_counters`]. `resource` is the plural, with `/status` for the status
+    /// subresource; watch bytes and objects are counted as the stream sends them.
+    pub fn traffic(&self) -> BTreeMap<(Verb, String), Traffic> {
+        self.shared.traffic.totals()
+    }
+
+    /// [`FakeKube::traffic`] summed over every verb and resource.
+    pub fn traffic_total(&self) -> Traffic {
+        self.shared.traffic.total()
+    }
+
+    /// The last [`REQUEST_LOG_CAP`] requests, oldest first: verb, resource, namespace,
+    /// name, selectors and paging parameters, to check what a client asks for.
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.shared.traffic.log()
+    }
+
+    /// (verb, resource) pairs a real API server would have authorized for the requests
+    /// so far: every request's own verb, plus `create` for a server-side apply that created
+    /// its object (Kubernetes checks `create` as well as `patch` then, so RBAC needs both).
+    pub fn authorized_verbs(&self) -> std::collections::BTreeSet<(Verb, String)> {
+        self.shared.traffic.authorized()
     }
 }
 

@@ -20,6 +20,7 @@ use crate::resource::{Target, parse_path};
 use crate::selector::Selectors;
 use crate::server::{Body, Shared};
 use crate::store::{DeleteOpts, ObjKey, Scope};
+use crate::traffic::RequestRecord;
 use crate::watch::{WatchRequest, watch_stream};
 
 const MAX_BODY: usize = 16 << 20;
@@ -64,24 +65,84 @@ pub(crate) async fn handle(
         .split_once('/')
         .map_or("", |(g, _)| g)
         .to_owned();
+    shared.traffic.request(
+        record(verb, &resource, &target, &query),
+        content_length(&req),
+    );
+    let response = route(shared.clone(), req, target, query, verb, &group, &resource).await;
+    // A watch counts its bytes as it streams them; everything else is one full body.
+    if let Some(bytes) = hyper::body::Body::size_hint(response.body()).exact() {
+        let objects = response.extensions().get::<Objects>().map_or(0, |o| o.0);
+        shared.traffic.sent(verb, &resource, bytes, objects);
+    }
+    Ok(response)
+}
+
+/// Objects in a response body, for the traffic counters.
+#[derive(Debug, Clone, Copy)]
+struct Objects(u64);
+
+fn with_objects(mut response: Response<Body>, objects: u64) -> Response<Body> {
+    if response.status().is_success() {
+        response.extensions_mut().insert(Objects(objects));
+    }
+    response
+}
+
+fn record(
+    verb: Verb,
+    resource: &str,
+    target: &crate::resource::Target,
+    query: &HashMap<String, String>,
+) -> RequestRecord {
+    RequestRecord {
+        verb,
+        resource: resource.to_owned(),
+        namespace: target.namespace.clone(),
+        name: target.name.clone(),
+        field_selector: query.get("fieldSelector").cloned(),
+        label_selector: query.get("labelSelector").cloned(),
+        limit: query.get("limit").and_then(|l| l.parse().ok()),
+        continued: query.get("continue").is_some_and(|c| !c.is_empty()),
+    }
+}
+
+fn content_length(req: &Request<Incoming>) -> u64 {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Outage and faults, then the store operation.
+async fn route(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    target: crate::resource::Target,
+    query: HashMap<String, String>,
+    verb: Verb,
+    group: &str,
+    resource: &str,
+) -> Response<Body> {
     if shared.faults.outage() {
-        shared.faults.count(verb, &group, &resource);
-        return Ok(error_response(&ApiError::from_code(
+        shared.faults.count(verb, group, resource);
+        return error_response(&ApiError::from_code(
             503,
             "the fake API server is in an outage",
-        )));
+        ));
     }
     let fault = shared
         .faults
-        .on_request(verb, &group, &resource, target.name.as_deref());
+        .on_request(verb, group, resource, target.name.as_deref());
     match fault {
         Some(FaultAction::Fail(code)) => {
-            return Ok(error_response(&ApiError::from_code(
+            return error_response(&ApiError::from_code(
                 code,
                 format!("injected fault for {verb:?} {resource}"),
-            )));
+            ));
         }
-        Some(FaultAction::Timeout) => return Ok(error_response(&timeout_error())),
+        Some(FaultAction::Timeout) => return error_response(&timeout_error()),
         Some(FaultAction::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(FaultAction::ApplyThenTimeout) | None => {}
     }
@@ -94,9 +155,7 @@ pub(crate) async fn handle(
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) => {
-            return Ok(error_response(&ApiError::bad_request(format!(
-                "reading body: {err}"
-            ))));
+            return error_response(&ApiError::bad_request(format!("reading body: {err}")));
         }
     };
     let call = Call {
@@ -109,9 +168,9 @@ pub(crate) async fn handle(
     };
     let response = call.dispatch().unwrap_or_else(|err| error_response(&err));
     if fault == Some(FaultAction::ApplyThenTimeout) {
-        return Ok(error_response(&timeout_error()));
+        return error_response(&timeout_error());
     }
-    Ok(response)
+    response
 }
 
 fn timeout_error() -> ApiError {
@@ -162,7 +221,7 @@ impl Call {
                 let obj = store
                     .get(gvr, &key)
                     .ok_or_else(|| ApiError::not_found(&gvr.plural, &key.1))?;
-                Ok(json_response(StatusCode::OK, &obj))
+                Ok(with_objects(json_response(StatusCode::OK, &obj), 1))
             }
             Verb::List => self.list(),
             Verb::Watch => self.watch(),
@@ -170,16 +229,16 @@ impl Call {
                 let body = self.json_body()?;
                 let keep = store.keeps_status_on_create(gvr);
                 let obj = store.create(gvr, self.target.namespace.as_deref(), body, keep)?;
-                Ok(json_response(StatusCode::CREATED, &obj))
+                Ok(with_objects(json_response(StatusCode::CREATED, &obj), 1))
             }
             Verb::Update => {
                 let obj = store.replace(gvr, &self.key(), self.json_body()?, scope)?;
-                Ok(json_response(StatusCode::OK, &obj))
+                Ok(with_objects(json_response(StatusCode::OK, &obj), 1))
             }
-            Verb::Patch => self.patch(scope),
+            Verb::Patch => Ok(with_objects(self.patch(scope)?, 1)),
             Verb::Delete => {
                 let obj = store.delete(gvr, &self.key(), &self.delete_opts()?)?;
-                Ok(json_response(StatusCode::OK, &obj))
+                Ok(with_objects(json_response(StatusCode::OK, &obj), 1))
             }
             Verb::DeleteCollection => {
                 let opts = self.delete_opts()?;
@@ -196,9 +255,13 @@ impl Call {
                         deleted.push(obj);
                     }
                 }
-                Ok(json_response(
-                    StatusCode::OK,
-                    &self.list_body(deleted, store.current_rv(), None, None),
+                let count = deleted.len() as u64;
+                Ok(with_objects(
+                    json_response(
+                        StatusCode::OK,
+                        &self.list_body(deleted, store.current_rv(), None, None),
+                    ),
+                    count,
                 ))
             }
         }
@@ -294,13 +357,14 @@ impl Call {
             limit,
             cont,
         )?;
+        let count = page.items.len() as u64;
         let body = self.list_body(
             page.items,
             page.resource_version,
             page.continue_token,
             page.remaining,
         );
-        Ok(json_response(StatusCode::OK, &body))
+        Ok(with_objects(json_response(StatusCode::OK, &body), count))
     }
 
     fn watch(&self) -> Result<Response<Body>, ApiError> {
@@ -378,6 +442,13 @@ impl Call {
                     merge_patch(&mut new, &patch);
                     Ok(new)
                 })?;
+                if created {
+                    let resource = match scope {
+                        Scope::Status => format!("{}/status", gvr.plural),
+                        _ => gvr.plural.clone(),
+                    };
+                    self.shared.traffic.apply_created(&resource);
+                }
                 let code = if created {
                     StatusCode::CREATED
                 } else {

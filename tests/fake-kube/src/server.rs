@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use crate::faults::Faults;
 use crate::router;
 use crate::store::Store;
+use crate::traffic::Recorder;
 use crate::watch::Signals;
 
 /// Response body: full JSON documents or a watch stream.
@@ -26,6 +27,7 @@ pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub(crate) struct Shared {
     pub store: Store,
     pub faults: Faults,
+    pub traffic: Recorder,
     pub signals: watch::Sender<Signals>,
     pub open_watches: watch::Sender<usize>,
     pub bookmark_interval: Option<Duration>,

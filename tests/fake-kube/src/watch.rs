@@ -125,11 +125,25 @@ pub(crate) fn watch_stream(
     };
     Ok(futures::stream::unfold(state, |mut st| async move {
         let line = st.next_line().await?;
+        st.count(&line);
         Some((Ok(Frame::data(line)), st))
     }))
 }
 
 impl WatchState {
+    /// Adds a line to the traffic counters: bytes always, an object unless it is a BOOKMARK
+    /// or an ERROR.
+    fn count(&self, line: &Bytes) {
+        let object = !(line.starts_with(b"{\"type\":\"BOOKMARK\"")
+            || line.starts_with(b"{\"type\":\"ERROR\""));
+        self.shared.traffic.sent(
+            crate::faults::Verb::Watch,
+            &self.req.gvr.plural,
+            line.len() as u64,
+            u64::from(object),
+        );
+    }
+
     /// The next line to send, or `None` to end the response.
     async fn next_line(&mut self) -> Option<Bytes> {
         // Each pass either returns or waits for a store change, a signal or a timer.
