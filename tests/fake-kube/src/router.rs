@@ -75,6 +75,16 @@ pub(crate) async fn handle(
                 format!("injected fault for {verb:?} {resource}"),
             )));
         }
+        Some(FaultAction::FailRetryAfter {
+            code,
+            retry_after_secs,
+        }) => {
+            let err = ApiError::from_code(
+                code,
+                format!("injected fault for {verb:?} {resource}: please try again later"),
+            );
+            return Ok(retry_after_response(&err, retry_after_secs));
+        }
         Some(FaultAction::Timeout) => return Ok(error_response(&timeout_error())),
         Some(FaultAction::ApplyThenTimeout) | None => {}
     }
@@ -448,6 +458,17 @@ fn text_response(code: StatusCode, text: &str) -> Response<Body> {
 pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
     let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(code, &err.to_status())
+}
+
+/// An error with `Retry-After` and `details.retryAfterSeconds`, as kube-apiserver sends them.
+fn retry_after_response(err: &ApiError, secs: u32) -> Response<Body> {
+    let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut status = err.to_status();
+    status["details"] = json!({ "retryAfterSeconds": secs });
+    let mut resp = json_response(code, &status);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from(secs));
+    resp
 }
 
 fn parse_query(query: &str) -> HashMap<String, String> {
