@@ -94,6 +94,11 @@ pub(crate) async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let meta_only = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(wants_metadata_only);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) => {
@@ -108,6 +113,7 @@ pub(crate) async fn handle(
         query,
         verb,
         content_type,
+        meta_only,
         body,
     };
     let response = call.dispatch().unwrap_or_else(|err| error_response(&err));
@@ -115,6 +121,25 @@ pub(crate) async fn handle(
         return Ok(error_response(&timeout_error()));
     }
     Ok(response)
+}
+
+/// Whether an `Accept` header asks for `meta.k8s.io/v1` `PartialObjectMetadata` (or its
+/// list): the metadata-only form controllers use to watch large objects cheaply.
+fn wants_metadata_only(accept: &str) -> bool {
+    accept.split(',').any(|media| {
+        let mut params = media.split(';').skip(1).map(str::trim);
+        params.any(|p| p == "as=PartialObjectMetadata" || p == "as=PartialObjectMetadataList")
+            && media.contains("g=meta.k8s.io")
+    })
+}
+
+/// An object reduced to its metadata, as the API serves it for a metadata-only request.
+pub(crate) fn partial_object(obj: &Value) -> Value {
+    json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 fn timeout_error() -> ApiError {
@@ -147,6 +172,8 @@ struct Call {
     query: HashMap<String, String>,
     verb: Verb,
     content_type: String,
+    /// `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`.
+    meta_only: bool,
     body: Bytes,
 }
 
@@ -165,6 +192,11 @@ impl Call {
                 let obj = store
                     .get(gvr, &key)
                     .ok_or_else(|| ApiError::not_found(&gvr.plural, &key.1))?;
+                let obj = if self.meta_only {
+                    partial_object(&obj)
+                } else {
+                    obj
+                };
                 Ok(json_response(StatusCode::OK, &obj))
             }
             Verb::List => self.list(),
@@ -239,6 +271,15 @@ impl Call {
         }
         if let Some(remaining) = remaining {
             metadata["remainingItemCount"] = json!(remaining);
+        }
+        if self.meta_only {
+            let items: Vec<Value> = items.iter().map(partial_object).collect();
+            return json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": items,
+            });
         }
         json!({
             "kind": format!("{}List", self.shared.store.kind_of(&self.target.gvr)),
@@ -328,6 +369,7 @@ impl Call {
             send_initial_events: flag("sendInitialEvents"),
             bookmarks: flag("allowWatchBookmarks"),
             timeout,
+            meta_only: self.meta_only,
         };
         let stream = watch_stream(self.shared.clone(), req)?;
         let body = BodyExt::boxed_unsync(StreamBody::new(stream));
