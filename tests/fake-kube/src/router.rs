@@ -231,6 +231,9 @@ impl Call {
                         deleted.push(obj);
                     }
                 }
+                if self.meta_only {
+                    deleted = deleted.iter().map(partial_object).collect();
+                }
                 Ok(json_response(
                     StatusCode::OK,
                     &self.list_body(deleted, store.current_rv(), None, None),
@@ -273,7 +276,7 @@ impl Call {
             metadata["remainingItemCount"] = json!(remaining);
         }
         if self.meta_only {
-            let items: Vec<Value> = items.iter().map(partial_object).collect();
+            // Items arrive as PartialObjectMetadata already (see `list`).
             return json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
@@ -331,12 +334,20 @@ impl Call {
             .get("continue")
             .map(String::as_str)
             .filter(|c| !c.is_empty());
+        let meta_only = self.meta_only;
         let page = store.list_page(
             &self.target.gvr,
             self.target.namespace.as_deref(),
             &self.selectors()?,
             limit,
             cont,
+            |obj| {
+                if meta_only {
+                    partial_object(obj)
+                } else {
+                    obj.clone()
+                }
+            },
         )?;
         let body = self.list_body(
             page.items,
