@@ -12,6 +12,8 @@
 //! [--cases 5000@20,5000@200,50000@1000] [--burst 30] [--restart-qps 20]`. The default
 //! cases take about 12 minutes: 10,000 writes at 20 requests/s alone take 8.
 //! Not part of `cargo test` (which runs bench targets without `--bench`: a no-op here).
+//! `ALLOCATOR_SCALE_LOG=info,kube_client=debug` sets the allocator's `RUST_LOG` and keeps its
+//! logs (one per run, with every request timed) in the temporary directory it prints.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
