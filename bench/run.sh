@@ -3,13 +3,18 @@
 # still works (--quick, run by .ci/run).
 #
 #   bench/run.sh [--runs 3] [--quick] [--skip-criterion] [--skip-latency]
+#                [--skip-allocator-scale]
 #
 # Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
-# --bench latency) and the criterion micro benchmarks. Output: bench/results/<UTC time>/.
+# --bench latency), the allocator at cluster scale (cargo bench --bench allocator_scale:
+# 5,000 nodes at 20 and 200 requests/s, 50,000 at 1,000/s, a restart; ~12 min, most of it
+# 10,000 writes at the default 20/s) and the criterion micro benchmarks. Output:
+# bench/results/<UTC time>/.
 # Loopback only; every daemon is started here and stopped by PID.
 #
 # --quick: 1,000 IPv4 /26 and 1,000 IPv6 /64, one run, all three senders, the idle footprint,
-# 100 latency changes per source, and the criterion benches in test mode (each benchmark run
+# 100 latency changes per source, 300 allocator nodes at 1,000/s and their restart, and the
+# criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
 # build scripts/test.sh already made), the speaker in release. It checks that the harness
 # works, not the targets.
@@ -29,15 +34,19 @@ criterion_args=(--noplot)
 quick=0
 criterion=1
 latency=1
+allocator_scale=1
+allocator_cases=5000@20,5000@200,50000@1000
 while (($#)); do
     case $1 in
         --runs) runs=$2; shift ;;
         --quick)
             quick=1; runs=1; sizes=1000; v6_sizes=1000; changes=100; timeout=60
             criterion_args=(--test)
+            allocator_cases=300@1000
             ;;
         --skip-criterion) criterion=0 ;;
         --skip-latency) latency=0 ;;
+        --skip-allocator-scale) allocator_scale=0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -87,6 +96,13 @@ if ((latency)); then
     bench_cmd integration-tests latency -- --bench --speaker "$speaker" \
         --changes "$changes" | tee "$out/latency.md" || failed+=("latency (see above)")
     echo "bench: latency took $(($(date +%s) - t)) s"
+fi
+if ((allocator_scale)); then
+    t=$(date +%s)
+    bench_cmd integration-tests allocator_scale -- --bench --allocator "$speaker" \
+        --cases "$allocator_cases" | tee "$out/allocator-scale.md" \
+        || failed+=("allocator scale (see above)")
+    echo "bench: allocator scale took $(($(date +%s) - t)) s"
 fi
 if ((criterion)); then
     t=$(date +%s)

@@ -11,8 +11,8 @@ use fake_kube::{FakeKube, Fault, Gvr, Verb};
 use ipam_watch::allocator::kube_store::ALLOCATED_BY;
 use ipam_watch::allocator::lease::DEFAULT_LEASE_NAME;
 use ipam_watch::allocator::{
-    AllocatorMetrics, AllocatorOptions, Clock, EVENT_NAMESPACE, LeaseConfig, PodCidr, PodCidrPool,
-    RunError, run,
+    AllocatorMetrics, AllocatorOptions, ApiLimits, Clock, EVENT_NAMESPACE, LeaseConfig, PodCidr,
+    PodCidrPool, RunError, run,
 };
 use ipam_watch::crd::{NodePodCIDR, PodCIDRPool};
 use serde_json::{Value, json};
@@ -43,6 +43,9 @@ fn options(identity: &str, lease_secs: u64) -> AllocatorOptions {
         duration: Duration::from_secs(lease_secs),
     });
     o.debounce = Duration::from_millis(20);
+    // Not what these tests are about (allocator_throttle.rs is): 1,000 nodes at the default
+    // 20 requests/s would take 100 s.
+    o.api = ApiLimits::new(10_000.0, 10_000).unwrap();
     o
 }
 

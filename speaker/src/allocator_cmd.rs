@@ -15,14 +15,14 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use ipam_watch::allocator::lease::{DEFAULT_LEASE_NAME, default_identity};
 use ipam_watch::allocator::{
-    AllocatorMetrics, AllocatorOptions, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr,
-    PodCidrPool,
+    AllocatorMetrics, AllocatorOptions, ApiLimits, ApiLimitsError, DEFAULT_API_BURST,
+    DEFAULT_API_QPS, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr, PodCidrPool,
 };
 use podcidr_config::{LogConfig, LogLevel};
 use tokio::net::TcpListener;
 
 use crate::process::http::{self, HttpLimits};
-use crate::process::{kube_client_in_context, logging, signals};
+use crate::process::{ProcessError, kube_config_in_context, logging, signals};
 
 /// `/livez` fails when the main loop has not ticked for this long.
 const LIVENESS_WINDOW: u64 = 30;
@@ -84,6 +84,14 @@ pub struct AllocatorArgs {
     /// Time between full reconcile passes, e.g. `60` (seconds), `1m`.
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::cli::parse_duration)]
     pub resync: u64,
+    /// Client-side limit on API requests per second, every request counted (reads, writes,
+    /// the Lease on a bucket of its own); as kube-controller-manager's --kube-api-qps.
+    #[arg(long, value_name = "QPS", default_value_t = DEFAULT_API_QPS)]
+    pub api_qps: f64,
+    /// Requests that may go out back to back before --api-qps applies (bucket size); as
+    /// kube-controller-manager's --kube-api-burst.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_API_BURST)]
+    pub api_burst: u32,
     /// Admin listener: /metrics, /livez, /readyz.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9181")]
     pub admin_listen: SocketAddr,
@@ -216,7 +224,12 @@ pub fn options(args: &AllocatorArgs) -> Result<AllocatorOptions, FlagError> {
         identity: default_identity(),
         duration: Duration::from_secs(args.lease_duration),
     };
+    let api = ApiLimits::new(args.api_qps, args.api_burst).map_err(|e| match e {
+        ApiLimitsError::Qps(v) => bad("api-qps", v, e.to_string()),
+        ApiLimitsError::Burst(v) => bad("api-burst", v, e.to_string()),
+    })?;
     let mut opts = AllocatorOptions::new(lease);
+    opts.api = api;
     opts.families = families;
     opts.quarantine_secs = args.quarantine;
     opts.resync = Duration::from_secs(args.resync);
@@ -272,6 +285,20 @@ async fn serve_admin(listener: TcpListener, metrics: Arc<AllocatorMetrics>, limi
     http::serve(listener, handler, limits).await;
 }
 
+/// The API client without kube's retry layer: the allocator's own layer applies
+/// --api-qps/--api-burst and honours 429/Retry-After (kube's would retry up to 15 times per
+/// request, uncounted, with waits of up to 1000 s).
+async fn allocator_client(args: &AllocatorArgs) -> Result<kube::Client, ProcessError> {
+    let mut config =
+        kube_config_in_context(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    config.default_retry = false;
+    let cluster_url = config.cluster_url.to_string();
+    kube::Client::try_from(config).map_err(|e| ProcessError::KubeClient {
+        cluster_url,
+        source: Box::new(e),
+    })
+}
+
 /// Runs the allocator: 0 after SIGTERM, 1 on lost lease or runtime failure, 2 on bad flags.
 pub async fn run(args: AllocatorArgs) -> ExitCode {
     let opts = match options(&args) {
@@ -289,14 +316,13 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client =
-        match kube_client_in_context(args.kubeconfig.as_deref(), args.context.as_deref()).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("podcidr-bgp allocator: {e}");
-                return ExitCode::from(2);
-            }
-        };
+    let client = match allocator_client(&args).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("podcidr-bgp allocator: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let listener = match TcpListener::bind(args.admin_listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -317,6 +343,8 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
     tracing::info!(
         identity = %opts.lease.identity,
         lease = %format!("{}/{}", opts.lease.namespace, opts.lease.name),
+        api_qps = opts.api.qps,
+        api_burst = opts.api.burst,
         "allocator starting"
     );
     let stop = async move {
@@ -402,5 +430,18 @@ mod tests {
         let o = parse(&[]).unwrap();
         assert!(o.flag_pool.is_none());
         assert_eq!(o.quarantine_secs, DEFAULT_QUARANTINE_SECS);
+        assert_eq!(o.api, ApiLimits::new(20.0, 30).unwrap());
+        let o = parse(&["--api-qps", "0.5", "--api-burst", "1"]).unwrap();
+        assert_eq!((o.api.qps, o.api.burst), (0.5, 1));
+        for qps in ["0", "-3", "NaN", "inf"] {
+            let e = parse(&[&format!("--api-qps={qps}")]).unwrap_err();
+            assert_eq!(e.flag, "api-qps", "{qps}");
+            assert!(e.to_string().contains("greater than 0"), "{e}");
+        }
+        let e = parse(&["--api-burst", "0"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"invalid value "0" for --api-burst: must be at least 1"#
+        );
     }
 }

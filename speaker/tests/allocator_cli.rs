@@ -74,6 +74,10 @@ async fn bad_flag_values_exit_2_naming_the_flag_before_any_write() {
         ),
         (vec!["--lease-duration", "1"], "--lease-duration", "1"),
         (vec!["--quarantine", "soon"], "--quarantine", "soon"),
+        (vec!["--api-qps", "0"], "--api-qps", "0"),
+        (vec!["--api-qps=-5"], "--api-qps", "-5"),
+        (vec!["--api-burst", "0"], "--api-burst", "0"),
+        (vec!["--api-burst", "lots"], "--api-burst", "lots"),
     ] {
         let mut all = vec!["--kubeconfig", kc];
         all.extend(args.iter().copied());

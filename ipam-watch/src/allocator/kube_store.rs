@@ -6,6 +6,9 @@
 //! 409 → `Conflict`, 404 → `NotFound`, 504 / client timeout / transport error → `Timeout`
 //! (unknown outcome), any other error → `ServerError` (treated as possibly applied).
 //!
+//! Every write first takes its token of the client-side rate limit ([`WritePath::permit`]);
+//! only then are the Lease gate checked and the request timeout started (see [`execute`]).
+//!
 //! [`NodePodCidrStore`]: super::NodePodCidrStore
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,11 +17,12 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::Resource;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Client, Resource};
 use serde_json::json;
 
 use super::NodeUid;
+use super::api_client::{Permit, WritePath};
 use super::reconcile::{Action, ExecReport, ObservedRecord, Reconciler, RecordSpec};
 use super::status::{Condition, ConditionStatus};
 use super::store::WriteOutcome;
@@ -64,10 +68,12 @@ pub fn map_error(e: &kube::Error) -> WriteOutcome {
     }
 }
 
-/// `NodePodCIDR` writes over a kube client, each bounded by `timeout`.
+/// `NodePodCIDR` writes over the allocator's write path, each bounded by `timeout` (which
+/// starts once the write has its token).
 #[derive(Clone)]
 pub struct KubeStore {
     api: Api<NodePodCIDR>,
+    writes: WritePath,
     identity: String,
     timeout: Duration,
 }
@@ -107,15 +113,25 @@ fn owner_node(name: &str, uid: &NodeUid) -> Node {
 
 impl KubeStore {
     /// A store writing as `identity` (recorded in [`ALLOCATED_BY`]).
-    pub fn new(client: Client, identity: impl Into<String>, timeout: Duration) -> Self {
+    pub fn new(writes: &WritePath, identity: impl Into<String>, timeout: Duration) -> Self {
         KubeStore {
-            api: Api::all(client),
+            api: Api::all(writes.client().clone()),
+            writes: writes.clone(),
             identity: identity.into(),
             timeout,
         }
     }
 
-    async fn call(&self, fut: impl Future<Output = kube::Result<NodePodCIDR>>) -> Written {
+    /// Waits for the token of one write (the client-side rate limit).
+    pub async fn permit(&self) -> Permit {
+        self.writes.permit().await
+    }
+
+    async fn call(
+        &self,
+        _paid: Permit,
+        fut: impl Future<Output = kube::Result<NodePodCIDR>>,
+    ) -> Written {
         match tokio::time::timeout(self.timeout, fut).await {
             Err(_) => Written::failed(WriteOutcome::Timeout),
             Ok(Err(e)) => Written::failed(map_error(&e)),
@@ -124,7 +140,13 @@ impl KubeStore {
     }
 
     /// Creates the record, owned by its Node; `Conflict` if it exists.
-    pub async fn create(&self, name: &str, spec: &RecordSpec, pool: Option<&str>) -> Written {
+    pub async fn create(
+        &self,
+        paid: Permit,
+        name: &str,
+        spec: &RecordSpec,
+        pool: Option<&str>,
+    ) -> Written {
         let node = owner_node(name, &spec.owner_uid);
         let mut obj = NodePodCIDR::for_node(
             &node,
@@ -141,13 +163,14 @@ impl KubeStore {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        self.call(self.api.create(&pp, &obj)).await
+        self.call(paid, self.api.create(&pp, &obj)).await
     }
 
     /// Writes the spec only if the record is still at `resource_version` (merge patch with
     /// `metadata.resourceVersion`: the server answers 409 on mismatch).
     pub async fn patch_spec_if_version(
         &self,
+        paid: Permit,
         name: &str,
         resource_version: &str,
         spec: &RecordSpec,
@@ -166,7 +189,7 @@ impl KubeStore {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        self.call(self.api.patch(name, &pp, &Patch::Merge(&patch)))
+        self.call(paid, self.api.patch(name, &pp, &Patch::Merge(&patch)))
             .await
     }
 
@@ -174,6 +197,7 @@ impl KubeStore {
     /// condition types as last observed (a merge patch replaces the whole list).
     pub async fn update_status(
         &self,
+        paid: Permit,
         name: &str,
         condition: &Condition,
         observed: &[meta::Condition],
@@ -185,8 +209,11 @@ impl KubeStore {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        self.call(self.api.patch_status(name, &pp, &Patch::Merge(&patch)))
-            .await
+        self.call(
+            paid,
+            self.api.patch_status(name, &pp, &Patch::Merge(&patch)),
+        )
+        .await
     }
 }
 
@@ -293,8 +320,9 @@ pub struct Executed {
 }
 
 /// Performs `actions` (one node's actions in order, nodes concurrently) and feeds every
-/// outcome back into `reconciler`. `may_write` is checked before each call (the lease gate):
-/// once it says no, the remaining calls are skipped.
+/// outcome back into `reconciler`. Each call waits for its token first; `may_write` (the
+/// lease gate) is checked after that, right before the call: once it says no, the remaining
+/// calls are skipped.
 pub async fn execute(
     store: &KubeStore,
     reconciler: &mut Reconciler,
@@ -329,9 +357,14 @@ pub async fn execute(
                     skipped.push(a);
                     continue;
                 }
+                let paid = store.permit().await;
+                if !may_write() {
+                    skipped.push(a);
+                    continue;
+                }
                 let written = match &a {
                     Action::CreateRecord { spec, .. } => {
-                        store.create(&name, spec, pool.as_deref()).await
+                        store.create(paid, &name, spec, pool.as_deref()).await
                     }
                     Action::PatchSpec {
                         resource_version,
@@ -339,13 +372,19 @@ pub async fn execute(
                         ..
                     } => {
                         store
-                            .patch_spec_if_version(&name, resource_version, spec, pool.as_deref())
+                            .patch_spec_if_version(
+                                paid,
+                                &name,
+                                resource_version,
+                                spec,
+                                pool.as_deref(),
+                            )
                             .await
                     }
                     Action::UpdateStatus { condition, .. } => {
                         let observed = ctx.conditions.get(&name).map_or(&[][..], Vec::as_slice);
                         store
-                            .update_status(&name, condition, observed, ctx.now)
+                            .update_status(paid, &name, condition, observed, ctx.now)
                             .await
                     }
                 };

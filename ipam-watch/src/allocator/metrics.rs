@@ -33,6 +33,13 @@ pub struct WriteLabels {
     pub result: String,
 }
 
+/// `{code}` of a response that asked us to slow down.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// HTTP status code (`429`, `503`).
+    pub code: String,
+}
+
 /// Labels of `podcidr_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfoLabels {
@@ -64,6 +71,12 @@ pub struct AllocatorMetrics {
     pub passes: Counter,
     /// `podcidr_build_info{version,commit}`; the binary sets it ([`Self::set_build_info`]).
     pub build_info: Family<BuildInfoLabels, Gauge>,
+    /// API requests sent (every attempt, reads and writes, the Lease included).
+    pub api_requests: Counter,
+    /// Retries after server pushback (429, 503 with `Retry-After`), by code.
+    pub api_throttled: Family<CodeLabels, Counter>,
+    /// Seconds requests waited for a token of the client-side bucket.
+    pub api_wait_seconds: Counter<f64, AtomicU64>,
     passes_seen: watch::Sender<u64>,
     ready: AtomicBool,
     heartbeat: AtomicU64,
@@ -120,6 +133,9 @@ impl AllocatorMetrics {
             leader: Gauge::default(),
             passes: Counter::default(),
             build_info: Family::default(),
+            api_requests: Counter::default(),
+            api_throttled: Family::default(),
+            api_wait_seconds: Counter::default(),
             passes_seen: watch::channel(0).0,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(unix_now()),
@@ -172,6 +188,21 @@ impl AllocatorMetrics {
             m.passes.clone(),
         );
         registry.register(
+            format!("{p}_api_requests"),
+            "API requests sent, every attempt (reads, writes, the Lease)",
+            m.api_requests.clone(),
+        );
+        registry.register(
+            format!("{p}_api_throttled"),
+            "Requests retried after the API server asked us to slow down (429, 503 with Retry-After)",
+            m.api_throttled.clone(),
+        );
+        registry.register(
+            format!("{p}_api_wait_seconds"),
+            "Time requests waited for the client-side rate limit (--api-qps, --api-burst)",
+            m.api_wait_seconds.clone(),
+        );
+        registry.register(
             "podcidr_build_info",
             "1, labelled with the version and git commit of this binary",
             m.build_info.clone(),
@@ -200,6 +231,22 @@ impl AllocatorMetrics {
         tokio::time::timeout(timeout, rx.wait_for(|v| *v >= n))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Adds a wait for the client-side bucket.
+    pub fn api_waited(&self, waited: Duration) {
+        if !waited.is_zero() {
+            self.api_wait_seconds.inc_by(waited.as_secs_f64());
+        }
+    }
+
+    /// Counts a retry after server pushback.
+    pub fn count_throttled(&self, code: u16) {
+        self.api_throttled
+            .get_or_create(&CodeLabels {
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     /// Counts one write.

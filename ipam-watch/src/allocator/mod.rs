@@ -24,6 +24,7 @@
 //! garbage-collected is reusable at once after a restart.
 
 mod accounting;
+pub mod api_client;
 mod cidr;
 mod core;
 mod free_runs;
@@ -40,6 +41,7 @@ mod runner;
 mod selector;
 mod status;
 mod store;
+pub mod throttle;
 
 pub use self::accounting::{ActiveRange, Announcement, Draining};
 pub use self::cidr::{CidrError, Family, NodeUid, PodCidr, Timestamp};
@@ -60,6 +62,8 @@ pub use self::status::{
 pub use self::store::{FakeStore, Fault, NodePodCidrStore, WriteOutcome};
 
 // The process around the pure core (kube, tokio, clock): see `runner`.
+pub use self::api_client::ApiClients;
 pub use self::lease::{Clock, LeaderState, LeaseConfig, SystemClock};
 pub use self::metrics::AllocatorMetrics;
 pub use self::runner::{AllocatorOptions, EVENT_NAMESPACE, RunError, run};
+pub use self::throttle::{ApiLimits, ApiLimitsError, DEFAULT_API_BURST, DEFAULT_API_QPS};

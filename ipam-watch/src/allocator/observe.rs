@@ -3,6 +3,12 @@
 //! Each cache swaps in a relist only at `InitDone` (never a partial LIST), ignores no-op
 //! updates (Node heartbeats), and tracks the highest resourceVersion seen so the loop can
 //! wait until its own writes are visible before planning again.
+//!
+//! Nodes are watched as metadata only (`PartialObjectMetadata`): the allocator needs a
+//! Node's name, UID, labels and `deletionTimestamp`, and a real Node object is 5-50 KB
+//! (images, conditions). LISTs ask for [`LIST_PAGE`] objects per page: every page is a
+//! request through the `--api-qps` bucket, so 500 per page (kube's default) would make the
+//! first LIST of a 50,000-node cluster 200 requests, 8.5 s at 20 requests/s.
 
 use std::collections::BTreeMap;
 
@@ -10,13 +16,14 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::{Client, Resource};
 
 use super::kube_store;
 use super::pool_sync::pool_from_crd;
-use super::{ObservedNode, ObservedRecord, PodCidrPool};
+use super::{NodeUid, ObservedNode, ObservedRecord, PodCidrPool};
 use crate::crd::{NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus};
 
 /// Objects of one type as last listed/watched, by name.
@@ -94,6 +101,42 @@ impl<V: PartialEq> Cache<V> {
     }
 }
 
+impl<V> Cache<V> {
+    /// Moves a part of every item out (in name order), leaving `take`'s placeholder.
+    pub(crate) fn lend<T>(&mut self, take: impl FnMut(&mut V) -> T) -> Vec<T> {
+        self.items.values_mut().map(take).collect()
+    }
+
+    /// Puts back what [`Cache::lend`] took; the items must not have changed in between.
+    pub(crate) fn give_back<T>(&mut self, lent: Vec<T>, mut put: impl FnMut(&mut V, T)) {
+        debug_assert_eq!(lent.len(), self.items.len());
+        for (slot, v) in self.items.values_mut().zip(lent) {
+            put(slot, v);
+        }
+    }
+}
+
+/// Placeholder while a node is lent to a pass (allocates nothing).
+pub(crate) fn vacant_node() -> ObservedNode {
+    ObservedNode {
+        name: String::new(),
+        uid: NodeUid(String::new()),
+        labels: BTreeMap::new(),
+        deleting: false,
+    }
+}
+
+/// Placeholder while a record is lent to a pass (allocates nothing).
+pub(crate) fn vacant_record() -> ObservedRecord {
+    ObservedRecord {
+        name: String::new(),
+        owner_uid: NodeUid(String::new()),
+        pod_cidrs: Vec::new(),
+        resource_version: String::new(),
+        allocated: None,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RecordEntry {
     pub(crate) observed: ObservedRecord,
@@ -109,7 +152,14 @@ pub(crate) struct PoolEntry {
     pub(crate) uid: Option<String>,
 }
 
-pub(crate) fn observed_node(n: &Node) -> ObservedNode {
+/// Objects per LIST page: 50,000 Nodes (metadata only, ~1 KB each) and their records in
+/// 10 pages each, within the default burst of 30.
+pub(crate) const LIST_PAGE: u32 = 5000;
+
+/// A Node as the allocator watches it: metadata only.
+pub(crate) type NodeMeta = PartialObjectMeta<Node>;
+
+pub(crate) fn observed_node(n: &NodeMeta) -> ObservedNode {
     ObservedNode {
         name: n.metadata.name.clone().unwrap_or_default(),
         uid: n.metadata.uid.clone().unwrap_or_default().as_str().into(),
@@ -136,15 +186,17 @@ pub(crate) fn pool_entry(o: &PodCIDRPool) -> PoolEntry {
 }
 
 pub(crate) enum Ev {
-    Node(Box<Result<Event<Node>, watcher::Error>>),
+    Node(Box<Result<Event<NodeMeta>, watcher::Error>>),
     Record(Result<Event<NodePodCIDR>, watcher::Error>),
     Pool(Result<Event<PodCIDRPool>, watcher::Error>),
 }
 
 pub(crate) fn watch_all(client: &Client) -> impl Stream<Item = Ev> + Send + use<> {
     // Quorum LISTs: this term must not start from a lagging cache.
-    let cfg = watcher::Config::default().list_semantic(ListSemantic::MostRecent);
-    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
+    let cfg = watcher::Config::default()
+        .list_semantic(ListSemantic::MostRecent)
+        .page_size(LIST_PAGE);
+    let nodes = watcher::watcher(Api::<NodeMeta>::all(client.clone()), cfg.clone())
         .default_backoff()
         .map(|e| Ev::Node(Box::new(e)));
     let records = watcher::watcher(Api::<NodePodCIDR>::all(client.clone()), cfg.clone())
@@ -161,17 +213,16 @@ mod tests {
     use super::*;
     use kube::api::ObjectMeta;
 
-    fn node(name: &str, rv: &str, deleting: bool) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                uid: Some(format!("uid-{name}")),
-                resource_version: Some(rv.into()),
-                deletion_timestamp: deleting.then(|| meta::Time(Default::default())),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
+    fn node(name: &str, rv: &str, deleting: bool) -> NodeMeta {
+        use kube::core::PartialObjectMetaExt;
+        ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some(rv.into()),
+            deletion_timestamp: deleting.then(|| meta::Time(Default::default())),
+            ..ObjectMeta::default()
         }
+        .into_response_partial()
     }
 
     #[test]
@@ -200,5 +251,22 @@ mod tests {
         assert!(!c.items.contains_key("a") && c.items.contains_key("b"));
         assert!(c.apply(Event::Delete(node("b", "13", false)), observed_node));
         assert_eq!(c.high_water, 13);
+    }
+
+    #[test]
+    fn lent_items_come_back_in_place() {
+        let mut c: Cache<ObservedNode> = Cache::default();
+        c.apply(Event::Init, observed_node);
+        for (n, rv) in [("b", "2"), ("a", "1"), ("c", "3")] {
+            c.apply(Event::InitApply(node(n, rv, false)), observed_node);
+        }
+        c.apply(Event::InitDone, observed_node);
+        let before = c.items.clone();
+        let lent = c.lend(|n| std::mem::replace(n, vacant_node()));
+        let names: Vec<&str> = lent.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(c.items.values().all(|n| n.name.is_empty()));
+        c.give_back(lent, |n, v| *n = v);
+        assert_eq!(c.items, before);
     }
 }

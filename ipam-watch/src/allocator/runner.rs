@@ -20,13 +20,16 @@ use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::api_client::ApiClients;
 use super::kube_store::{self, ExecContext, FIELD_MANAGER, KubeStore};
 use super::lease::{Clock, LeaderState, LeaseConfig, LeaseElector, SystemClock};
 use super::metrics::{AllocatorMetrics, result_label};
 use super::observe::{
-    Cache, Ev, PoolEntry, RecordEntry, observed_node, pool_entry, record_entry, rv_of, watch_all,
+    Cache, Ev, PoolEntry, RecordEntry, observed_node, pool_entry, record_entry, rv_of, vacant_node,
+    vacant_record, watch_all,
 };
 use super::pool_sync::{condition_true, render_status, same_status};
+use super::throttle::ApiLimits;
 use super::{
     Action, Allocator, AllocatorConfig, DEFAULT_POOL, DEFAULT_QUARANTINE_SECS, EXHAUSTED, Family,
     OVERLAPPING, Observed, ObservedNode, PodCidrPool, Reconciler, Timestamp, WriteOutcome,
@@ -50,6 +53,8 @@ pub struct AllocatorOptions {
     pub debounce: Duration,
     /// API writes in flight at most.
     pub concurrency: usize,
+    /// Client-side rate limit of every API request (`--api-qps`, `--api-burst`).
+    pub api: ApiLimits,
     /// Wall clock (Lease timestamps, quarantine).
     pub clock: Arc<dyn Clock>,
 }
@@ -65,6 +70,7 @@ impl AllocatorOptions {
             resync: Duration::from_secs(60),
             debounce: Duration::from_millis(100),
             concurrency: 16,
+            api: ApiLimits::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -82,15 +88,20 @@ pub enum RunError {
 }
 
 /// Runs until `shutdown` resolves (then `Ok`, the Lease released) or the Lease is lost.
+///
+/// Every request goes through `opts.api`'s rate limit and honours server pushback
+/// ([`ApiClients`]); build `client` without kube's retry layer
+/// (`kube::Config::default_retry = false`) so that a 429 reaches that layer.
 pub async fn run(
     client: Client,
     opts: AllocatorOptions,
     metrics: Arc<AllocatorMetrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let api = ApiClients::new(&client, opts.api, &metrics);
     let (tx, mut leader) = watch::channel(LeaderState::Follower);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let elector = LeaseElector::new(client.clone(), opts.lease.clone(), opts.clock.clone());
+    let elector = LeaseElector::new(api.lease.clone(), opts.lease.clone(), opts.clock.clone());
     let lease_task = tokio::spawn(elector.run(tx, stop_rx));
     metrics.set_ready(true);
     tokio::pin!(shutdown);
@@ -113,7 +124,7 @@ pub async fn run(
     let result = match became_leader {
         Ok(true) => {
             metrics.leader.set(1);
-            let mut term = Term::new(client.clone(), &opts, &metrics, leader.clone());
+            let mut term = Term::new(&api, &opts, &metrics, leader.clone());
             term.run(&mut leader, &mut shutdown).await
         }
         Ok(false) => Ok(()),
@@ -123,7 +134,7 @@ pub async fn run(
     stop_tx.send_replace(true);
     let _ = lease_task.await;
     if result.is_ok() {
-        LeaseElector::new(client, opts.lease.clone(), opts.clock.clone())
+        LeaseElector::new(api.lease, opts.lease.clone(), opts.clock.clone())
             .release()
             .await;
     }
@@ -147,6 +158,18 @@ const INSTANCE_LIMIT: usize = 128;
 const CATCH_UP: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Runs `work`, beating the liveness heartbeat every second until it is done.
+async fn beating<T>(metrics: &AllocatorMetrics, work: impl Future<Output = T>) -> T {
+    tokio::pin!(work);
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = beat.tick() => metrics.beat(),
+        }
+    }
+}
 
 /// One leadership term.
 struct Term<'a> {
@@ -176,7 +199,7 @@ struct Term<'a> {
 
 impl<'a> Term<'a> {
     fn new(
-        client: Client,
+        api: &ApiClients,
         opts: &'a AllocatorOptions,
         metrics: &'a AllocatorMetrics,
         gate: watch::Receiver<LeaderState>,
@@ -185,18 +208,18 @@ impl<'a> Term<'a> {
             opts,
             metrics,
             store: KubeStore::new(
-                client.clone(),
+                &api.writes,
                 opts.lease.identity.clone(),
                 opts.lease.request_timeout(),
             ),
             recorder: Recorder::new(
-                client.clone(),
+                api.main.clone(),
                 Reporter {
                     controller: FIELD_MANAGER.into(),
                     instance: Some(truncate(&opts.lease.identity, INSTANCE_LIMIT)),
                 },
             ),
-            client,
+            client: api.main.clone(),
             gate,
             nodes: Cache::default(),
             records: Cache::default(),
@@ -343,27 +366,30 @@ impl<'a> Term<'a> {
             rec.allocator_mut().set_pools(pools.clone());
             self.applied_pools = pools;
         }
+        // The caches lend their contents to the pass instead of copying them: at 50,000
+        // nodes a copy is tens of MB (labels) on every pass.
         let obs = Observed {
-            nodes: self.nodes.items.values().cloned().collect(),
+            nodes: self.nodes.lend(|n| std::mem::replace(n, vacant_node())),
             records: self
                 .records
-                .items
-                .values()
-                .map(|r| r.observed.clone())
-                .collect(),
+                .lend(|r| std::mem::replace(&mut r.observed, vacant_record())),
             complete: true,
             leader: self.gate.borrow().may_write(),
         };
         let actions = rec.plan(&obs, now);
+        self.nodes.give_back(obs.nodes, |n, v| *n = v);
+        self.records.give_back(obs.records, |r, v| r.observed = v);
         // Reservations count as allocated: publish before the writes land.
         self.metrics.set_pools(&rec.allocator().pool_statuses());
         let planned = actions.len();
-        let conditions: HashMap<String, Vec<meta::Condition>> = self
-            .records
-            .items
+        // Conditions of the records whose status is written (kept on the merge patch).
+        let conditions: HashMap<String, Vec<meta::Condition>> = actions
             .iter()
-            .filter(|(_, r)| !r.conditions.is_empty())
-            .map(|(n, r)| (n.clone(), r.conditions.clone()))
+            .filter(|a| matches!(a, Action::UpdateStatus { .. }))
+            .filter_map(|a| {
+                let r = self.records.items.get(a.name())?;
+                (!r.conditions.is_empty()).then(|| (a.name().to_owned(), r.conditions.clone()))
+            })
             .collect();
         let ctx = ExecContext {
             conditions: &conditions,
@@ -372,8 +398,13 @@ impl<'a> Term<'a> {
         };
         let gate = &self.gate;
         let may_write = || gate.borrow().may_write();
-        let (report, executed) =
-            kube_store::execute(&self.store, rec, actions, &ctx, &may_write).await;
+        // At --api-qps a pass with many writes runs for minutes: the loop is alive meanwhile
+        // (every write is bounded by its token wait plus the request timeout).
+        let (report, executed) = beating(
+            self.metrics,
+            kube_store::execute(&self.store, rec, actions, &ctx, &may_write),
+        )
+        .await;
         let mut failed = !report.skipped.is_empty();
         for e in &executed {
             let kind = match e.action {

@@ -40,6 +40,15 @@ impl Verb {
 pub enum FaultAction {
     /// Do not apply; answer this HTTP code with a `Status` body (reason from the code).
     Fail(u16),
+    /// Do not apply; answer `code` with a `Retry-After: retry_after_secs` header and
+    /// `details.retryAfterSeconds`, as kube-apiserver does when it sheds load (429 from API
+    /// Priority and Fairness or max-in-flight; 503 when it cannot serve yet).
+    FailRetryAfter {
+        /// HTTP status code.
+        code: u16,
+        /// Seconds the client is asked to wait.
+        retry_after_secs: u32,
+    },
     /// Apply the request, then answer 504 Timeout: the client cannot know the outcome.
     ApplyThenTimeout,
     /// Do not apply; answer 504 Timeout.
@@ -72,6 +81,23 @@ impl Fault {
     /// Fail one request of any kind with `code` (without applying it).
     pub fn fail(code: u16) -> Self {
         Self::with_action(FaultAction::Fail(code))
+    }
+
+    /// Answer one request with 429 Too Many Requests and `Retry-After: retry_after_secs`,
+    /// without applying it (API Priority and Fairness rejecting a request).
+    pub fn too_many_requests(retry_after_secs: u32) -> Self {
+        Self::with_action(FaultAction::FailRetryAfter {
+            code: 429,
+            retry_after_secs,
+        })
+    }
+
+    /// Answer `code` with `Retry-After: retry_after_secs`, without applying the request.
+    pub fn fail_retry_after(code: u16, retry_after_secs: u32) -> Self {
+        Self::with_action(FaultAction::FailRetryAfter {
+            code,
+            retry_after_secs,
+        })
     }
 
     /// Apply one write but answer 504 Timeout.

@@ -33,6 +33,9 @@
 //!   [`FakeKube::insert`] keeps everything. Every type behaves as if it had a status subresource.
 //! - Server-side apply is a JSON merge patch (no field ownership, so fields dropped from an
 //!   apply body are not removed); strategic merge is a merge patch too (lists are replaced).
+//! - Metadata-only requests (`Accept: application/json;as=PartialObjectMetadata[List];
+//!   g=meta.k8s.io;v=v1`, what `Api<PartialObjectMeta<K>>` sends) get `PartialObjectMetadata`
+//!   objects on GET, LIST and WATCH.
 //! - Lists always serve the current state; an exact-resourceVersion list older than the
 //!   history answers 410, a newer one is not reconstructed.
 //! - `events.k8s.io/v1` Events are validated as the real server does for that API version

@@ -142,6 +142,16 @@ async fn route(
                 format!("injected fault for {verb:?} {resource}"),
             ));
         }
+        Some(FaultAction::FailRetryAfter {
+            code,
+            retry_after_secs,
+        }) => {
+            let err = ApiError::from_code(
+                code,
+                format!("injected fault for {verb:?} {resource}: please try again later"),
+            );
+            return retry_after_response(&err, retry_after_secs);
+        }
         Some(FaultAction::Timeout) => return error_response(&timeout_error()),
         Some(FaultAction::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(FaultAction::ApplyThenTimeout) | None => {}
@@ -152,6 +162,11 @@ async fn route(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let meta_only = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(wants_metadata_only);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) => {
@@ -164,6 +179,7 @@ async fn route(
         query,
         verb,
         content_type,
+        meta_only,
         body,
     };
     let response = call.dispatch().unwrap_or_else(|err| error_response(&err));
@@ -171,6 +187,25 @@ async fn route(
         return error_response(&timeout_error());
     }
     response
+}
+
+/// Whether an `Accept` header asks for `meta.k8s.io/v1` `PartialObjectMetadata` (or its
+/// list): the metadata-only form controllers use to watch large objects cheaply.
+fn wants_metadata_only(accept: &str) -> bool {
+    accept.split(',').any(|media| {
+        let mut params = media.split(';').skip(1).map(str::trim);
+        params.any(|p| p == "as=PartialObjectMetadata" || p == "as=PartialObjectMetadataList")
+            && media.contains("g=meta.k8s.io")
+    })
+}
+
+/// An object reduced to its metadata, as the API serves it for a metadata-only request.
+pub(crate) fn partial_object(obj: &Value) -> Value {
+    json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 fn timeout_error() -> ApiError {
@@ -203,6 +238,8 @@ struct Call {
     query: HashMap<String, String>,
     verb: Verb,
     content_type: String,
+    /// `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`.
+    meta_only: bool,
     body: Bytes,
 }
 
@@ -221,6 +258,11 @@ impl Call {
                 let obj = store
                     .get(gvr, &key)
                     .ok_or_else(|| ApiError::not_found(&gvr.plural, &key.1))?;
+                let obj = if self.meta_only {
+                    partial_object(&obj)
+                } else {
+                    obj
+                };
                 Ok(with_objects(json_response(StatusCode::OK, &obj), 1))
             }
             Verb::List => self.list(),
@@ -254,6 +296,9 @@ impl Call {
                     if let Ok(obj) = store.delete(gvr, &key, &opts) {
                         deleted.push(obj);
                     }
+                }
+                if self.meta_only {
+                    deleted = deleted.iter().map(partial_object).collect();
                 }
                 let count = deleted.len() as u64;
                 Ok(with_objects(
@@ -299,6 +344,15 @@ impl Call {
         }
         if let Some(remaining) = remaining {
             metadata["remainingItemCount"] = json!(remaining);
+        }
+        if self.meta_only {
+            // Items arrive as PartialObjectMetadata already (see `list`).
+            return json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": items,
+            });
         }
         json!({
             "kind": format!("{}List", self.shared.store.kind_of(&self.target.gvr)),
@@ -350,12 +404,20 @@ impl Call {
             .get("continue")
             .map(String::as_str)
             .filter(|c| !c.is_empty());
+        let meta_only = self.meta_only;
         let page = store.list_page(
             &self.target.gvr,
             self.target.namespace.as_deref(),
             &self.selectors()?,
             limit,
             cont,
+            |obj| {
+                if meta_only {
+                    partial_object(obj)
+                } else {
+                    obj.clone()
+                }
+            },
         )?;
         let count = page.items.len() as u64;
         let body = self.list_body(
@@ -389,6 +451,7 @@ impl Call {
             send_initial_events: flag("sendInitialEvents"),
             bookmarks: flag("allowWatchBookmarks"),
             timeout,
+            meta_only: self.meta_only,
         };
         let stream = watch_stream(self.shared.clone(), req)?;
         let body = BodyExt::boxed_unsync(StreamBody::new(stream));
@@ -526,6 +589,17 @@ fn text_response(code: StatusCode, text: &str) -> Response<Body> {
 pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
     let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(code, &err.to_status())
+}
+
+/// An error with `Retry-After` and `details.retryAfterSeconds`, as kube-apiserver sends them.
+fn retry_after_response(err: &ApiError, secs: u32) -> Response<Body> {
+    let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut status = err.to_status();
+    status["details"] = json!({ "retryAfterSeconds": secs });
+    let mut resp = json_response(code, &status);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from(secs));
+    resp
 }
 
 fn parse_query(query: &str) -> HashMap<String, String> {

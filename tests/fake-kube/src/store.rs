@@ -179,7 +179,8 @@ impl Store {
         (st.matching(gvr, ns, sel, None).cloned().collect(), st.rv)
     }
 
-    /// One page of a list; `continue_token` is opaque to clients.
+    /// One page of a list, each object through `project` (e.g. to its metadata, so a page
+    /// clones only what it serves); `continue_token` is opaque to clients.
     pub(crate) fn list_page(
         &self,
         gvr: &Gvr,
@@ -187,6 +188,7 @@ impl Store {
         sel: &Selectors,
         limit: Option<usize>,
         continue_token: Option<&str>,
+        project: impl Fn(&Value) -> Value,
     ) -> Result<ListPage, ApiError> {
         let st = self.lock();
         let (snapshot_rv, after) = match continue_token {
@@ -203,20 +205,22 @@ impl Store {
             }
             None => (st.rv, None),
         };
-        let mut items: Vec<(ObjKey, Value)> = Vec::new();
+        let mut items: Vec<Value> = Vec::new();
+        let mut last: Option<&ObjKey> = None;
         let mut remaining = 0u64;
         for (key, obj) in st.matching_keyed(gvr, ns, sel, after.as_ref()) {
             if limit.is_some_and(|l| items.len() >= l) {
                 remaining += 1;
             } else {
-                items.push((key.clone(), obj.clone()));
+                items.push(project(obj));
+                last = Some(key);
             }
         }
         let next = (remaining > 0)
-            .then(|| items.last().map(|(k, _)| encode_continue(snapshot_rv, k)))
+            .then(|| last.map(|k| encode_continue(snapshot_rv, k)))
             .flatten();
         Ok(ListPage {
-            items: items.into_iter().map(|(_, v)| v).collect(),
+            items,
             resource_version: snapshot_rv,
             continue_token: next,
             remaining: (remaining > 0).then_some(remaining),
@@ -446,11 +450,12 @@ impl State {
         sel: &'a Selectors,
         after: Option<&'a ObjKey>,
     ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'a {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let start = after.map_or(Unbounded, Excluded);
         self.objects
             .get(gvr)
             .into_iter()
-            .flat_map(|m| m.iter())
-            .filter(move |(k, _)| after.is_none_or(|a| *k > a))
+            .flat_map(move |m| m.range::<ObjKey, _>((start, Unbounded)))
             .filter(move |(k, v)| ns.is_none_or(|n| k.0 == n) && sel.matches(v))
     }
 

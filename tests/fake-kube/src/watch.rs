@@ -38,6 +38,8 @@ pub(crate) struct WatchRequest {
     pub send_initial_events: bool,
     pub bookmarks: bool,
     pub timeout: Option<Duration>,
+    /// Objects as `PartialObjectMetadata` (metadata-only request).
+    pub meta_only: bool,
 }
 
 struct WatchState {
@@ -91,7 +93,7 @@ pub(crate) fn watch_stream(
                     .store
                     .snapshot(&req.gvr, req.namespace.as_deref(), &req.selectors);
             for obj in &objects {
-                buf.push_back(event_line("ADDED", obj));
+                buf.push_back(object_line("ADDED", obj, req.meta_only));
             }
             if req.send_initial_events && req.bookmarks {
                 buf.push_back(bookmark_line(&req.gvr, &kind, rv, true));
@@ -245,7 +247,7 @@ impl WatchState {
                 }
             }
         }?;
-        Some(event_line(kind, &ev.object))
+        Some(object_line(kind, &ev.object, self.req.meta_only))
     }
 }
 
@@ -278,6 +280,14 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
     serde_json::to_writer(&mut line, object).unwrap_or_default();
     line.extend_from_slice(b"}\n");
     Bytes::from(line)
+}
+
+fn object_line(kind: &str, object: &Value, meta_only: bool) -> Bytes {
+    if meta_only {
+        event_line(kind, &crate::router::partial_object(object))
+    } else {
+        event_line(kind, object)
+    }
 }
 
 pub(crate) fn error_line(err: &ApiError) -> Bytes {

@@ -124,6 +124,56 @@ async fn apply_then_timeout_leaves_the_outcome_unknown_to_the_client() {
 }
 
 #[tokio::test]
+async fn shedding_answers_carry_retry_after_and_apply_nothing() {
+    let fake = FakeKube::start().await.unwrap();
+    fake.inject(
+        Fault::too_many_requests(3)
+            .verb(Verb::Create)
+            .resource("leases")
+            .times(2),
+    );
+    fake.inject(Fault::fail_retry_after(503, 7).verb(Verb::Get));
+    let client = fake.client_without_retry();
+    let create = || {
+        let body = serde_json::to_vec(&json!({"metadata": {"name": "l"}})).unwrap();
+        http::Request::post("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases")
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body))
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let resp = client.send(create()).await.unwrap();
+        assert_eq!(resp.status(), 429);
+        assert_eq!(resp.headers()["retry-after"], "3");
+        let body = resp.into_body().collect_bytes().await.unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(status["details"]["retryAfterSeconds"], 3);
+    }
+    assert!(
+        fake.get(&Gvr::leases(), Some("kube-system"), "l").is_none(),
+        "a shed request is not applied"
+    );
+    assert_eq!(client.send(create()).await.unwrap().status(), 201);
+    let get = http::Request::get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l")
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let resp = client.send(get).await.unwrap();
+    assert_eq!(
+        (resp.status().as_u16(), &resp.headers()["retry-after"]),
+        (503, &http::HeaderValue::from_static("7"))
+    );
+    // Typed clients see the Status as an API error.
+    fake.inject(Fault::too_many_requests(1).verb(Verb::Get));
+    let leases: Api<Lease> = Api::namespaced(client, "kube-system");
+    assert_eq!(
+        api_error(leases.get("l").await),
+        (429, "TooManyRequests".to_owned())
+    );
+    assert_eq!(fake.requests(Verb::Create, "leases"), 3);
+}
+
+#[tokio::test]
 async fn default_client_retries_a_timed_out_create_and_then_sees_already_exists() {
     let fake = FakeKube::start().await.unwrap();
     let leases: Api<Lease> = Api::namespaced(fake.client(), "kube-system");

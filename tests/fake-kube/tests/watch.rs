@@ -429,3 +429,58 @@ async fn namespaced_watch_only_sees_its_namespace() {
         2
     );
 }
+
+#[tokio::test]
+async fn metadata_only_lists_gets_and_watches_carry_no_spec_or_status() {
+    use kube::core::PartialObjectMeta;
+    let fake = FakeKube::start().await.unwrap();
+    let mut big = node_json("node-a", &[("zone", "a")]);
+    big["status"] = json!({"images": [{"names": ["x"], "sizeBytes": 1}]});
+    fake.insert(&Gvr::nodes(), big).unwrap();
+    let meta: Api<PartialObjectMeta<Node>> = Api::all(fake.client());
+    let list = meta.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].labels()["zone"], "a");
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    let one = meta.get("node-a").await.unwrap();
+    assert_eq!(one.name_any(), "node-a");
+
+    let mut stream = watcher(meta, watcher::Config::default()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut stream).await.unwrap() {
+            Event::InitApply(o) => initial.push(o.name_any()),
+            Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, ["node-a"]);
+    drive_until(&mut stream, fake.wait_for_open_watches(1, TIMEOUT)).await;
+    fake.insert(&Gvr::nodes(), node_json("node-b", &[]))
+        .unwrap();
+    let Event::Apply(o) = next(&mut stream).await.unwrap() else {
+        panic!("expected an Apply")
+    };
+    assert_eq!(o.name_any(), "node-b");
+    // The raw watch line is a PartialObjectMetadata without the Node's status.
+    let req = http::Request::get("/api/v1/nodes?watch=true&resourceVersion=1")
+        .header(
+            "accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let resp = fake.client().send(req).await.unwrap();
+    let mut body = resp.into_body();
+    let first = tokio::time::timeout(TIMEOUT, http_body_util::BodyExt::frame(&mut body))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    let line: serde_json::Value =
+        serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(line["object"]["kind"], "PartialObjectMetadata");
+    assert!(line["object"].get("status").is_none(), "{line}");
+}
