@@ -161,18 +161,7 @@ fn spawn(args: &Args, dir: &Path, qps: f64, admin: u16, log: &str) -> std::io::R
 }
 
 fn stop(child: &mut Child) {
-    // Our own child, by PID: SIGTERM (it releases the Lease), then kill after a bounded wait.
-    if let Ok(pid) = i32::try_from(child.id()) {
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    for _ in 0..100 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    integration_tests::stop_child(child, Duration::from_secs(10));
 }
 
 /// `(VmHWM MiB, CPU seconds)` of a running process.

@@ -173,18 +173,7 @@ fn populate(fake: &FakeKube, n: usize, skip: Option<usize>) {
 }
 
 fn stop(child: &mut Child) {
-    // Our own child, by PID: SIGTERM, then kill after a bounded wait.
-    if let Ok(pid) = i32::try_from(child.id()) {
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    for _ in 0..100 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    integration_tests::stop_child(child, Duration::from_secs(10));
 }
 
 /// What one speaker asked for and received.

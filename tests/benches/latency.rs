@@ -92,18 +92,7 @@ fn spawn(speaker: &Path, dir: &Path, extra: &[&str]) -> std::io::Result<Child> {
 }
 
 fn stop(child: &mut Child) {
-    // Our own child, by PID: SIGTERM, then kill after a bounded wait.
-    if let Ok(pid) = i32::try_from(child.id()) {
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    for _ in 0..50 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    integration_tests::stop_child(child, Duration::from_secs(5));
 }
 
 /// Applies `change(i)` for every i and measures until `prefix(i)` arrives at the collector.

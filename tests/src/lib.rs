@@ -30,6 +30,7 @@ pub mod gobgp;
 pub mod net;
 pub mod netns;
 mod process;
+pub use process::stop_child;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -176,3 +176,21 @@ pub(crate) fn tail(path: &Path, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
+
+/// Stops a child we spawned, by PID: SIGTERM (so it can release a Lease or send its Cease),
+/// then SIGKILL if it is still running after `grace`.
+pub fn stop_child(child: &mut Child, grace: Duration) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) on the PID of a child we own and have not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
