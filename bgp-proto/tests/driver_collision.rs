@@ -37,6 +37,8 @@ struct Both {
     ours: Peer,
     /// The router's end of the connection it opened.
     theirs: Peer,
+    /// Where further connections from the router arrive.
+    incoming: mpsc::Sender<tokio::io::DuplexStream>,
     _routes: watch::Sender<Option<std::sync::Arc<bgp_proto::session::RouteSet>>>,
 }
 
@@ -69,6 +71,7 @@ async fn both_connect() -> Both {
         task,
         ours,
         theirs,
+        incoming: in_tx,
         _routes: routes,
     }
 }
@@ -169,4 +172,23 @@ async fn second_connection_to_an_established_session_is_refused_with_cease_7_rfc
     let Message::Update(_) = recv(&mut b.ours).await else {
         panic!("the session on our connection goes on")
     };
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_second_connection_is_dropped_when_a_newer_one_is_taken_rfc4271_6_8() {
+    let mut b = both_connect().await;
+    // Our connection fails; the router's first connection is still waiting for its OPEN.
+    drop(b.ours);
+    wait_state(&b.task, State::Idle).await;
+    // A newer connection from the router is taken at once, and the older one is closed.
+    let (near, far) = tokio::io::duplex(1 << 16);
+    b.incoming.send(near).await.unwrap();
+    let mut newer = Framed::new(far, BgpCodec::new(WireOptions::four_octet()));
+    // At once, not after the 240 s a silent second connection is given.
+    let gone = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(_)) = b.theirs.next().await {}
+    });
+    gone.await.expect("the older connection closed at once");
+    establish(&mut newer, 90).await;
+    wait_state(&b.task, State::Established).await;
 }

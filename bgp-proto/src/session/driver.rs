@@ -418,6 +418,10 @@ impl<C: Connector> Driver<C> {
             }
             return;
         }
+        // A second connection still waiting is older than this one: the peer gave it up.
+        if let Some(old) = self.second.take() {
+            self.closing.spawn(close_second(old, None));
+        }
         self.attach(stream, Input::TcpAccepted);
         if self.session.state() == State::OpenSent {
             self.connecting = None;
