@@ -19,6 +19,7 @@ fn ctx() -> ExportContext {
         ibgp: false,
         families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],
         extended_next_hop_ipv4: false,
+        link_local_next_hop: None,
         wire: WireOptions {
             four_octet_as: true,
             extended_message: false,

@@ -193,6 +193,7 @@ proptest! {
             ibgp,
             families,
             extended_next_hop_ipv4: false,
+            link_local_next_hop: None,
             wire: WireOptions::four_octet(),
         };
         let mut rib = AdjRibOut::default();

@@ -16,6 +16,7 @@ use crate::types::Family;
 
 use super::open::{Negotiated, local_open, negotiate};
 use super::rib_out::{self, AdjRibOut, ExportContext, Refusal, RouteSet};
+use super::update_errors::unnegotiated_next_hop;
 use super::{DownReason, Input, Output, SessionConfig, State, StopReason, Timer};
 
 /// RFC 4271 §8.2.2: "a large value (4 minutes)" for the hold timer before OPEN arrives.
@@ -475,8 +476,14 @@ impl Session {
             }
             (State::Established, Message::Keepalive) => self.restart_hold(out),
             // Event 27 UpdateMsg: validated on decode, then discarded (we do not import).
-            (State::Established, Message::Update(_)) => {
+            (State::Established, Message::Update(u)) => {
                 self.restart_hold(out);
+                if let Some(e) = self.export_context().and_then(|ctx| {
+                    unnegotiated_next_hop(&u, ctx.extended_next_hop_ipv4, &ctx.wire)
+                }) {
+                    self.fail(out, None, Some(e.handling().notification));
+                    return;
+                }
                 if !d.errors.is_empty() {
                     out.push(Output::UpdateErrors(d.errors));
                 }
@@ -497,6 +504,7 @@ impl Session {
             ibgp: neg.ibgp,
             families: neg.families.clone(),
             extended_next_hop_ipv4: neg.extended_next_hop_ipv4,
+            link_local_next_hop: self.cfg.link_local_next_hop,
             wire: WireOptions {
                 four_octet_as: neg.four_octet_as,
                 extended_message: neg.extended_message,

@@ -55,6 +55,9 @@ pub struct SessionConfig {
     pub graceful_restart: Option<GracefulRestartConfig>,
     /// Offer RFC 8950 (IPv4 NLRI with an IPv6 next hop).
     pub extended_next_hop: bool,
+    /// Our link-local address on the link shared with the peer (an interface session):
+    /// sent after a global IPv6 next hop, or alone with `::` when there is none (RFC 2545 §3).
+    pub link_local_next_hop: Option<std::net::Ipv6Addr>,
     /// RFC 9687 send hold time; default max(8 min, 2 × hold time).
     pub send_hold_time: Option<Duration>,
     /// Bytes queued for the peer but not yet written, per connection (default
@@ -82,6 +85,7 @@ impl SessionConfig {
             connect_retry_max: Duration::from_secs(120),
             graceful_restart: None,
             extended_next_hop: false,
+            link_local_next_hop: None,
             send_hold_time: None,
             send_queue_limit: DEFAULT_SEND_QUEUE_LIMIT,
             jitter_seed: 0x9e37_79b9_7f4a_7c15,

@@ -2,7 +2,7 @@
 //! should be advertising" into the minimal UPDATEs (MetalLB's `Session.Set` semantics).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -72,6 +72,8 @@ pub struct ExportContext {
     pub families: Vec<Family>,
     /// RFC 8950 negotiated for IPv4 unicast with IPv6 next hops.
     pub extended_next_hop_ipv4: bool,
+    /// Our link-local address on the link shared with the peer, if any (RFC 2545 §3).
+    pub link_local_next_hop: Option<Ipv6Addr>,
     pub wire: WireOptions,
 }
 
@@ -368,11 +370,8 @@ fn announce_updates(
         IpAddr::V4(nh) => {
             out.extend(builder::announce_ipv4(&path, nh, &v4, &ctx.wire)?);
         }
-        IpAddr::V6(global) => {
-            let nh = MpNextHop::Ipv6 {
-                global,
-                link_local: None,
-            };
+        IpAddr::V6(address) => {
+            let nh = ipv6_next_hop(address, ctx.link_local_next_hop);
             if !v4.is_empty() {
                 let v4: Vec<IpNet> = v4.into_iter().map(IpNet::V4).collect();
                 out.extend(builder::announce_mp(
@@ -395,6 +394,23 @@ fn announce_updates(
         }
     }
     Ok(out)
+}
+
+/// RFC 2545 §3: a global next hop goes alone, or followed by our link-local address when
+/// the peer shares our link. A link-local next hop (an unnumbered session with no global
+/// address) goes in the second field after `::`, where BIRD and FRR look for it; it is never
+/// sent as the global address.
+pub fn ipv6_next_hop(address: Ipv6Addr, link_local: Option<Ipv6Addr>) -> MpNextHop {
+    if address.is_unicast_link_local() {
+        return MpNextHop::Ipv6 {
+            global: Ipv6Addr::UNSPECIFIED,
+            link_local: Some(address),
+        };
+    }
+    MpNextHop::Ipv6 {
+        global: address,
+        link_local: link_local.filter(Ipv6Addr::is_unicast_link_local),
+    }
 }
 
 #[cfg(test)]
@@ -464,6 +480,7 @@ mod tests {
             ibgp: false,
             families: vec![Family::IPV4_UNICAST],
             extended_next_hop_ipv4: false,
+            link_local_next_hop: None,
             wire: WireOptions::default(),
         };
         // Two IPv4 routes and one IPv6 route the IPv4-only session refuses.
@@ -502,6 +519,7 @@ mod tests {
                 ibgp: false,
                 families,
                 extended_next_hop_ipv4: false,
+                link_local_next_hop: None,
                 wire: WireOptions::default(),
             };
             let mut rib = AdjRibOut::default();

@@ -428,6 +428,7 @@ mod tests {
             ibgp: false,
             families: vec![Family::IPV4_UNICAST],
             extended_next_hop_ipv4: false,
+            link_local_next_hop: None,
             wire: bgp_proto::message::WireOptions::default(),
         };
         let mut rib = bgp_proto::session::AdjRibOut::default();
