@@ -150,8 +150,10 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         local_pref: _,
         as_path_prepend: _,
         node_selector: _,
+        extended_next_hop,
     } = a;
     *address != b.address
+        || *extended_next_hop != b.extended_next_hop
         || *port != b.port
         || *asn != b.asn
         || *session_type != b.session_type

@@ -128,11 +128,60 @@ pub enum SessionType {
     Internal,
 }
 
+/// Where a peer is: a fixed address, or the neighbor on one interface's link (the
+/// "unnumbered" pattern, peering over IPv6 link-local addresses).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PeerAddress {
+    /// `address`.
+    Fixed(IpAddr),
+    /// `interface` (+ `peerAddress`): the neighbor's link-local address on that interface.
+    /// `peer` is `None` only until discovery exists; validation requires it today.
+    Interface {
+        name: String,
+        peer: Option<Ipv6Addr>,
+    },
+}
+
+impl PeerAddress {
+    /// The peer's IP address, when known (no scope: pair it with [`Self::interface`]).
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self {
+            PeerAddress::Fixed(a) => Some(*a),
+            PeerAddress::Interface { peer, .. } => peer.map(IpAddr::V6),
+        }
+    }
+
+    pub fn is_ipv4(&self) -> bool {
+        matches!(self, PeerAddress::Fixed(IpAddr::V4(_)))
+    }
+
+    /// The interface a link-local peer is reached through.
+    pub fn interface(&self) -> Option<&str> {
+        match self {
+            PeerAddress::Fixed(_) => None,
+            PeerAddress::Interface { name, .. } => Some(name),
+        }
+    }
+}
+
+impl fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAddress::Fixed(a) => a.fmt(f),
+            PeerAddress::Interface {
+                name,
+                peer: Some(p),
+            } => write!(f, "{p}%{name}"),
+            PeerAddress::Interface { name, peer: None } => write!(f, "%{name}"),
+        }
+    }
+}
+
 /// One BGP neighbor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerConfig {
     pub name: String,
-    pub address: IpAddr,
+    pub address: PeerAddress,
     pub port: u16,
     pub asn: Asn,
     /// Derived from `asn` and the local AS.
@@ -164,6 +213,8 @@ pub struct PeerConfig {
     pub as_path_prepend: u8,
     /// `None`: the peer applies to every node.
     pub node_selector: Option<LabelSelector>,
+    /// RFC 8950: offer IPv4 unicast with an IPv6 next hop (`extendedNextHop`).
+    pub extended_next_hop: bool,
 }
 
 impl PeerConfig {

@@ -11,8 +11,9 @@ use crate::error::{Errors, quoted, show};
 use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
 use crate::model::{
     ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
-    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerConfig, SessionType,
+    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerConfig, SessionType,
 };
+use crate::peer_endpoint::parse_endpoint;
 use crate::selector::{is_dns_label, parse_selector};
 use crate::tree::{Lookup, Node, Obj, boolean, node};
 
@@ -38,6 +39,9 @@ const PEER_KEYS: &[&str] = &[
     "localPref",
     "asPathPrepend",
     "nodeSelector",
+    "interface",
+    "peerAddress",
+    "extendedNextHop",
 ];
 
 const HOLD_TIME_RULE: &str = "0 or 3..65535";
@@ -76,8 +80,7 @@ pub(crate) fn parse_peer(
     let path = |key: &str| obj.key_path(key);
 
     let name = Lookup::of(&obj, "name", errs, parse_name).required(&path("name"), errs);
-    let address =
-        Lookup::of(&obj, "address", errs, parse_peer_address).required(&path("address"), errs);
+    let address = parse_endpoint(&obj, errs);
     let port = Lookup::of(&obj, "port", errs, |n, e| n.int(1, 65535, "1..65535", e))
         .or(u64::from(DEFAULT_PORT));
     let asn = Lookup::of(&obj, "asn", errs, parse_asn).required(&path("asn"), errs);
@@ -87,7 +90,18 @@ pub(crate) fn parse_peer(
         _ => None,
     };
     let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);
-    if let (Some(local), Some(remote)) = (local_address, address) {
+    if let (Some(local), Some(PeerAddress::Interface { name, .. })) = (local_address, &address) {
+        errs.not_allowed(
+            &path("localAddress"),
+            quoted(&local.to_string()),
+            &format!(
+                "the source of a session on interface {} is that interface's link-local address",
+                quoted(name)
+            ),
+        );
+    }
+    if let (Some(local), Some(PeerAddress::Fixed(remote))) = (local_address, &address) {
+        let remote = *remote;
         if local == remote {
             errs.not_allowed(
                 &path("localAddress"),
@@ -115,6 +129,14 @@ pub(crate) fn parse_peer(
     }
     let families = Lookup::of(&obj, "families", errs, parse_families)
         .or(vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST]);
+    let extended_next_hop = Lookup::of(&obj, "extendedNextHop", errs, boolean).or(false);
+    if extended_next_hop && !families.contains(&Family::IPV4_UNICAST) {
+        errs.not_allowed(
+            &path("extendedNextHop"),
+            true,
+            "extended next hop carries ipv4-unicast routes, and families has no ipv4-unicast",
+        );
+    }
     let (hold_time, keepalive_time) = parse_timers(&obj, errs);
     let connect_retry =
         Lookup::of(&obj, "connectRetry", errs, parse_connect_retry).or(ConnectRetry::default());
@@ -192,6 +214,7 @@ pub(crate) fn parse_peer(
         local_pref,
         as_path_prepend: u8::try_from(as_path_prepend).ok()?,
         node_selector,
+        extended_next_hop,
     };
     Some(ParsedPeer {
         path: obj.path.clone(),
@@ -202,7 +225,8 @@ pub(crate) fn parse_peer(
 /// Names and (address, port) pairs must be unique across peers.
 pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
     let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut endpoints: HashMap<(IpAddr, u16), &str> = HashMap::new();
+    // By IP alone: the listener tells link-local peers apart without their interface.
+    let mut endpoints: HashMap<(Option<IpAddr>, u16), &str> = HashMap::new();
     for parsed in peers.iter().flatten() {
         let p = &parsed.peer;
         let first = *names.entry(&p.name).or_insert(&parsed.path);
@@ -212,10 +236,16 @@ pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
                 format!("{} is already used by {first}", quoted(&p.name)),
             );
         }
-        let first = *endpoints.entry((p.address, p.port)).or_insert(&parsed.path);
+        let first = *endpoints
+            .entry((p.address.ip(), p.port))
+            .or_insert(&parsed.path);
         if first != parsed.path {
+            let key = match p.address {
+                PeerAddress::Fixed(_) => "address",
+                PeerAddress::Interface { .. } => "peerAddress",
+            };
             errs.push(
-                &format!("{}.address", parsed.path),
+                &format!("{}.{key}", parsed.path),
                 format!(
                     "{} port {} is already used by {first}",
                     quoted(&p.address.to_string()),
@@ -251,19 +281,6 @@ fn parse_ip(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
         s.parse::<IpAddr>()
             .map_err(|_| "is not an IP address".to_owned())
     })
-}
-
-fn parse_peer_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
-    let addr = parse_ip(n, errs)?;
-    let rule = match addr {
-        a if !is_unicast(a) => "a unicast address",
-        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
-            "link-local peers need an interface scope, which is not supported"
-        }
-        _ => return Some(addr),
-    };
-    errs.not_allowed(n.path, quoted(&addr.to_string()), rule);
-    None
 }
 
 fn parse_local_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<IpAddr>> {

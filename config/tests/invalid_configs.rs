@@ -213,7 +213,7 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
         (
             "peer_address_not_link_local",
             with_peer("address: \"fe80::1\"").replace("address: 192.0.2.1, ", ""),
-            "peers[0].address: \"fe80::1\" is not allowed (link-local peers need an interface scope, which is not supported)",
+            "peers[0].address: \"fe80::1\" is not allowed (a link-local peer needs its interface: use interface and peerAddress instead)",
         ),
         (
             "port_range",

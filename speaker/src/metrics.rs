@@ -275,7 +275,13 @@ impl Metrics {
     }
 
     /// The info series of a (re)started session.
-    pub fn set_peer_info(&self, peer: &str, address: std::net::IpAddr, asn: u32, local_asn: u32) {
+    pub fn set_peer_info(
+        &self,
+        peer: &str,
+        address: &dyn std::fmt::Display,
+        asn: u32,
+        local_asn: u32,
+    ) {
         let label = PeerInfoLabel {
             peer: peer.to_owned(),
             address: address.to_string(),

@@ -22,6 +22,7 @@ pub use connect::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, connect};
 pub use error::TransportError;
 pub use listen::{Accepted, BgpListener, ListenOptions, PassivePeer};
 pub use md5::{MD5_MAX_KEY_LEN, Md5Key};
+pub use sys::interface_index;
 pub use ttl::{
     EBGP_DEFAULT_TTL, GTSM_MIN_TTL, GTSM_SEND_TTL, IBGP_DEFAULT_TTL, TtlSecurity, min_ttl, ttl,
 };

@@ -1,4 +1,5 @@
-//! The only `unsafe` in the transport: raw `setsockopt`/`getsockopt` calls.
+//! The only `unsafe` in the transport: raw `setsockopt`/`getsockopt` calls and
+//! `if_nametoindex`.
 //!
 //! Values are restricted to [`SockOptValue`] types (plain `#[repr(C)]` data without padding),
 //! so the byte length handed to the kernel always matches an initialised Rust value.
@@ -88,5 +89,34 @@ pub(super) fn getsockopt_int(fd: BorrowedFd<'_>, level: c_int, name: c_int) -> i
         Ok(value)
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// The index of the interface called `name`: the scope id of a link-local socket address
+/// (RFC 4007 §6). `ENODEV` when there is no such interface.
+pub fn interface_index(name: &str) -> io::Result<u32> {
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    // SAFETY: `c_name` is NUL-terminated and outlives the call, which only reads it.
+    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(index)
+}
+
+#[cfg(test)]
+mod interface_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_has_an_index_and_a_missing_interface_is_an_error() {
+        assert!(interface_index("lo").unwrap() > 0);
+        let missing = interface_index("podcidr-none0").unwrap_err();
+        assert_eq!(missing.raw_os_error(), Some(libc::ENODEV));
+        assert_eq!(
+            interface_index("a\0b").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 }

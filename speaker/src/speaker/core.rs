@@ -12,7 +12,7 @@ use std::time::Duration;
 use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::{Config, PeerConfig, diff_peers};
+use podcidr_config::{Config, PeerAddress, PeerConfig, diff_peers};
 
 use super::cni::{CniFile, CniState};
 use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
@@ -37,7 +37,7 @@ pub const LEASE_RETRY: Duration = Duration::from_secs(10);
 
 /// The routing lookup behind `nextHop: self` and the default router ID ("which source
 /// address would the kernel use towards this peer").
-pub type RouteLookup = fn(IpAddr) -> Option<IpAddr>;
+pub type RouteLookup = fn(&PeerAddress) -> Option<IpAddr>;
 
 pub use super::core_io::*;
 
@@ -375,7 +375,7 @@ impl Core {
             .and_then(|p| {
                 p.local_address
                     .filter(IpAddr::is_ipv4)
-                    .or_else(|| (self.lookup)(p.address))
+                    .or_else(|| (self.lookup)(&p.address))
             });
         let router_id = self
             .config
@@ -482,7 +482,12 @@ impl Core {
             .map(|p| &p.config)
             .filter(|p| p.accept_incoming)
         {
-            let local = match (p.local_address, p.address) {
+            let Some(address) = p.address.ip() else {
+                continue;
+            };
+            // An interface peer is accepted on the IPv6 wildcard: its link-local address is
+            // unique on the node (validated), so the listener tells it apart without a scope.
+            let local = match (p.local_address, address) {
                 (Some(a), _) => a,
                 (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                 (None, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -492,7 +497,7 @@ impl Core {
                 .or_default()
                 .push(PassiveSpec {
                     name: p.name.clone(),
-                    address: p.address,
+                    address,
                     password_file: p.password_file.clone(),
                     ttl: p.ttl_security(),
                 });
@@ -741,7 +746,7 @@ impl Core {
 fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
     Effect::Notice(Notice::PeerStarted {
         peer: cfg.name.clone(),
-        address: cfg.address,
+        address: cfg.address.clone(),
         asn: cfg.asn.0,
         local_asn: identity.asn.0,
     })

@@ -13,7 +13,7 @@ use podcidr_config::Config;
 use super::events::REFUSAL_EVENTS;
 use super::*;
 
-fn lookup(_: IpAddr) -> Option<IpAddr> {
+fn lookup(_: &podcidr_config::PeerAddress) -> Option<IpAddr> {
     Some("192.0.2.10".parse().unwrap())
 }
 

@@ -13,7 +13,7 @@ use bgp_proto::transport::TtlSecurity;
 use ipam_watch::crd::SpeakerReport;
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::{Config, LogConfig, PeerConfig, SourceConfig};
+use podcidr_config::{Config, LogConfig, PeerAddress, PeerConfig, SourceConfig};
 
 use super::cni::CniFile;
 use super::guard::GuardRefusal;
@@ -221,7 +221,7 @@ pub enum Notice {
     /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
     PeerStarted {
         peer: String,
-        address: IpAddr,
+        address: PeerAddress,
         asn: u32,
         local_asn: u32,
     },

@@ -369,7 +369,7 @@ impl Speaker {
         let kube_events = client
             .as_ref()
             .map(|c| kube_events::EventSink::spawn(c.clone(), &node_name, Arc::clone(&metrics)));
-        let core = Core::new(config, node_name, client.is_some(), routes::route_source);
+        let core = Core::new(config, node_name, client.is_some(), routes::peer_source);
         let status_writer = client.clone().map(|c| Arc::new(StatusWriter::new(c)));
         let lease_writer = client.clone().map(|c| {
             let namespace = opts

@@ -65,7 +65,7 @@ pub fn record(m: &Metrics, notice: Notice) {
             local_asn,
         } => {
             tracing::info!(%peer, "session started");
-            m.set_peer_info(&peer, address, asn, local_asn);
+            m.set_peer_info(&peer, &address, asn, local_asn);
         }
         Notice::PeerStopped { peer, why } => {
             tracing::info!(%peer, why, "session stopped");
@@ -251,7 +251,7 @@ mod tests {
             &m,
             Notice::PeerStarted {
                 peer: "tor1".into(),
-                address: "192.0.2.1".parse().unwrap(),
+                address: podcidr_config::PeerAddress::Fixed("192.0.2.1".parse().unwrap()),
                 asn: 65000,
                 local_asn: 65001,
             },

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use bgp_proto::transport::{
     Accepted, BgpListener, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
 };
 use bgp_proto::{Asn, RouterId};
-use podcidr_config::PeerConfig;
+use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -90,6 +90,7 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
             preserve_forwarding: true,
         }),
         jitter_seed: seed,
+        extended_next_hop: p.extended_next_hop,
         ..SessionConfig::new(identity.asn, identity.router_id, p.asn)
     }
 }
@@ -100,6 +101,9 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
 pub struct KeyFileConnector {
     pub peer: String,
     pub key_file: Option<PathBuf>,
+    /// An interface peer's interface: its index (the scope id) is looked up at every
+    /// attempt, so an interface that appears or is recreated later is used.
+    pub interface: Option<String>,
     pub tcp: TcpConnector,
 }
 
@@ -112,6 +116,15 @@ impl Connector for KeyFileConnector {
                 Ok(key) => self.tcp.options.md5 = Some(key),
                 Err(e) => {
                     let e = io::Error::other(e.to_string());
+                    return Box::pin(async move { Err(e) });
+                }
+            }
+        }
+        if let (Some(name), SocketAddr::V6(peer)) = (&self.interface, &mut self.tcp.peer) {
+            match bgp_proto::transport::interface_index(name) {
+                Ok(index) => peer.set_scope_id(index),
+                Err(e) => {
+                    let e = io::Error::new(e.kind(), format!("interface {name}: {e}"));
                     return Box::pin(async move { Err(e) });
                 }
             }
@@ -213,13 +226,17 @@ impl PeerManager {
     /// Starts a session for `setup` (a running one of the same name must be stopped first).
     pub fn start(&mut self, setup: &PeerSetup) {
         let p = &setup.config;
-        let mut session = Session::new(setup.session_config());
+        let mut cfg = setup.session_config();
+        // RFC 2545 §3: the peer on our link also gets our link-local address.
+        cfg.link_local_next_hop = link_local_source(&p.address);
+        let mut session = Session::new(cfg);
         session.set_restarting(setup.restarting);
         let connector = KeyFileConnector {
             peer: p.name.clone(),
             key_file: p.password_file.clone(),
+            interface: p.address.interface().map(str::to_owned),
             tcp: TcpConnector {
-                peer: SocketAddr::new(p.address, p.port),
+                peer: peer_socket(&p.address, p.port),
                 options: ConnectOptions {
                     source: p.local_address,
                     ..ConnectOptions::new(p.ttl_security())
@@ -384,6 +401,25 @@ impl PeerManager {
                 }
             }
         }
+    }
+}
+
+/// The peer's socket address; an interface peer's scope id is set at each connect.
+fn peer_socket(address: &PeerAddress, port: u16) -> SocketAddr {
+    match address {
+        PeerAddress::Fixed(ip) => SocketAddr::new(*ip, port),
+        PeerAddress::Interface { peer, .. } => {
+            SocketAddrV6::new(peer.unwrap_or(Ipv6Addr::UNSPECIFIED), port, 0, 0).into()
+        }
+    }
+}
+
+/// Our link-local address on an interface peer's link.
+fn link_local_source(address: &PeerAddress) -> Option<Ipv6Addr> {
+    address.interface()?;
+    match super::routes::peer_source(address)? {
+        IpAddr::V6(a) if a.is_unicast_link_local() => Some(a),
+        _ => None,
     }
 }
 

@@ -182,6 +182,7 @@ async fn active_session_reads_the_key_file_at_each_connect() {
     let mut c = KeyFileConnector {
         peer: "tor".into(),
         key_file: Some(key.clone()),
+        interface: None,
         tcp: bgp_proto::session::driver::TcpConnector {
             peer: router.local_addr(),
             options,

@@ -1,13 +1,13 @@
 //! From the guarded CIDRs to the route set each peer should advertise: next hop per family
 //! and the peer's attributes.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::sync::Arc;
 
 use bgp_proto::Family;
 use bgp_proto::session::{OriginKind, RouteAttributes, RouteSet};
 use ipnet::IpNet;
-use podcidr_config::{NextHopConfig, NextHops, PeerConfig};
+use podcidr_config::{NextHopConfig, NextHops, PeerAddress, PeerConfig};
 
 /// Addresses the next-hop policy can use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub enum PeerRefusal {
     /// No usable next hop of the prefix's family (e.g. `nextHop.ipv6: node` and the Node has
     /// no IPv6 InternalIP).
     NoNextHop,
+    /// An IPv4 prefix on an IPv6 session with no IPv4 next hop: it needs `extendedNextHop`
+    /// (RFC 8950) on the peer.
+    NeedsExtendedNextHop,
 }
 
 impl PeerRefusal {
@@ -32,6 +35,21 @@ impl PeerRefusal {
         match self {
             PeerRefusal::FamilyNotCarried => "family-not-carried",
             PeerRefusal::NoNextHop => "no-next-hop",
+            PeerRefusal::NeedsExtendedNextHop => "needs-extended-next-hop",
+        }
+    }
+}
+
+/// The source address towards a peer: [`route_source`], scoped to the interface for an
+/// interface peer (its link-local address there; towards all-nodes multicast while the
+/// neighbor is unknown).
+pub fn peer_source(peer: &PeerAddress) -> Option<IpAddr> {
+    match peer {
+        PeerAddress::Fixed(dst) => route_source(*dst),
+        PeerAddress::Interface { name, peer } => {
+            let index = bgp_proto::transport::interface_index(name).ok()?;
+            let dst = peer.unwrap_or(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
+            source_towards(SocketAddrV6::new(dst, 179, 0, index).into())
         }
     }
 }
@@ -39,12 +57,16 @@ impl PeerRefusal {
 /// The source address the kernel would use towards `dst` (a routing lookup; UDP `connect`
 /// sends nothing).
 pub fn route_source(dst: IpAddr) -> Option<IpAddr> {
+    source_towards(SocketAddr::new(dst, 179))
+}
+
+fn source_towards(dst: SocketAddr) -> Option<IpAddr> {
     let bind: SocketAddr = match dst {
-        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
     let sock = UdpSocket::bind(bind).ok()?;
-    sock.connect((dst, 179)).ok()?;
+    sock.connect(dst).ok()?;
     sock.local_addr()
         .ok()
         .map(|a| a.ip())
@@ -57,16 +79,17 @@ pub fn route_source(dst: IpAddr) -> Option<IpAddr> {
 fn self_address(
     peer: &PeerConfig,
     v6: bool,
-    lookup: &dyn Fn(IpAddr) -> Option<IpAddr>,
+    lookup: &dyn Fn(&PeerAddress) -> Option<IpAddr>,
     node: &NodeAddresses,
 ) -> Option<IpAddr> {
     let same_family = |a: &IpAddr| a.is_ipv6() == v6;
     peer.local_address
         .filter(same_family)
         .or_else(|| {
-            same_family(&peer.address)
-                .then(|| lookup(peer.address))
+            (peer.address.is_ipv4() != v6)
+                .then(|| lookup(&peer.address))
                 .flatten()
+                .filter(same_family)
         })
         .or(if v6 {
             node.internal_v6.map(IpAddr::V6)
@@ -75,22 +98,28 @@ fn self_address(
         })
 }
 
-/// Next hop per family for one peer.
+/// Next hop per family for one peer. With `extendedNextHop` on an IPv6 session, IPv4
+/// routes take the IPv6 next hop when `nextHop.ipv4` is `self` (RFC 8950: the session has
+/// no IPv4 address of its own, e.g. an unnumbered link).
 pub fn next_hops(
     policy: &NextHops,
     peer: &PeerConfig,
     node: &NodeAddresses,
-    lookup: &dyn Fn(IpAddr) -> Option<IpAddr>,
+    lookup: &dyn Fn(&PeerAddress) -> Option<IpAddr>,
 ) -> (Option<IpAddr>, Option<IpAddr>) {
-    let v4 = match policy.ipv4 {
-        NextHopConfig::SelfAddress => self_address(peer, false, lookup, node),
-        NextHopConfig::Node => node.internal_v4.map(IpAddr::V4),
-        NextHopConfig::Address(a) => Some(IpAddr::V4(a)),
-    };
     let v6 = match policy.ipv6 {
         NextHopConfig::SelfAddress => self_address(peer, true, lookup, node),
         NextHopConfig::Node => node.internal_v6.map(IpAddr::V6),
         NextHopConfig::Address(a) => Some(IpAddr::V6(a)),
+    };
+    let extended = peer.extended_next_hop
+        && !peer.address.is_ipv4()
+        && !peer.local_address.is_some_and(|a| a.is_ipv4());
+    let v4 = match policy.ipv4 {
+        NextHopConfig::SelfAddress if extended => v6,
+        NextHopConfig::SelfAddress => self_address(peer, false, lookup, node),
+        NextHopConfig::Node => node.internal_v4.map(IpAddr::V4),
+        NextHopConfig::Address(a) => Some(IpAddr::V4(a)),
     };
     (v4, v6)
 }
@@ -136,6 +165,12 @@ pub fn peer_routes(
             Some(a) => {
                 set.insert(*prefix, Arc::clone(a));
             }
+            None if family == Family::IPV4_UNICAST
+                && !peer.address.is_ipv4()
+                && !peer.extended_next_hop =>
+            {
+                refused.push((*prefix, PeerRefusal::NeedsExtendedNextHop));
+            }
             None => refused.push((*prefix, PeerRefusal::NoNextHop)),
         }
     }
@@ -154,8 +189,56 @@ mod tests {
         Config::from_yaml_str(&yaml).unwrap()
     }
 
-    fn lookup(_: IpAddr) -> Option<IpAddr> {
-        Some("192.0.2.10".parse().unwrap())
+    fn lookup(p: &PeerAddress) -> Option<IpAddr> {
+        match p {
+            PeerAddress::Fixed(_) => Some("192.0.2.10".parse().unwrap()),
+            PeerAddress::Interface { .. } => Some("fe80::10".parse().unwrap()),
+        }
+    }
+
+    fn interface_peer(extra: &str) -> Config {
+        let yaml = format!(
+            "asn: 65010\nsource: {{kind: file, path: /x}}\npeers:\n  - {{name: tor1, interface: eth1, peerAddress: \"fe80::1\", asn: 65000{extra}}}\n"
+        );
+        Config::from_yaml_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn ipv4_takes_the_ipv6_next_hop_only_with_extended_next_hop_rfc8950() {
+        let c = interface_peer(", extendedNextHop: true");
+        let node = NodeAddresses::default();
+        let (v4, v6) = next_hops(&c.next_hop, &c.peers[0], &node, &lookup);
+        assert_eq!(v6, Some("fe80::10".parse().unwrap()));
+        assert_eq!(v4, v6);
+
+        let c = interface_peer("");
+        let (v4, v6) = next_hops(&c.next_hop, &c.peers[0], &node, &lookup);
+        assert_eq!((v4, v6), (None, Some("fe80::10".parse().unwrap())));
+        let (set, refused) =
+            peer_routes(&["198.18.1.0/24".parse().unwrap()], &c.peers[0], (v4, v6));
+        assert!(set.is_empty());
+        assert_eq!(refused[0].1, PeerRefusal::NeedsExtendedNextHop);
+        assert_eq!(refused[0].1.as_str(), "needs-extended-next-hop");
+    }
+
+    #[test]
+    fn fixed_ipv4_next_hop_wins_over_extended_next_hop() {
+        let c = interface_peer(", extendedNextHop: true");
+        let policy = NextHops {
+            ipv4: NextHopConfig::Address("198.18.0.1".parse().unwrap()),
+            ..c.next_hop
+        };
+        let (v4, _) = next_hops(&policy, &c.peers[0], &NodeAddresses::default(), &lookup);
+        assert_eq!(v4, Some("198.18.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn missing_interface_has_no_source_address() {
+        let missing = PeerAddress::Interface {
+            name: "podcidr-none0".into(),
+            peer: None,
+        };
+        assert_eq!(peer_source(&missing), None);
     }
 
     #[test]
