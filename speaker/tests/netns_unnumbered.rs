@@ -1,0 +1,315 @@
+//! IPv6 "unnumbered" peering with BIRD 2 as the ToR, in network namespaces the test creates:
+//! the node-ToR link has only link-local addresses (fe80::1 ToR, fe80::2 node). The speaker
+//! peers by `interface` + `peerAddress` and, with `extendedNextHop` (RFC 8950), announces an
+//! IPv4 pod CIDR with its IPv6 link-local next hop; the ToR's kernel routes it `via inet6`
+//! and forwards to the pod. Without the extension on either side nothing IPv4 is sent, and
+//! the speaker logs why. Addresses: 198.18.0.0/15, fd00::/8, fe80::/10 on our own veth.
+//! Skipped with a message where network namespaces are not permitted.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Proc, TempDir};
+use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping_within};
+
+const POD_V4: &str = "198.18.5.1";
+const POD_V6: &str = "fd00:5::1";
+
+fn birdc(ns: &str, sock: &str, cmd: &str) -> String {
+    String::from_utf8_lossy(&in_ns(ns, &["birdc", "-s", sock, cmd]).stdout).into_owned()
+}
+
+/// Polls `read` until `pred` holds, bounded; panics with the last reading.
+fn wait_for(what: &str, read: impl Fn() -> String, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = read();
+        if pred(&out) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A ToR namespace running BIRD and a node namespace running the speaker, linked by a veth
+/// pair with link-local addresses only. Dropped in reverse: processes, then namespaces.
+struct Unnumbered {
+    procs: Vec<Proc>,
+    tor: String,
+    node: String,
+    sock: String,
+    dir: TempDir,
+    _ns: Netns,
+}
+
+impl Unnumbered {
+    /// `None` (and a SKIPPED line) where namespaces, bird or ping are missing.
+    fn start(case: &str, bird_enh: bool, speaker_enh: bool) -> Option<Unnumbered> {
+        let tag = format!("pcu{}{case}", std::process::id() % 100_000);
+        if !netns_permitted(&format!("{tag}-probe"), &["bird", "ping"]) {
+            eprintln!("SKIPPED: network namespaces (ip netns), bird or ping are not available");
+            return None;
+        }
+        let (tor, node) = (format!("{tag}-tor"), format!("{tag}-node"));
+        let mut ns = Netns::default();
+        ns.add(&tor);
+        ns.add(&node);
+        ip(&[
+            "-n", &tor, "link", "add", "tv", "type", "veth", "peer", "name", "eth1", "netns", &node,
+        ]);
+        for (n, dev, ll) in [(&tor, "tv", "fe80::1/64"), (&node, "eth1", "fe80::2/64")] {
+            // No kernel-generated link-local address: exactly the one we choose.
+            ip(&["-n", n, "link", "set", "dev", dev, "addrgenmode", "none"]);
+            ip(&["-n", n, "addr", "add", ll, "dev", dev, "nodad"]);
+            ip(&["-n", n, "link", "set", dev, "up"]);
+        }
+        // The ToR's own addresses (sources of its pings) and the node's way back to them.
+        ip(&["-n", &tor, "addr", "add", "198.18.0.1/32", "dev", "lo"]);
+        ip(&[
+            "-n",
+            &tor,
+            "addr",
+            "add",
+            "fd00:18::1/128",
+            "dev",
+            "lo",
+            "nodad",
+        ]);
+        ip(&[
+            "-n",
+            &node,
+            "route",
+            "add",
+            "198.18.0.1/32",
+            "via",
+            "inet6",
+            "fe80::1",
+            "dev",
+            "eth1",
+        ]);
+        ip(&[
+            "-n",
+            &node,
+            "route",
+            "add",
+            "fd00:18::1/128",
+            "via",
+            "fe80::1",
+            "dev",
+            "eth1",
+        ]);
+        // The node's pods: addresses on its loopback inside its pod CIDRs.
+        ip(&[
+            "-n",
+            &node,
+            "addr",
+            "add",
+            &format!("{POD_V4}/32"),
+            "dev",
+            "lo",
+        ]);
+        ip(&[
+            "-n",
+            &node,
+            "addr",
+            "add",
+            &format!("{POD_V6}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ]);
+
+        let dir = TempDir::new("unnumbered");
+        let enh = if bird_enh {
+            " extended next hop on;"
+        } else {
+            ""
+        };
+        let bird_conf = format!(
+            "log \"{}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n\
+             protocol kernel k4 {{ ipv4 {{ import none; export all; }}; }}\n\
+             protocol kernel k6 {{ ipv6 {{ import none; export all; }}; }}\n\
+             protocol bgp node {{ local as 65000; neighbor fe80::2 % 'tv' as 64512; hold time 9;\n  \
+             ipv4 {{ import all; export none;{enh} }}; ipv6 {{ import all; export none; }}; }}\n",
+            dir.path("bird.log").display()
+        );
+        let conf = dir.path("bird.conf");
+        std::fs::write(&conf, bird_conf).unwrap();
+        let sock = dir.path("bird.sock").display().to_string();
+        let bird_log = dir.path("bird.out");
+        let out = std::fs::File::create(&bird_log).unwrap();
+        let bird = Command::new("ip")
+            .args(["netns", "exec", &tor, "bird", "-f", "-c"])
+            .arg(&conf)
+            .args(["-s", &sock])
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+
+        let cidrs = dir.path("cidrs.yaml");
+        std::fs::write(&cidrs, "nodes:\n  node1: [198.18.5.0/24, fd00:5::/64]\n").unwrap();
+        let cfg = dir.path("speaker.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "nodeName: node1\nasn: 64512\nrouterId: 198.18.5.1\n\
+                 source: {{kind: file, path: {}}}\n\
+                 peers:\n  - name: tor\n    interface: eth1\n    peerAddress: \"fe80::1\"\n    \
+                 asn: 65000\n    extendedNextHop: {speaker_enh}\n    holdTime: 9\n    \
+                 connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n",
+                cidrs.display()
+            ),
+        )
+        .unwrap();
+        let log: PathBuf = dir.path("speaker.log");
+        let out = std::fs::File::create(&log).unwrap();
+        // `ip netns exec NS podcidr-bgp …`: the speaker runs inside the node's namespace.
+        let speaker = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &node,
+                common::BIN,
+                "speaker",
+                "--final",
+                "--config",
+            ])
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        Some(Unnumbered {
+            procs: vec![
+                Proc {
+                    child: speaker,
+                    log,
+                },
+                Proc {
+                    child: bird,
+                    log: bird_log,
+                },
+            ],
+            tor,
+            node,
+            sock,
+            dir,
+            _ns: ns,
+        })
+    }
+
+    fn bird_routes(&self) -> String {
+        birdc(&self.tor, &self.sock, "show route all")
+    }
+
+    fn wait_bird(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        wait_for(what, || self.bird_routes(), pred)
+    }
+
+    fn speaker_log(&self) -> String {
+        self.procs[0].log()
+    }
+
+    fn diagnostics(&self) -> String {
+        format!(
+            "speaker log:\n{}\nBIRD log:\n{}\nnode routes:\n{}",
+            self.speaker_log(),
+            std::fs::read_to_string(self.dir.path("bird.log")).unwrap_or_default(),
+            String::from_utf8_lossy(&in_ns(&self.node, &["ip", "-6", "route"]).stdout)
+        )
+    }
+}
+
+impl Drop for Unnumbered {
+    fn drop(&mut self) {
+        // Processes first (Proc kills its own child by PID), then the namespaces.
+        self.procs.clear();
+    }
+}
+
+#[test]
+fn ipv4_pod_cidr_via_ipv6_link_local_next_hop_rfc8950_forwards_from_the_tor() {
+    let Some(t) = Unnumbered::start("a", true, true) else {
+        return;
+    };
+    let routes = t.wait_bird("both pod CIDRs at the ToR", |r| {
+        r.contains("198.18.5.0/24") && r.contains("fd00:5::/64")
+    });
+    assert!(
+        routes.contains("via fe80::2 on tv"),
+        "next hops are the node's link-local address on the link:\n{routes}\n{}",
+        t.diagnostics()
+    );
+    // The ToR's kernel forwards IPv4 via the IPv6 next hop (RTA_VIA, Linux >= 5.2).
+    let kernel = wait_for(
+        "the IPv4 route in the ToR's kernel",
+        || {
+            String::from_utf8_lossy(
+                &in_ns(&t.tor, &["ip", "route", "show", "198.18.5.0/24"]).stdout,
+            )
+            .into_owned()
+        },
+        |r| !r.trim().is_empty(),
+    );
+    eprintln!("BIRD:\n{routes}\nToR kernel: {kernel}");
+    assert!(
+        kernel.contains("via inet6 fe80::2 dev tv"),
+        "kernel route: {kernel}"
+    );
+    assert!(
+        ping_within(&t.tor, POD_V4, Duration::from_secs(10)),
+        "ToR cannot reach the IPv4 pod via the IPv6 next hop\n{}",
+        t.diagnostics()
+    );
+    assert!(
+        ping_within(&t.tor, POD_V6, Duration::from_secs(10)),
+        "ToR cannot reach the IPv6 pod\n{}",
+        t.diagnostics()
+    );
+}
+
+/// Announcing IPv6 proves the session is up, so the missing IPv4 route is a refusal, not
+/// a slow session.
+fn assert_only_ipv6_and_logged(t: &Unnumbered, reason: &str) {
+    let routes = t.wait_bird("the IPv6 pod CIDR at the ToR", |r| {
+        r.contains("fd00:5::/64")
+    });
+    let log = wait_for(
+        "the refusal in the speaker's log",
+        || t.speaker_log(),
+        |l| l.contains(reason),
+    );
+    assert!(
+        log.contains("198.18.5.0/24"),
+        "the refusal names the prefix:\n{log}"
+    );
+    assert!(
+        !t.bird_routes().contains("198.18.5.0/24"),
+        "no IPv4 route without extended next hop:\n{routes}"
+    );
+}
+
+#[test]
+fn without_extended_next_hop_configured_no_ipv4_is_sent_and_the_reason_is_logged() {
+    let Some(t) = Unnumbered::start("b", true, false) else {
+        return;
+    };
+    assert_only_ipv6_and_logged(&t, "needs-extended-next-hop");
+}
+
+#[test]
+fn without_extended_next_hop_negotiated_no_ipv4_is_sent_rfc8950_3() {
+    let Some(t) = Unnumbered::start("c", false, true) else {
+        return;
+    };
+    assert_only_ipv6_and_logged(&t, "next-hop-family");
+}
