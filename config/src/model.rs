@@ -134,8 +134,8 @@ pub enum SessionType {
 pub enum PeerAddress {
     /// `address`.
     Fixed(IpAddr),
-    /// `interface` (+ `peerAddress`): the neighbor's link-local address on that interface.
-    /// `peer` is `None` only until discovery exists; validation requires it today.
+    /// `interface` (+ `peerAddress`): the neighbor's link-local address on that interface;
+    /// `None`: discovered from the kernel's neighbor table at each connect.
     Interface {
         name: String,
         peer: Option<Ipv6Addr>,

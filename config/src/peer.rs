@@ -120,6 +120,19 @@ pub(crate) fn parse_peer(
     let accept_incoming = Lookup::of(&obj, "acceptIncoming", errs, boolean)
         .some()
         .or_none();
+    if let Some(PeerAddress::Interface { name, peer: None }) = &address
+        && (passive || accept_incoming == Some(true))
+    {
+        let key = if passive { "passive" } else { "acceptIncoming" };
+        errs.not_allowed(
+            &path(key),
+            true,
+            &format!(
+                "accepting connections needs the neighbor's address: set peerAddress with interface {}",
+                quoted(name)
+            ),
+        );
+    }
     if passive && accept_incoming == Some(false) {
         errs.not_allowed(
             &path("acceptIncoming"),
@@ -225,8 +238,9 @@ pub(crate) fn parse_peer(
 /// Names and (address, port) pairs must be unique across peers.
 pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
     let mut names: HashMap<&str, &str> = HashMap::new();
-    // By IP alone: the listener tells link-local peers apart without their interface.
-    let mut endpoints: HashMap<(Option<IpAddr>, u16), &str> = HashMap::new();
+    // By IP alone (the listener tells link-local peers apart without their interface); a
+    // discovered neighbor by its interface.
+    let mut endpoints: HashMap<(Result<IpAddr, &str>, u16), &str> = HashMap::new();
     for parsed in peers.iter().flatten() {
         let p = &parsed.peer;
         let first = *names.entry(&p.name).or_insert(&parsed.path);
@@ -237,12 +251,16 @@ pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
             );
         }
         let first = *endpoints
-            .entry((p.address.ip(), p.port))
+            .entry((
+                p.address.ip().ok_or(p.address.interface().unwrap_or("")),
+                p.port,
+            ))
             .or_insert(&parsed.path);
         if first != parsed.path {
             let key = match p.address {
                 PeerAddress::Fixed(_) => "address",
-                PeerAddress::Interface { .. } => "peerAddress",
+                PeerAddress::Interface { peer: Some(_), .. } => "peerAddress",
+                PeerAddress::Interface { peer: None, .. } => "interface",
             };
             errs.push(
                 &format!("{}.{key}", parsed.path),

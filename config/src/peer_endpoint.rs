@@ -10,8 +10,8 @@ use crate::tree::{Lookup, Node, Obj};
 /// Linux `IFNAMSIZ` less the terminating NUL.
 const MAX_INTERFACE_NAME: usize = 15;
 
-/// Exactly one of `address` and `interface`; `peerAddress` only (and, until neighbor
-/// discovery exists, always) with `interface`.
+/// Exactly one of `address` and `interface`; `peerAddress` only with `interface` (without
+/// it the neighbor is discovered from the kernel's neighbor table).
 pub(crate) fn parse_endpoint(obj: &Obj<'_>, errs: &mut Errors) -> Option<PeerAddress> {
     let path = |key: &str| obj.key_path(key);
     let address = Lookup::of(obj, "address", errs, parse_peer_address).optional();
@@ -46,21 +46,7 @@ pub(crate) fn parse_endpoint(obj: &Obj<'_>, errs: &mut Errors) -> Option<PeerAdd
         return None;
     }
     let name = interface.flatten()?;
-    let Some(peer) = peer? else {
-        errs.push(
-            &path("peerAddress"),
-            format!(
-                "required with interface {} (the neighbor's fe80::/10 address on that link; \
-                 the speaker does not discover it)",
-                quoted(&name)
-            ),
-        );
-        return None;
-    };
-    Some(PeerAddress::Interface {
-        name,
-        peer: Some(peer),
-    })
+    Some(PeerAddress::Interface { name, peer: peer? })
 }
 
 fn parse_ip(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {

@@ -30,6 +30,19 @@ fn interface_peer_is_the_link_local_neighbor_on_that_interface() {
 }
 
 #[test]
+fn interface_without_peer_address_discovers_the_neighbor() {
+    let c = valid(&on_interface("extendedNextHop: true"));
+    assert_eq!(
+        c.peers[0].address,
+        PeerAddress::Interface {
+            name: "eth1".into(),
+            peer: None,
+        }
+    );
+    assert_eq!(c.peers[0].address.ip(), None);
+}
+
+#[test]
 fn extended_next_hop_is_off_unless_set_rfc8950_3() {
     assert!(!valid(&with_peer("")).peers[0].extended_next_hop);
     // Allowed on any IPv6 peer, not only on interface peers.
@@ -51,9 +64,22 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "peers[0].peerAddress: \"fe80::2\" is not allowed (peerAddress names the neighbor on an interface; set interface too, or use address)",
         ),
         (
-            "interface_needs_peer_address",
-            on_interface("port: 179"),
-            "peers[0].peerAddress: required with interface \"eth1\" (the neighbor's fe80::/10 address on that link; the speaker does not discover it)",
+            "discovered_neighbor_cannot_be_accepted",
+            on_interface("passive: true"),
+            "peers[0].passive: true is not allowed (accepting connections needs the neighbor's address: set peerAddress with interface \"eth1\")",
+        ),
+        (
+            "discovered_neighbor_cannot_be_accepted_incoming",
+            on_interface("acceptIncoming: true"),
+            "peers[0].acceptIncoming: true is not allowed (accepting connections needs the neighbor's address: set peerAddress with interface \"eth1\")",
+        ),
+        (
+            "one_discovered_neighbor_per_interface",
+            format!(
+                "{}  - {{name: tor2, interface: eth1, asn: 65000}}\n",
+                on_interface("port: 179")
+            ),
+            "peers[1].interface: \"%eth1\" port 179 is already used by peers[0]",
         ),
         (
             "peer_address_is_link_local",

@@ -51,7 +51,8 @@ struct Unnumbered {
 
 impl Unnumbered {
     /// `None` (and a SKIPPED line) where namespaces, bird or ping are missing.
-    fn start(case: &str, bird_enh: bool, speaker_enh: bool) -> Option<Unnumbered> {
+    /// `discover`: no `peerAddress`, the speaker finds the ToR in its neighbor table.
+    fn start(case: &str, bird_enh: bool, speaker_enh: bool, discover: bool) -> Option<Unnumbered> {
         let tag = format!("pcu{}{case}", std::process::id() % 100_000);
         if !netns_permitted(&format!("{tag}-probe"), &["bird", "ping"]) {
             eprintln!("SKIPPED: network namespaces (ip netns), bird or ping are not available");
@@ -156,13 +157,18 @@ impl Unnumbered {
 
         let cidrs = dir.path("cidrs.yaml");
         std::fs::write(&cidrs, "nodes:\n  node1: [198.18.5.0/24, fd00:5::/64]\n").unwrap();
+        let peer_address = if discover {
+            ""
+        } else {
+            "    peerAddress: \"fe80::1\"\n"
+        };
         let cfg = dir.path("speaker.yaml");
         std::fs::write(
             &cfg,
             format!(
                 "nodeName: node1\nasn: 64512\nrouterId: 198.18.5.1\n\
                  source: {{kind: file, path: {}}}\n\
-                 peers:\n  - name: tor\n    interface: eth1\n    peerAddress: \"fe80::1\"\n    \
+                 peers:\n  - name: tor\n    interface: eth1\n{peer_address}    \
                  asn: 65000\n    extendedNextHop: {speaker_enh}\n    holdTime: 9\n    \
                  connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n",
                 cidrs.display()
@@ -238,7 +244,7 @@ impl Drop for Unnumbered {
 
 #[test]
 fn ipv4_pod_cidr_via_ipv6_link_local_next_hop_rfc8950_forwards_from_the_tor() {
-    let Some(t) = Unnumbered::start("a", true, true) else {
+    let Some(t) = Unnumbered::start("a", true, true, false) else {
         return;
     };
     let routes = t.wait_bird("both pod CIDRs at the ToR", |r| {
@@ -300,7 +306,7 @@ fn assert_only_ipv6_and_logged(t: &Unnumbered, reason: &str) {
 
 #[test]
 fn without_extended_next_hop_configured_no_ipv4_is_sent_and_the_reason_is_logged() {
-    let Some(t) = Unnumbered::start("b", true, false) else {
+    let Some(t) = Unnumbered::start("b", true, false, false) else {
         return;
     };
     assert_only_ipv6_and_logged(&t, "needs-extended-next-hop");
@@ -308,8 +314,30 @@ fn without_extended_next_hop_configured_no_ipv4_is_sent_and_the_reason_is_logged
 
 #[test]
 fn without_extended_next_hop_negotiated_no_ipv4_is_sent_rfc8950_3() {
-    let Some(t) = Unnumbered::start("c", false, true) else {
+    let Some(t) = Unnumbered::start("c", false, true, false) else {
         return;
     };
     assert_only_ipv6_and_logged(&t, "next-hop-family");
+}
+
+#[test]
+fn without_peer_address_the_tor_is_found_in_the_neighbor_table() {
+    let Some(t) = Unnumbered::start("d", true, true, true) else {
+        return;
+    };
+    // BIRD connects to fe80::2 (refused: no listener without peerAddress), which puts
+    // fe80::1 in the node's neighbor table; the speaker then connects to it.
+    let routes = t.wait_bird("both pod CIDRs at the ToR", |r| {
+        r.contains("198.18.5.0/24") && r.contains("fd00:5::/64")
+    });
+    assert!(
+        routes.contains("via fe80::2 on tv"),
+        "{routes}\n{}",
+        t.diagnostics()
+    );
+    assert!(
+        ping_within(&t.tor, POD_V4, Duration::from_secs(10)),
+        "ToR cannot reach the IPv4 pod\n{}",
+        t.diagnostics()
+    );
 }

@@ -11,6 +11,7 @@ pub mod core;
 mod core_io;
 pub mod guard;
 mod kube_events;
+pub mod neighbors;
 pub mod node;
 mod notice;
 pub mod peers;

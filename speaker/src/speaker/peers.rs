@@ -104,6 +104,9 @@ pub struct KeyFileConnector {
     /// An interface peer's interface: its index (the scope id) is looked up at every
     /// attempt, so an interface that appears or is recreated later is used.
     pub interface: Option<String>,
+    /// No `peerAddress`: the neighbor is read from the kernel's neighbor table at every
+    /// attempt (it appears once the ToR talks on the link: its connection attempts, RAs).
+    pub discover: bool,
     pub tcp: TcpConnector,
 }
 
@@ -121,11 +124,34 @@ impl Connector for KeyFileConnector {
             }
         }
         if let (Some(name), SocketAddr::V6(peer)) = (&self.interface, &mut self.tcp.peer) {
-            match bgp_proto::transport::interface_index(name) {
-                Ok(index) => peer.set_scope_id(index),
-                Err(e) => {
-                    let e = io::Error::new(e.kind(), format!("interface {name}: {e}"));
-                    return Box::pin(async move { Err(e) });
+            let fail =
+                |e: io::Error| -> Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>> {
+                    Box::pin(async move { Err(e) })
+                };
+            let index = match bgp_proto::transport::interface_index(name) {
+                Ok(index) => index,
+                Err(e) => return fail(io::Error::new(e.kind(), format!("interface {name}: {e}"))),
+            };
+            peer.set_scope_id(index);
+            if self.discover {
+                match super::neighbors::discover(index) {
+                    Ok(Some(a)) => peer.set_ip(a),
+                    Ok(None) => {
+                        return fail(io::Error::new(
+                            io::ErrorKind::NotFound,
+                            format!(
+                                "no IPv6 link-local neighbor on {name} in the kernel's neighbor \
+                                 table yet; set peerAddress, or let the ToR connect or send \
+                                 Router Advertisements"
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        return fail(io::Error::new(
+                            e.kind(),
+                            format!("reading the neighbor table for {name}: {e}"),
+                        ));
+                    }
                 }
             }
         }
@@ -235,6 +261,7 @@ impl PeerManager {
             peer: p.name.clone(),
             key_file: p.password_file.clone(),
             interface: p.address.interface().map(str::to_owned),
+            discover: matches!(p.address, PeerAddress::Interface { peer: None, .. }),
             tcp: TcpConnector {
                 peer: peer_socket(&p.address, p.port),
                 options: ConnectOptions {

@@ -183,6 +183,7 @@ async fn active_session_reads_the_key_file_at_each_connect() {
         peer: "tor".into(),
         key_file: Some(key.clone()),
         interface: None,
+        discover: false,
         tcp: bgp_proto::session::driver::TcpConnector {
             peer: router.local_addr(),
             options,
