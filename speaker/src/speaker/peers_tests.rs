@@ -275,3 +275,42 @@ async fn three_stuck_peers_are_stopped_together_within_one_bound() {
     );
     assert!(peers.statuses().is_empty(), "every stopped peer is removed");
 }
+
+fn interface_connector(interface: &str, discover: bool) -> KeyFileConnector {
+    KeyFileConnector {
+        peer: "tor".into(),
+        key_file: None,
+        interface: Some(interface.into()),
+        discover,
+        tcp: bgp_proto::session::driver::TcpConnector {
+            peer: "[fe80::1]:179".parse().unwrap(),
+            options: ConnectOptions::new(TtlSecurity::Gtsm),
+        },
+    }
+}
+
+#[tokio::test]
+async fn interface_peer_on_a_missing_interface_fails_naming_it_rfc4007() {
+    use bgp_proto::session::driver::Connector;
+    let err = interface_connector("podcidr-none0", false)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with("interface podcidr-none0: "),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn discovery_without_a_neighbor_says_what_to_do() {
+    use bgp_proto::session::driver::Connector;
+    // `lo` has no link-local neighbors.
+    let err = interface_connector("lo", true).connect().await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(
+        err.to_string()
+            .contains("no IPv6 link-local neighbor on lo in the kernel's neighbor table yet"),
+        "{err}"
+    );
+}
