@@ -247,9 +247,12 @@ fn ipv4_pod_cidr_via_ipv6_link_local_next_hop_rfc8950_forwards_from_the_tor() {
     let Some(t) = Unnumbered::start("a", true, true, false) else {
         return;
     };
+    let started = std::time::Instant::now();
     let routes = t.wait_bird("both pod CIDRs at the ToR", |r| {
         r.contains("198.18.5.0/24") && r.contains("fd00:5::/64")
     });
+    // Informational (not a target): process start to both routes at BIRD.
+    eprintln!("routes at BIRD after {:?}", started.elapsed());
     assert!(
         routes.contains("via fe80::2 on tv"),
         "next hops are the node's link-local address on the link:\n{routes}\n{}",
