@@ -284,6 +284,12 @@ fn ipv4_pod_cidr_via_ipv6_link_local_next_hop_rfc8950_forwards_from_the_tor() {
         "ToR cannot reach the IPv6 pod\n{}",
         t.diagnostics()
     );
+
+    // Withdrawal: the IPv4 CIDR leaves the file; its withdrawal (classic withdrawn field,
+    // RFC 4760 allows it for AFI 1/SAFI 1) reaches BIRD, the IPv6 route stays.
+    std::fs::write(t.dir.path("cidrs.yaml"), "nodes:\n  node1: [fd00:5::/64]\n").unwrap();
+    let routes = t.wait_bird("the IPv4 route withdrawn", |r| !r.contains("198.18.5.0/24"));
+    assert!(routes.contains("fd00:5::/64"), "{routes}");
 }
 
 /// Announcing IPv6 proves the session is up, so the missing IPv4 route is a refusal, not
