@@ -95,6 +95,11 @@ pub struct Core {
     peers: BTreeMap<String, Peer>,
     /// Sessions started before this flips are the process's first: they set the R bit.
     started_once: bool,
+    /// Graceful-restart peers not started yet: the process restarted and has no routes to
+    /// send (see [`Core::holds_for_routes`]). Started with the R bit once released.
+    held: BTreeSet<String>,
+    /// Monotonic time since the process started (from [`Event::Tick`]).
+    now: Duration,
     listeners: ListenerLayout,
     refusals_seen: BTreeSet<(String, GuardRefusal)>,
     mismatch_seen: Option<String>,
@@ -131,6 +136,8 @@ impl Core {
             guarded: None,
             peers: BTreeMap::new(),
             started_once: false,
+            held: BTreeSet::new(),
+            now: Duration::ZERO,
             listeners: ListenerLayout::new(),
             refusals_seen: BTreeSet::new(),
             mismatch_seen: None,
@@ -271,6 +278,7 @@ impl Core {
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
+        self.release_held(out);
         self.plan_cni(out);
     }
 
@@ -396,8 +404,14 @@ impl Core {
         }
     }
 
-    fn add_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
-        let setup = self.setup(cfg, identity, !self.started_once);
+    fn add_peer(
+        &mut self,
+        out: &mut Vec<Effect>,
+        cfg: &PeerConfig,
+        identity: LocalIdentity,
+        restarting: bool,
+    ) {
+        let setup = self.setup(cfg, identity, restarting);
         let refused = self
             .routes_for(cfg)
             .map(|(_, r)| r.into())
@@ -437,7 +451,7 @@ impl Core {
             }
             return;
         };
-        let wanted: Vec<PeerConfig> = self.config.for_node(&self.node.labels).peers;
+        let wanted = self.peers_for_node();
         let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
         let gone: Vec<String> = self
             .peers
@@ -448,11 +462,23 @@ impl Core {
         for name in gone {
             self.remove_peer(out, &name, "no longer selects this node");
         }
+        self.held.retain(|n| names.contains(n.as_str()));
         let identity_changed = self.identity.is_some_and(|i| i != identity);
         self.identity = Some(identity);
         for cfg in &wanted {
             match self.peers.get(&cfg.name) {
-                None => self.add_peer(out, cfg, identity),
+                None if self.holds_for_routes(cfg) => {
+                    if self.held.insert(cfg.name.clone()) {
+                        out.push(Effect::Notice(Notice::PeerHeld {
+                            peer: cfg.name.clone(),
+                            at_most: hold_bound(cfg),
+                        }));
+                    }
+                }
+                None => {
+                    let restarting = !self.started_once || self.held.remove(&cfg.name);
+                    self.add_peer(out, cfg, identity, restarting);
+                }
                 Some(_) if identity_changed => {
                     self.reset_peer(out, cfg, identity);
                 }
@@ -463,7 +489,38 @@ impl Core {
         self.sync_listeners(out);
     }
 
+    /// A restarted speaker opens no graceful-restart session before it has routes to send:
+    /// a helper that sees a second reset before End-of-RIB ends the first restart and drops
+    /// every stale route the short session did not refresh (BIRD does; RFC 4724 §4.2 leaves
+    /// it open). Bounded by half the restart time, so a long wait for the source still
+    /// reconnects before the peer's restart timer drops the routes anyway.
+    fn holds_for_routes(&self, cfg: &PeerConfig) -> bool {
+        cfg.graceful_restart.enabled
+            && self.guarded.is_none()
+            && (!self.started_once || self.held.contains(&cfg.name))
+            && self.now < hold_bound(cfg)
+    }
+
+    /// Starts the held peers whose hold ended (routes known, or the bound passed).
+    fn release_held(&mut self, out: &mut Vec<Effect>) {
+        let ended = self
+            .peers_for_node()
+            .iter()
+            .any(|cfg| self.held.contains(&cfg.name) && !self.holds_for_routes(cfg));
+        if ended {
+            self.reconcile_peers(out);
+        }
+    }
+
+    fn peers_for_node(&self) -> Vec<PeerConfig> {
+        self.config.for_node(&self.node.labels).peers
+    }
+
     fn reset_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
+        if self.held.contains(&cfg.name) {
+            // Not started yet: it starts with the config and identity of its release.
+            return;
+        }
         let setup = self.setup(cfg, identity, false);
         if let Some(p) = self.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
@@ -591,7 +648,7 @@ impl Core {
                     }
                 }
                 for cfg in &added {
-                    self.add_peer(out, cfg, identity);
+                    self.add_peer(out, cfg, identity, false);
                 }
                 for cfg in &kept_updated {
                     if identity_changed {
@@ -635,6 +692,8 @@ impl Core {
         statuses: BTreeMap<String, SessionStatus>,
     ) {
         self.statuses = statuses;
+        self.now = now;
+        self.release_held(out);
         self.cni.set_now(now);
         self.plan_cni(out);
         out.push(Effect::Notice(Notice::SessionMetrics(
@@ -741,6 +800,11 @@ impl Core {
             at: now,
         });
     }
+}
+
+/// How long [`Core::holds_for_routes`] waits at most: half the advertised restart time.
+fn hold_bound(cfg: &PeerConfig) -> Duration {
+    Duration::from_secs(u64::from(cfg.graceful_restart.restart_time) / 2)
 }
 
 fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {

@@ -218,6 +218,12 @@ pub enum Notice {
     },
     Mismatch(Option<String>),
     NoRouterId,
+    /// A graceful-restart session waits for the source before it opens (at most `at_most`
+    /// after the process started).
+    PeerHeld {
+        peer: String,
+        at_most: Duration,
+    },
     /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
     PeerStarted {
         peer: String,
