@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -128,15 +129,102 @@ pub enum SessionType {
     Internal,
 }
 
+/// An IP address family, where a setting names one (`addressFamily`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddrFamily {
+    Ipv4,
+    Ipv6,
+}
+
+impl AddrFamily {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddrFamily::Ipv4 => "ipv4",
+            AddrFamily::Ipv6 => "ipv6",
+        }
+    }
+}
+
+impl fmt::Display for AddrFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `peers[i].address`: where the neighbor is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerAddress {
+    Fixed(IpAddr),
+    /// `default-gateway`: the next hop(s) of the node's default route of this family,
+    /// resolved by the speaker (one session per next hop).
+    DefaultGateway(AddrFamily),
+}
+
+impl PeerAddress {
+    /// The address, when it is written in the config (or already resolved).
+    pub fn fixed(&self) -> Option<IpAddr> {
+        match self {
+            PeerAddress::Fixed(a) => Some(*a),
+            PeerAddress::DefaultGateway(_) => None,
+        }
+    }
+
+    pub fn family(&self) -> AddrFamily {
+        match self {
+            PeerAddress::Fixed(IpAddr::V4(_)) | PeerAddress::DefaultGateway(AddrFamily::Ipv4) => {
+                AddrFamily::Ipv4
+            }
+            PeerAddress::Fixed(IpAddr::V6(_)) | PeerAddress::DefaultGateway(AddrFamily::Ipv6) => {
+                AddrFamily::Ipv6
+            }
+        }
+    }
+}
+
+impl fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAddress::Fixed(a) => a.fmt(f),
+            PeerAddress::DefaultGateway(fam) => write!(f, "default-gateway ({fam})"),
+        }
+    }
+}
+
+/// `peers[i].asn`: a number, or `auto` (learned from the peer's OPEN within `allowedAsns`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerAsn {
+    Fixed(Asn),
+    /// Inclusive ranges, as written (a single AS is a range of one).
+    Auto(Vec<RangeInclusive<u32>>),
+}
+
+impl PeerAsn {
+    pub fn fixed(&self) -> Option<Asn> {
+        match self {
+            PeerAsn::Fixed(a) => Some(*a),
+            PeerAsn::Auto(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for PeerAsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAsn::Fixed(a) => a.0.fmt(f),
+            PeerAsn::Auto(_) => f.write_str("auto"),
+        }
+    }
+}
+
 /// One BGP neighbor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerConfig {
     pub name: String,
-    pub address: IpAddr,
+    pub address: PeerAddress,
     pub port: u16,
-    pub asn: Asn,
-    /// Derived from `asn` and the local AS.
-    pub session_type: SessionType,
+    pub asn: PeerAsn,
+    /// Derived from `asn` and the local AS; `None` with `asn: auto` (the OPEN decides).
+    pub session_type: Option<SessionType>,
     pub local_address: Option<IpAddr>,
     /// Wait for the peer to connect; never connect out.
     pub passive: bool,
@@ -167,8 +255,9 @@ pub struct PeerConfig {
 }
 
 impl PeerConfig {
+    /// Known iBGP from the config (with `asn: auto` the session's OPEN decides).
     pub fn is_ibgp(&self) -> bool {
-        self.session_type == SessionType::Internal
+        self.session_type == Some(SessionType::Internal)
     }
 
     /// The TTL policy of the session's socket (one source of truth: `bgp_proto::transport`):

@@ -8,10 +8,10 @@ use bgp_proto::{Asn, Family, HoldTime};
 
 use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
-use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
+use crate::fields::{is_unicast, parse_path, seconds};
 use crate::model::{
     ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
-    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerConfig, SessionType,
+    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn, PeerConfig, SessionType,
 };
 use crate::selector::{is_dns_label, parse_selector};
 use crate::tree::{Lookup, Node, Obj, boolean, node};
@@ -21,6 +21,8 @@ const PEER_KEYS: &[&str] = &[
     "address",
     "port",
     "asn",
+    "addressFamily",
+    "allowedAsns",
     "localAddress",
     "passive",
     "acceptIncoming",
@@ -76,18 +78,30 @@ pub(crate) fn parse_peer(
     let path = |key: &str| obj.key_path(key);
 
     let name = Lookup::of(&obj, "name", errs, parse_name).required(&path("name"), errs);
-    let address =
-        Lookup::of(&obj, "address", errs, parse_peer_address).required(&path("address"), errs);
+    let address = crate::peer_auto::peer_address(&obj, errs);
     let port = Lookup::of(&obj, "port", errs, |n, e| n.int(1, 65535, "1..65535", e))
         .or(u64::from(DEFAULT_PORT));
-    let asn = Lookup::of(&obj, "asn", errs, parse_asn).required(&path("asn"), errs);
-    let session_type = match (asn, ctx.local_asn) {
-        (Some(peer), Some(local)) if peer == local => Some(SessionType::Internal),
-        (Some(_), Some(_)) => Some(SessionType::External),
+    let asn = crate::peer_auto::peer_asn(&obj, errs);
+    // Outer `None`: unknown (an error was reported); inner `None`: `asn: auto`.
+    let session_type = match (&asn, ctx.local_asn) {
+        (Some(PeerAsn::Auto(_)), _) => Some(None),
+        (Some(PeerAsn::Fixed(peer)), Some(local)) if *peer == local => {
+            Some(Some(SessionType::Internal))
+        }
+        (Some(PeerAsn::Fixed(_)), Some(_)) => Some(Some(SessionType::External)),
         _ => None,
     };
     let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);
-    if let (Some(local), Some(remote)) = (local_address, address) {
+    if let (Some(local), Some(PeerAddress::DefaultGateway(_))) = (local_address, &address) {
+        errs.not_allowed(
+            &path("localAddress"),
+            quoted(&local.to_string()),
+            "with address: default-gateway the local address is the node's own on the \
+             gateway's link, one per gateway",
+        );
+    }
+    if let (Some(local), Some(PeerAddress::Fixed(remote))) = (local_address, &address) {
+        let remote = *remote;
         if local == remote {
             errs.not_allowed(
                 &path("localAddress"),
@@ -122,7 +136,7 @@ pub(crate) fn parse_peer(
         .some()
         .or_none();
     let ttl_security = Lookup::of(&obj, "ttlSecurity", errs, boolean).or(false);
-    let ebgp_multihop = parse_multihop(&obj, session_type, ttl_security, errs);
+    let ebgp_multihop = parse_multihop(&obj, session_type.flatten(), ttl_security, errs);
     let graceful_restart = Lookup::of(&obj, "gracefulRestart", errs, parse_graceful_restart)
         .or(GracefulRestartConfig::default());
     let communities = Lookup::of(&obj, "communities", errs, |n, e| {
@@ -135,8 +149,8 @@ pub(crate) fn parse_peer(
     .or(Vec::new());
     let med = Lookup::of(&obj, "med", errs, parse_u32).or_none();
     let local_pref = Lookup::of(&obj, "localPref", errs, parse_u32).or_none();
-    if let (Some(v), Some(SessionType::External), Some(peer), Some(local)) =
-        (local_pref, session_type, asn, ctx.local_asn)
+    if let (Some(v), Some(Some(SessionType::External)), Some(peer), Some(local)) =
+        (local_pref, session_type, &asn, ctx.local_asn)
     {
         errs.not_allowed(
             &path("localPref"),
@@ -148,7 +162,7 @@ pub(crate) fn parse_peer(
         n.int(0, MAX_PREPEND, "0..10", e)
     })
     .or(0);
-    if as_path_prepend > 0 && session_type == Some(SessionType::Internal) {
+    if as_path_prepend > 0 && session_type == Some(Some(SessionType::Internal)) {
         errs.not_allowed(
             &path("asPathPrepend"),
             as_path_prepend,
@@ -202,7 +216,7 @@ pub(crate) fn parse_peer(
 /// Names and (address, port) pairs must be unique across peers.
 pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
     let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut endpoints: HashMap<(IpAddr, u16), &str> = HashMap::new();
+    let mut endpoints: HashMap<(PeerAddress, u16), &str> = HashMap::new();
     for parsed in peers.iter().flatten() {
         let p = &parsed.peer;
         let first = *names.entry(&p.name).or_insert(&parsed.path);
@@ -212,7 +226,9 @@ pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
                 format!("{} is already used by {first}", quoted(&p.name)),
             );
         }
-        let first = *endpoints.entry((p.address, p.port)).or_insert(&parsed.path);
+        let first = *endpoints
+            .entry((p.address.clone(), p.port))
+            .or_insert(&parsed.path);
         if first != parsed.path {
             errs.push(
                 &format!("{}.address", parsed.path),
@@ -251,19 +267,6 @@ fn parse_ip(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
         s.parse::<IpAddr>()
             .map_err(|_| "is not an IP address".to_owned())
     })
-}
-
-fn parse_peer_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
-    let addr = parse_ip(n, errs)?;
-    let rule = match addr {
-        a if !is_unicast(a) => "a unicast address",
-        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
-            "link-local peers need an interface scope, which is not supported"
-        }
-        _ => return Some(addr),
-    };
-    errs.not_allowed(n.path, quoted(&addr.to_string()), rule);
-    None
 }
 
 fn parse_local_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<IpAddr>> {

@@ -371,11 +371,11 @@ impl Core {
             .config
             .peers
             .iter()
-            .find(|p| p.address.is_ipv4())
-            .and_then(|p| {
+            .find_map(|p| Some((p, p.address.fixed().filter(IpAddr::is_ipv4)?)))
+            .and_then(|(p, remote)| {
                 p.local_address
                     .filter(IpAddr::is_ipv4)
-                    .or_else(|| (self.lookup)(p.address))
+                    .or_else(|| (self.lookup)(remote))
             });
         let router_id = self
             .config
@@ -482,7 +482,11 @@ impl Core {
             .map(|p| &p.config)
             .filter(|p| p.accept_incoming)
         {
-            let local = match (p.local_address, p.address) {
+            // Unresolved `default-gateway` peers never get here (see `default_route`).
+            let Some(address) = p.address.fixed() else {
+                continue;
+            };
+            let local = match (p.local_address, address) {
                 (Some(a), _) => a,
                 (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                 (None, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -492,7 +496,7 @@ impl Core {
                 .or_default()
                 .push(PassiveSpec {
                     name: p.name.clone(),
-                    address: p.address,
+                    address,
                     password_file: p.password_file.clone(),
                     ttl: p.ttl_security(),
                 });
@@ -629,6 +633,7 @@ impl Core {
         unix: u64,
         statuses: BTreeMap<String, SessionStatus>,
     ) {
+        self.learned_asns(out, &statuses);
         self.statuses = statuses;
         self.cni.set_now(now);
         self.plan_cni(out);
@@ -642,6 +647,30 @@ impl Core {
         out.push(Effect::ReportInputs(SharedInputs(Arc::clone(&inputs))));
         self.maybe_renew_lease(out, now, unix);
         self.maybe_publish(out, &inputs, now, unix);
+    }
+
+    /// `asn: auto` peers whose negotiated AS is new since the last tick.
+    fn learned_asns(&self, out: &mut Vec<Effect>, now: &BTreeMap<String, SessionStatus>) {
+        let asn = |s: Option<&SessionStatus>| s?.negotiated.as_ref().map(|n| n.peer_asn.0);
+        for p in self
+            .peers
+            .values()
+            .filter(|p| p.config.asn.fixed().is_none())
+        {
+            let name = &p.config.name;
+            let (Some(learned), Some(address)) = (asn(now.get(name)), p.config.address.fixed())
+            else {
+                continue;
+            };
+            if asn(self.statuses.get(name)) != Some(learned) {
+                out.push(Effect::Notice(Notice::PeerAsLearned {
+                    peer: name.clone(),
+                    address,
+                    asn: learned,
+                    local_asn: self.config.asn.0,
+                }));
+            }
+        }
     }
 
     /// The Lease says "this speaker runs": renewed every [`LEASE_RENEW`] (a failure retried
@@ -741,8 +770,13 @@ impl Core {
 fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
     Effect::Notice(Notice::PeerStarted {
         peer: cfg.name.clone(),
-        address: cfg.address,
-        asn: cfg.asn.0,
+        // Started peers are resolved (see `default_route`).
+        address: cfg
+            .address
+            .fixed()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        // 0 until an `asn: auto` peer's OPEN tells.
+        asn: cfg.asn.fixed().map_or(0, |a| a.0),
         local_asn: identity.asn.0,
     })
 }

@@ -21,7 +21,7 @@ impl Core {
         let Some(cfg) = self.peers.get(peer).map(|p| &p.config) else {
             return;
         };
-        let who = format!("{peer} ({}, AS {})", cfg.address, cfg.asn.0);
+        let who = format!("{peer} ({}, AS {})", cfg.address, cfg.asn);
         let (kind, warning, note) = if *to == State::Established {
             let note = format!("BGP session with {who} established");
             (EventReason::SessionEstablished, false, note)

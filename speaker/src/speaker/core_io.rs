@@ -225,6 +225,13 @@ pub enum Notice {
         asn: u32,
         local_asn: u32,
     },
+    /// An `asn: auto` peer's OPEN named its AS (first time, or a different one).
+    PeerAsLearned {
+        peer: String,
+        address: IpAddr,
+        asn: u32,
+        local_asn: u32,
+    },
     PeerStopped {
         peer: String,
         why: &'static str,

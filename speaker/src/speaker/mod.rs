@@ -9,6 +9,8 @@ pub mod cni;
 mod cni_io;
 pub mod core;
 mod core_io;
+pub mod default_route;
+mod gateway_watch;
 pub mod guard;
 mod kube_events;
 pub mod node;
@@ -291,6 +293,7 @@ pub struct Speaker {
     lease_writer: Option<Arc<LeaseWriter>>,
     lease_task: Option<JoinHandle<()>>,
     config_stamp: Option<FileStamp>,
+    gateways: gateway_watch::GatewayWatch,
     started: Instant,
 }
 
@@ -334,6 +337,8 @@ impl Speaker {
         client: Option<Client>,
         opts: RunOptions,
     ) -> Result<Speaker, StartError> {
+        // `default-gateway` peers become the gateways' addresses before the core sees them.
+        let (gateways, config) = gateway_watch::GatewayWatch::new(config);
         let metrics = Arc::new(Metrics::new());
         let admin = Arc::new(AdminState::new(node_name.clone(), Arc::clone(&metrics)));
         let admin_err = |source| StartError::Admin {
@@ -407,6 +412,7 @@ impl Speaker {
             lease_writer,
             lease_task: None,
             config_stamp,
+            gateways,
             started: Instant::now(),
         })
     }
@@ -434,6 +440,7 @@ impl Speaker {
         tokio::pin!(shutdown);
         let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut gateway_poll = tokio::time::interval(gateway_watch::GATEWAY_POLL);
         let first = self.core.start();
         self.apply(first).await;
         // The values present before the loop count as changes too.
@@ -469,6 +476,16 @@ impl Speaker {
                     }
                     self.config_stamp = now;
                     self.reload_event("config file changed")
+                }
+                _ = gateway_poll.tick(), if self.gateways.active() => {
+                    let Some(config) = self.gateways.poll() else {
+                        continue;
+                    };
+                    Event::ConfigReloaded {
+                        config: Box::new(config),
+                        node_name: self.core.node_name().to_owned(),
+                        why: "default route changed",
+                    }
                 }
                 _ = tick.tick() => {
                     self.admin.beat();
@@ -518,7 +535,7 @@ impl Speaker {
     }
 
     /// Loads the config file; the core gets either the new config or the rejection.
-    fn reload_event(&self, why: &'static str) -> Event {
+    fn reload_event(&mut self, why: &'static str) -> Event {
         let Some(path) = &self.opts.config_path else {
             return Event::ConfigRejected {
                 why,
@@ -535,7 +552,7 @@ impl Speaker {
         }
         match config.resolve_node_name(self.opts.node_name_fallback.clone(), None) {
             Ok(node_name) => Event::ConfigReloaded {
-                config: Box::new(config),
+                config: Box::new(self.gateways.reloaded(config)),
                 node_name,
                 why,
             },

@@ -58,6 +58,15 @@ pub fn record(m: &Metrics, notice: Notice) {
         Notice::NoRouterId => tracing::error!(
             "routerId: not set and no IPv4 address found (set routerId in the config)"
         ),
+        Notice::PeerAsLearned {
+            peer,
+            address,
+            asn,
+            local_asn,
+        } => {
+            tracing::info!(%peer, %address, asn, "peer AS learned from its OPEN (asn: auto)");
+            m.set_peer_info(&peer, address, asn, local_asn);
+        }
         Notice::PeerStarted {
             peer,
             address,

@@ -18,7 +18,7 @@ use bgp_proto::transport::{
     Accepted, BgpListener, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
 };
 use bgp_proto::{Asn, RouterId};
-use podcidr_config::PeerConfig;
+use podcidr_config::{PeerAsn, PeerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -78,7 +78,11 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
     SessionConfig {
         local_asn: identity.asn,
         router_id: identity.router_id,
-        peer_asn: p.asn,
+        peer_asn: p.asn.fixed().unwrap_or(Asn(0)),
+        peer_asn_ranges: match &p.asn {
+            PeerAsn::Fixed(_) => None,
+            PeerAsn::Auto(ranges) => Some(ranges.clone()),
+        },
         hold_time: p.hold_time,
         keepalive,
         families: p.families.clone(),
@@ -90,7 +94,7 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
             preserve_forwarding: true,
         }),
         jitter_seed: seed,
-        ..SessionConfig::new(identity.asn, identity.router_id, p.asn)
+        ..SessionConfig::new(identity.asn, identity.router_id, Asn(0))
     }
 }
 
@@ -213,13 +217,18 @@ impl PeerManager {
     /// Starts a session for `setup` (a running one of the same name must be stopped first).
     pub fn start(&mut self, setup: &PeerSetup) {
         let p = &setup.config;
+        let Some(address) = p.address.fixed() else {
+            // The core only starts resolved peers (`default_route::resolve_peers`).
+            tracing::error!(peer = %p.name, address = %p.address, "unresolved peer address");
+            return;
+        };
         let mut session = Session::new(setup.session_config());
         session.set_restarting(setup.restarting);
         let connector = KeyFileConnector {
             peer: p.name.clone(),
             key_file: p.password_file.clone(),
             tcp: TcpConnector {
-                peer: SocketAddr::new(p.address, p.port),
+                peer: SocketAddr::new(address, p.port),
                 options: ConnectOptions {
                     source: p.local_address,
                     ..ConnectOptions::new(p.ttl_security())

@@ -50,7 +50,8 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     let s = &v.status;
     let neg = s.negotiated.as_ref();
     let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
-    let ibgp = v.config.is_ibgp();
+    // `asn: auto`: the session type is what the OPEN made it.
+    let ibgp = neg.map_or(v.config.is_ibgp(), |n| n.ibgp);
     // Only the first MAX_REPORTED_ROUTES are rendered: the object must stay small.
     let rib = &s.adj_rib_out.0;
     let advertised = rib.len();
@@ -83,7 +84,11 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     PeerReport {
         name: v.config.name.clone(),
         address: v.config.address.to_string(),
-        asn: v.config.asn.0,
+        // `asn: auto`: the AS learned from the OPEN; 0 until then.
+        asn: neg
+            .map(|n| n.peer_asn.0)
+            .or(v.config.asn.fixed().map(|a| a.0))
+            .unwrap_or(0),
         state: s.state.as_str().to_owned(),
         since: rfc3339(s.since),
         hold_time: neg.map(|n| n.hold_time.seconds()),

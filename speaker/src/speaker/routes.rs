@@ -63,11 +63,7 @@ fn self_address(
     let same_family = |a: &IpAddr| a.is_ipv6() == v6;
     peer.local_address
         .filter(same_family)
-        .or_else(|| {
-            same_family(&peer.address)
-                .then(|| lookup(peer.address))
-                .flatten()
-        })
+        .or_else(|| peer.address.fixed().filter(same_family).and_then(lookup))
         .or(if v6 {
             node.internal_v6.map(IpAddr::V6)
         } else {
