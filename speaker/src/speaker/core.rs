@@ -649,30 +649,6 @@ impl Core {
         self.maybe_publish(out, &inputs, now, unix);
     }
 
-    /// `asn: auto` peers whose negotiated AS is new since the last tick.
-    fn learned_asns(&self, out: &mut Vec<Effect>, now: &BTreeMap<String, SessionStatus>) {
-        let asn = |s: Option<&SessionStatus>| s?.negotiated.as_ref().map(|n| n.peer_asn.0);
-        for p in self
-            .peers
-            .values()
-            .filter(|p| p.config.asn.fixed().is_none())
-        {
-            let name = &p.config.name;
-            let (Some(learned), Some(address)) = (asn(now.get(name)), p.config.address.fixed())
-            else {
-                continue;
-            };
-            if asn(self.statuses.get(name)) != Some(learned) {
-                out.push(Effect::Notice(Notice::PeerAsLearned {
-                    peer: name.clone(),
-                    address,
-                    asn: learned,
-                    local_asn: self.config.asn.0,
-                }));
-            }
-        }
-    }
-
     /// The Lease says "this speaker runs": renewed every [`LEASE_RENEW`] (a failure retried
     /// after [`LEASE_RETRY`]), one renewal at a time, whenever status is published. It does
     /// not wait for the Node or the source: it is about the process. Once the Node's UID is
@@ -794,3 +770,7 @@ mod tests;
 #[cfg(test)]
 #[path = "core_events_tests.rs"]
 mod events_tests;
+
+#[cfg(test)]
+#[path = "core_gateway_tests.rs"]
+mod gateway_tests;

@@ -451,6 +451,37 @@ mod tests {
     }
 
     #[test]
+    fn an_asn_auto_peer_reports_the_as_learned_from_the_open_rfc4271_6_2() {
+        let cfg = podcidr_config::Config::from_yaml_str(
+            "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - name: tor\n    \
+             address: default-gateway\n    asn: auto\n    allowedAsns: [65000-65100]\n",
+        )
+        .unwrap();
+        let mut view = PeerInput {
+            config: cfg.peers[0].clone(),
+            status: SessionStatus::new(0),
+            refused: Arc::new([]),
+        };
+        assert_eq!(peer_report(Asn(65010), &view).asn, 0, "nothing learned yet");
+        view.status.negotiated = Some(Negotiated {
+            peer_asn: Asn(65042),
+            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
+            hold_time: HoldTime::new(90).unwrap(),
+            keepalive: Duration::from_secs(30),
+            families: vec![Family::IPV4_UNICAST],
+            four_octet_as: true,
+            route_refresh: true,
+            enhanced_route_refresh: false,
+            extended_next_hop_ipv4: false,
+            extended_message: false,
+            peer_graceful_restart: None,
+            ibgp: false,
+            peer_capabilities: Vec::new(),
+        });
+        assert_eq!(peer_report(Asn(65010), &view).asn, 65042);
+    }
+
+    #[test]
     fn refused_list_is_capped_so_the_status_object_stays_writable() {
         let desired = DesiredSet {
             ready: true,
