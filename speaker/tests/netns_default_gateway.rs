@@ -214,8 +214,16 @@ fn default_gateway_and_asn_auto_peer_with_bird_neighbor_range() {
     // BIRD's dynamic protocols saw our AS; we learned theirs (65042) from the OPEN.
     let protos = birdc(&tor, &sock, "show protocols all");
     assert!(protos.contains("Neighbor AS:      64512"), "{protos}");
-    let log = speaker.log();
-    assert!(log.contains("65042"), "the learned AS is logged:\n{log}");
+    wait_until(
+        &dir,
+        "the learned AS in the speaker's log",
+        || speaker.log(),
+        |l| {
+            l.contains(
+                "peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn=65042",
+            )
+        },
+    );
     speaker.signal(libc::SIGTERM);
     assert!(speaker.wait_exit(Duration::from_secs(20)).is_some());
 }
@@ -310,13 +318,22 @@ fn default_gateway_peers_with_gobgp_dynamic_neighbors() {
         |r| r.contains("198.19.1.0/24"),
     );
     assert!(rib.contains("198.18.1.2"), "next hop self:\n{rib}");
-    assert!(speaker.log().contains("65010"), "{}", speaker.log());
+    wait_until(
+        &dir,
+        "the learned AS in the speaker's log",
+        || speaker.log(),
+        |l| {
+            l.contains(
+                "peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn=65010",
+            )
+        },
+    );
     speaker.signal(libc::SIGTERM);
     assert!(speaker.wait_exit(Duration::from_secs(20)).is_some());
 }
 
 #[test]
-fn two_tors_one_config_one_session_per_default_route_with_its_own_local_address() {
+fn two_tors_one_config_one_session_per_next_hop_ecmp_or_metric_with_its_own_local_address() {
     let tag = tag(4);
     let Some((mut ns, dir)) = setup(&tag) else {
         return;
@@ -331,51 +348,20 @@ fn two_tors_one_config_one_session_per_default_route_with_its_own_local_address(
     }
     link(&tor1, "to-node", &node, "eth0", 1);
     link(&tor2, "to-node", &node, "eth1", 2);
-    ip(&[
-        "-n",
-        &node,
-        "route",
-        "add",
-        "default",
-        "via",
-        "198.18.1.1",
-        "dev",
-        "eth0",
-        "metric",
-        "100",
-    ]);
-    ip(&[
-        "-n",
-        &node,
-        "route",
-        "add",
-        "default",
-        "via",
-        "198.18.2.1",
-        "dev",
-        "eth1",
-        "metric",
-        "200",
-    ]);
-    // IPv6: one multipath route, which the kernel lists per next hop.
-    ip(&[
-        "-n",
-        &node,
-        "-6",
-        "route",
-        "add",
-        "default",
-        "nexthop",
-        "via",
-        "fd00:18:1::1",
-        "dev",
-        "eth0",
-        "nexthop",
-        "via",
-        "fd00:18:2::1",
-        "dev",
-        "eth1",
-    ]);
+    // IPv4: one multipath (ECMP) route, whose second next hop only rtnetlink shows.
+    let ecmp = "default nexthop via 198.18.1.1 dev eth0 nexthop via 198.18.2.1 dev eth1";
+    let mut args = vec!["-n", node.as_str(), "route", "add"];
+    args.extend(ecmp.split(' '));
+    ip(&args);
+    // IPv6: two default routes of different metrics.
+    for (via, dev, metric) in [
+        ("fd00:18:1::1", "eth0", "100"),
+        ("fd00:18:2::1", "eth1", "200"),
+    ] {
+        ip(&[
+            "-n", &node, "-6", "route", "add", "default", "via", via, "dev", dev, "metric", metric,
+        ]);
+    }
     let (_b1, sock1) = start_bird(&dir, &tor1, 1, 65001);
     let (_b2, sock2) = start_bird(&dir, &tor2, 2, 65002);
     let mut speaker = start_speaker(&dir, &node, &write_config(&dir, GATEWAY_PEERS));
@@ -477,7 +463,12 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         |r| !r.contains("198.19.1.0/24"),
     );
     let rr_after = dynamic_v4_session(&rr, &sock3);
-    assert_eq!(rr_before, rr_after, "rr's session did not flap");
+    assert_eq!(
+        rr_before,
+        rr_after,
+        "rr's session did not flap; speaker log:\n{}",
+        speaker.log()
+    );
     let log = speaker.log();
     assert!(log.contains("default routes changed"), "{log}");
     assert!(

@@ -6,8 +6,9 @@
 //! main table (ECMP siblings and routes of different metrics alike: a node with two ToRs
 //! peers with both), ordered by metric. One gateway: the peer keeps its name. Several: one
 //! session per next hop, named `<peer>-<interface>`. IPv6 link-local gateways need an
-//! interface scope and are reported, not used. `/proc/net/route` lists only the first next
-//! hop of an IPv4 multipath route; two IPv4 uplinks need two default routes (metrics).
+//! interface scope and are reported, not used. The routes come from an rtnetlink dump
+//! (`netlink_route.rs`), else from the proc files, where `/proc/net/route` lists only the
+//! first next hop of an IPv4 multipath route.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -37,13 +38,6 @@ pub struct DefaultRoutes {
 }
 
 impl DefaultRoutes {
-    pub fn from_proc(route: &str, ipv6_route: &str) -> Self {
-        DefaultRoutes {
-            ipv4: parse_ipv4_routes(route),
-            ipv6: parse_ipv6_routes(ipv6_route),
-        }
-    }
-
     pub fn of(&self, family: AddrFamily) -> &[Gateway] {
         match family {
             AddrFamily::Ipv4 => &self.ipv4,
@@ -141,6 +135,12 @@ pub fn parse_ipv6_routes(text: &str) -> Vec<Gateway> {
         .collect();
     order(&mut out);
     out
+}
+
+/// Next hops from elsewhere (an rtnetlink dump) in the order and form the parsers give.
+pub fn ordered(mut gws: Vec<Gateway>) -> Vec<Gateway> {
+    order(&mut gws);
+    gws
 }
 
 /// By metric (stable: the kernel's order within a metric), without repeats.

@@ -1,24 +1,54 @@
-//! Follows the node's default routes for `address: default-gateway` peers: reads the proc
-//! files every [`GATEWAY_POLL`] and hands the core the config with the gateways resolved,
+//! Follows the node's default routes for `address: default-gateway` peers: dumps them over
+//! rtnetlink (else reads the proc files) every [`GATEWAY_POLL`] and hands the core the config with the gateways resolved,
 //! so a changed gateway is a changed peer address (only that session resets).
 
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use podcidr_config::Config;
 
-use super::default_route::{DefaultRoutes, Unresolved, resolve_config, uses_default_gateway};
+use super::default_route::{
+    self, DefaultRoutes, Gateway, Unresolved, ordered, resolve_config, uses_default_gateway,
+};
+use super::netlink_route;
 
-/// Time between reads of the routing table. Two small proc files; a gateway change is
-/// followed within this (plus the session's connect).
+/// Time between reads of the routing table (one small dump per family); a gateway change
+/// is followed within this (plus the session's connect).
 pub const GATEWAY_POLL: Duration = Duration::from_secs(2);
 
 const ROUTE: &str = "/proc/net/route";
 const IPV6_ROUTE: &str = "/proc/net/ipv6_route";
 
-/// The default routes now; a missing file (no IPv6 in the kernel) reads as no routes.
+/// The default routes now, from an rtnetlink dump (every multipath next hop); where that
+/// fails, from the proc files (a missing file, e.g. no IPv6, reads as no routes).
 pub fn read_default_routes() -> DefaultRoutes {
+    static WARNED: AtomicBool = AtomicBool::new(false);
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    DefaultRoutes::from_proc(&read(ROUTE), &read(IPV6_ROUTE))
+    let from_netlink = |family: i32| {
+        let hops = netlink_route::dump(family).inspect_err(|e| {
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "rtnetlink route dump failed; reading /proc/net (IPv4 multipath routes show their first next hop only)");
+            }
+        });
+        hops.ok().map(|hops| {
+            ordered(
+                hops.into_iter()
+                    .map(|(h, dev)| Gateway {
+                        via: h.via,
+                        dev,
+                        metric: h.metric,
+                    })
+                    .collect(),
+            )
+        })
+    };
+    DefaultRoutes {
+        ipv4: from_netlink(libc::AF_INET)
+            .unwrap_or_else(|| default_route::parse_ipv4_routes(&read(ROUTE))),
+        ipv6: from_netlink(libc::AF_INET6)
+            .unwrap_or_else(|| default_route::parse_ipv6_routes(&read(IPV6_ROUTE))),
+    }
 }
 
 /// The config as written and the routes it was last resolved with.
@@ -84,7 +114,7 @@ impl GatewayWatch {
     }
 }
 
-fn show(gws: &[super::default_route::Gateway]) -> String {
+fn show(gws: &[Gateway]) -> String {
     if gws.is_empty() {
         return "none".into();
     }

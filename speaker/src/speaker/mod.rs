@@ -13,6 +13,7 @@ pub mod default_route;
 mod gateway_watch;
 pub mod guard;
 mod kube_events;
+pub mod netlink_route;
 pub mod node;
 mod notice;
 pub mod peers;
