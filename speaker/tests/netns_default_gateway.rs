@@ -475,5 +475,25 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         log.contains("reset=1") || log.contains("reset: 1"),
         "only tor was reset:\n{log}"
     );
+
+    // No default route at all: the session stops, the log says why, rr stays.
+    ip(&["-n", &node, "route", "del", "default"]);
+    wait_until(
+        &dir,
+        "tor2 to lose the route",
+        || birdc(&tor2, &sock2, "show route"),
+        |r| !r.contains("198.19.1.0/24"),
+    );
+    wait_until(
+        &dir,
+        "the reason in the speaker's log",
+        || speaker.log(),
+        |l| l.contains("peer tor: no default route for ipv4; the session starts when one appears"),
+    );
+    assert_eq!(
+        rr_before,
+        dynamic_v4_session(&rr, &sock3),
+        "rr still did not flap"
+    );
     drop(speaker);
 }

@@ -112,6 +112,7 @@ pub struct Core {
     cni: CniState,
     /// When each status condition last changed (for `lastTransitionTime`).
     transitions: Arc<report::Transitions>,
+    unresolved: Option<Vec<String>>,
 }
 
 impl Core {
@@ -144,6 +145,7 @@ impl Core {
             lookup,
             cni: CniState::default(),
             transitions: Arc::default(),
+            unresolved: None,
         }
     }
 
@@ -214,6 +216,7 @@ impl Core {
                 }
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
+            Event::Unresolved(u) => self.unresolved = u,
             Event::Shutdown { final_stop } => {
                 self.stopping = true;
                 let stops = self
@@ -698,6 +701,7 @@ impl Core {
                 .cni
                 .condition(&self.config.cni, self.guarded.as_deref()),
             transitions: Arc::clone(&self.transitions),
+            unresolved: self.unresolved.clone(),
         }
     }
 

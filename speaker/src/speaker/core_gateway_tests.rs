@@ -143,3 +143,40 @@ fn the_as_an_auto_peer_learned_from_its_open_is_noticed_once_rfc4271_6_2() {
         vec![("tor".to_owned(), 65077)]
     );
 }
+
+#[test]
+fn a_default_gateway_peer_without_a_gateway_is_a_false_peers_resolved_condition() {
+    let (cfg, problems) = resolve_config(&written(), &DefaultRoutes::default());
+    let mut core = Core::new(cfg, "node-a".into(), false, lookup);
+    core.start();
+    let condition = |core: &Core| {
+        core.report_inputs()
+            .render(0)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "PeersResolved")
+            .map(|c| (c.status, c.reason, c.message))
+    };
+    assert_eq!(condition(&core), None, "not told yet: no condition");
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    core.handle(Event::Unresolved(Some(problems)));
+    assert_eq!(
+        condition(&core),
+        Some((
+            "False".to_owned(),
+            "NoDefaultGateway".to_owned(),
+            "peer tor: no default route for ipv4; the session starts when one appears".to_owned()
+        ))
+    );
+    core.handle(Event::Unresolved(Some(Vec::new())));
+    assert_eq!(
+        condition(&core),
+        Some(("True".to_owned(), "AllResolved".to_owned(), String::new()))
+    );
+    core.handle(Event::Unresolved(None));
+    assert_eq!(
+        condition(&core),
+        None,
+        "no default-gateway peer: no condition"
+    );
+}

@@ -57,6 +57,9 @@ pub enum Event {
         at: Duration,
         ok: bool,
     },
+    /// Why `default-gateway` peers have no session (`None`: the config has none); the
+    /// `PeersResolved` status condition.
+    Unresolved(Option<Vec<String>>),
     /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
     Shutdown { final_stop: bool },
     /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.

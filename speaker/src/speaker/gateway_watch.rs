@@ -57,6 +57,8 @@ pub struct GatewayWatch {
     written: Config,
     routes: DefaultRoutes,
     problems: Vec<Unresolved>,
+    /// What the core was last told (see [`GatewayWatch::condition_changed`]).
+    told: Option<Option<Vec<String>>>,
 }
 
 impl GatewayWatch {
@@ -71,6 +73,7 @@ impl GatewayWatch {
             written: config,
             routes,
             problems: Vec::new(),
+            told: None,
         };
         let resolved = w.resolve();
         (w, resolved)
@@ -102,6 +105,18 @@ impl GatewayWatch {
         );
         self.routes = now;
         Some(self.resolve())
+    }
+
+    /// The `PeersResolved` input when it differs from what was last returned.
+    pub fn condition_changed(&mut self) -> Option<Option<Vec<String>>> {
+        let now = self
+            .active()
+            .then(|| self.problems.iter().map(ToString::to_string).collect());
+        if self.told.as_ref() == Some(&now) {
+            return None;
+        }
+        self.told = Some(now.clone());
+        Some(now)
     }
 
     fn resolve(&mut self) -> Config {

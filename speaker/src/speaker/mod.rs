@@ -449,6 +449,9 @@ impl Speaker {
         self.handle(Event::Node(node)).await;
         let desired = self.desired.borrow_and_update().clone();
         self.handle(Event::Desired(desired)).await;
+        if let Some(u) = self.gateways.condition_changed() {
+            self.handle(Event::Unresolved(u)).await;
+        }
         loop {
             let event = tokio::select! {
                 changed = self.desired.changed(), if self.source_alive => {
@@ -502,6 +505,9 @@ impl Speaker {
                 _ = &mut shutdown => break,
             };
             self.handle(event).await;
+            if let Some(u) = self.gateways.condition_changed() {
+                self.handle(Event::Unresolved(u)).await;
+            }
         }
         tracing::info!(
             graceful_restart = !self.opts.final_stop,

@@ -353,6 +353,8 @@ pub struct ReportInputs {
     pub cni: Option<CniCondition>,
     /// When each condition last changed status (kept by the core across reports).
     pub transitions: Arc<Transitions>,
+    /// `PeersResolved`, when a peer has `address: default-gateway`.
+    pub unresolved: Option<Vec<String>>,
 }
 
 impl ReportInputs {
@@ -371,6 +373,20 @@ impl ReportInputs {
                 c.ok,
                 c.reason,
                 c.message.clone(),
+                now,
+            ));
+        }
+        if let Some(u) = &self.unresolved {
+            let (reason, message) = if u.is_empty() {
+                ("AllResolved", String::new())
+            } else {
+                ("NoDefaultGateway", u.join("; "))
+            };
+            r.conditions.push(condition(
+                "PeersResolved",
+                u.is_empty(),
+                reason,
+                message,
                 now,
             ));
         }
