@@ -76,12 +76,17 @@ fn parse_family(n: Node<'_, '_>, errs: &mut Errors) -> Option<AddrFamily> {
 
 /// `asn` (a number or `auto`) with `allowedAsns` (required with `auto`, refused otherwise).
 pub(crate) fn peer_asn(obj: &Obj<'_>, errs: &mut Errors) -> Option<PeerAsn> {
-    let asn = Lookup::of(obj, "asn", errs, |n, e| {
-        if n.value.as_str() == Some(AUTO) {
-            Some(None)
-        } else {
-            parse_asn(n, e).map(Some)
+    let asn = Lookup::of(obj, "asn", errs, |n, e| match n.value.as_str() {
+        Some(AUTO) => Some(None),
+        // Quoted digits get parse_asn's "remove the quotes".
+        Some(s) if !s.bytes().all(|b| b.is_ascii_digit()) => {
+            e.push(
+                n.path,
+                format!("{} is not an AS number or {AUTO}", show(n.value)),
+            );
+            None
         }
+        _ => parse_asn(n, e).map(Some),
     })
     .required(&obj.key_path("asn"), errs);
     let allowed = Lookup::of(obj, "allowedAsns", errs, parse_ranges);

@@ -245,6 +245,11 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "peers[1].address: \"default-gateway (ipv4)\" port 179 is already used by peers[0]",
         ),
         (
+            "asn_number_or_auto",
+            with_peer("").replace("asn: 65000", "asn: automatic"),
+            "peers[0].asn: \"automatic\" is not an AS number or auto",
+        ),
+        (
             "asn_auto_needs_allowed_asns",
             with_peer("").replace("asn: 65000", "asn: auto"),
             "peers[0].allowedAsns: required with asn: auto (the AS numbers or ranges a peer may have, e.g. [65000-65100, 64512])",
