@@ -22,6 +22,7 @@ mod fields;
 mod md5;
 mod model;
 mod peer;
+mod peer_auto;
 mod peer_endpoint;
 mod selector;
 mod tree;

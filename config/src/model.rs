@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -128,14 +129,39 @@ pub enum SessionType {
     Internal,
 }
 
-/// Where a peer is: a fixed address, or the neighbor on one interface's link (the
-/// "unnumbered" pattern, peering over IPv6 link-local addresses).
+/// An IP address family, where a setting names one (`addressFamily`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddrFamily {
+    Ipv4,
+    Ipv6,
+}
+
+impl AddrFamily {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddrFamily::Ipv4 => "ipv4",
+            AddrFamily::Ipv6 => "ipv6",
+        }
+    }
+}
+
+impl fmt::Display for AddrFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `peers[i].address` (or `interface`): where the neighbor is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PeerAddress {
     /// `address`.
     Fixed(IpAddr),
-    /// `interface` (+ `peerAddress`): the neighbor's link-local address on that interface;
-    /// `None`: discovered from the kernel's neighbor table at each connect.
+    /// `default-gateway`: the next hop(s) of the node's default route of this family,
+    /// resolved by the speaker (one session per next hop).
+    DefaultGateway(AddrFamily),
+    /// `interface` (+ `peerAddress`): the neighbor's link-local address on that interface
+    /// (the "unnumbered" pattern); `None`: discovered from the kernel's neighbor table at
+    /// each connect.
     Interface {
         name: String,
         peer: Option<Ipv6Addr>,
@@ -148,18 +174,44 @@ impl PeerAddress {
         match self {
             PeerAddress::Fixed(a) => Some(*a),
             PeerAddress::Interface { peer, .. } => peer.map(IpAddr::V6),
+            PeerAddress::DefaultGateway(_) => None,
         }
     }
 
+    /// The address, when it is written in the config (or already resolved from the default
+    /// route); `None` for an unresolved `default-gateway` and for an interface peer.
+    pub fn fixed(&self) -> Option<IpAddr> {
+        match self {
+            PeerAddress::Fixed(a) => Some(*a),
+            PeerAddress::DefaultGateway(_) | PeerAddress::Interface { .. } => None,
+        }
+    }
+
+    /// An unresolved `default-gateway`: no session until the speaker resolves it.
+    pub fn is_unresolved(&self) -> bool {
+        matches!(self, PeerAddress::DefaultGateway(_))
+    }
+
     pub fn is_ipv4(&self) -> bool {
-        matches!(self, PeerAddress::Fixed(IpAddr::V4(_)))
+        self.family() == AddrFamily::Ipv4
+    }
+
+    pub fn family(&self) -> AddrFamily {
+        match self {
+            PeerAddress::Fixed(IpAddr::V4(_)) | PeerAddress::DefaultGateway(AddrFamily::Ipv4) => {
+                AddrFamily::Ipv4
+            }
+            PeerAddress::Fixed(IpAddr::V6(_))
+            | PeerAddress::DefaultGateway(AddrFamily::Ipv6)
+            | PeerAddress::Interface { .. } => AddrFamily::Ipv6,
+        }
     }
 
     /// The interface a link-local peer is reached through.
     pub fn interface(&self) -> Option<&str> {
         match self {
-            PeerAddress::Fixed(_) => None,
             PeerAddress::Interface { name, .. } => Some(name),
+            PeerAddress::Fixed(_) | PeerAddress::DefaultGateway(_) => None,
         }
     }
 }
@@ -173,6 +225,33 @@ impl fmt::Display for PeerAddress {
                 peer: Some(p),
             } => write!(f, "{p}%{name}"),
             PeerAddress::Interface { name, peer: None } => write!(f, "%{name}"),
+            PeerAddress::DefaultGateway(fam) => write!(f, "default-gateway ({fam})"),
+        }
+    }
+}
+
+/// `peers[i].asn`: a number, or `auto` (learned from the peer's OPEN within `allowedAsns`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerAsn {
+    Fixed(Asn),
+    /// Inclusive ranges, as written (a single AS is a range of one).
+    Auto(Vec<RangeInclusive<u32>>),
+}
+
+impl PeerAsn {
+    pub fn fixed(&self) -> Option<Asn> {
+        match self {
+            PeerAsn::Fixed(a) => Some(*a),
+            PeerAsn::Auto(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for PeerAsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAsn::Fixed(a) => a.0.fmt(f),
+            PeerAsn::Auto(_) => f.write_str("auto"),
         }
     }
 }
@@ -183,9 +262,9 @@ pub struct PeerConfig {
     pub name: String,
     pub address: PeerAddress,
     pub port: u16,
-    pub asn: Asn,
-    /// Derived from `asn` and the local AS.
-    pub session_type: SessionType,
+    pub asn: PeerAsn,
+    /// Derived from `asn` and the local AS; `None` with `asn: auto` (the OPEN decides).
+    pub session_type: Option<SessionType>,
     pub local_address: Option<IpAddr>,
     /// Wait for the peer to connect; never connect out.
     pub passive: bool,
@@ -218,8 +297,9 @@ pub struct PeerConfig {
 }
 
 impl PeerConfig {
+    /// Known iBGP from the config (with `asn: auto` the session's OPEN decides).
     pub fn is_ibgp(&self) -> bool {
-        self.session_type == SessionType::Internal
+        self.session_type == Some(SessionType::Internal)
     }
 
     /// The TTL policy of the session's socket (one source of truth: `bgp_proto::transport`):

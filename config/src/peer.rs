@@ -8,10 +8,10 @@ use bgp_proto::{Asn, Family, HoldTime};
 
 use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
-use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
+use crate::fields::{is_unicast, parse_path, seconds};
 use crate::model::{
     ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
-    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerConfig, SessionType,
+    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn, PeerConfig, SessionType,
 };
 use crate::peer_endpoint::parse_endpoint;
 use crate::selector::{is_dns_label, parse_selector};
@@ -22,6 +22,8 @@ const PEER_KEYS: &[&str] = &[
     "address",
     "port",
     "asn",
+    "addressFamily",
+    "allowedAsns",
     "localAddress",
     "passive",
     "acceptIncoming",
@@ -83,10 +85,14 @@ pub(crate) fn parse_peer(
     let address = parse_endpoint(&obj, errs);
     let port = Lookup::of(&obj, "port", errs, |n, e| n.int(1, 65535, "1..65535", e))
         .or(u64::from(DEFAULT_PORT));
-    let asn = Lookup::of(&obj, "asn", errs, parse_asn).required(&path("asn"), errs);
-    let session_type = match (asn, ctx.local_asn) {
-        (Some(peer), Some(local)) if peer == local => Some(SessionType::Internal),
-        (Some(_), Some(_)) => Some(SessionType::External),
+    let asn = crate::peer_auto::peer_asn(&obj, errs);
+    // Outer `None`: unknown (an error was reported); inner `None`: `asn: auto`.
+    let session_type = match (&asn, ctx.local_asn) {
+        (Some(PeerAsn::Auto(_)), _) => Some(None),
+        (Some(PeerAsn::Fixed(peer)), Some(local)) if *peer == local => {
+            Some(Some(SessionType::Internal))
+        }
+        (Some(PeerAsn::Fixed(_)), Some(_)) => Some(Some(SessionType::External)),
         _ => None,
     };
     let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);
@@ -98,6 +104,14 @@ pub(crate) fn parse_peer(
                 "the source of a session on interface {} is that interface's link-local address",
                 quoted(name)
             ),
+        );
+    }
+    if let (Some(local), Some(PeerAddress::DefaultGateway(_))) = (local_address, &address) {
+        errs.not_allowed(
+            &path("localAddress"),
+            quoted(&local.to_string()),
+            "with address: default-gateway the local address is the node's own on the \
+             gateway's link, one per gateway",
         );
     }
     if let (Some(local), Some(PeerAddress::Fixed(remote))) = (local_address, &address) {
@@ -157,7 +171,7 @@ pub(crate) fn parse_peer(
         .some()
         .or_none();
     let ttl_security = Lookup::of(&obj, "ttlSecurity", errs, boolean).or(false);
-    let ebgp_multihop = parse_multihop(&obj, session_type, ttl_security, errs);
+    let ebgp_multihop = parse_multihop(&obj, session_type.flatten(), ttl_security, errs);
     let graceful_restart = Lookup::of(&obj, "gracefulRestart", errs, parse_graceful_restart)
         .or(GracefulRestartConfig::default());
     let communities = Lookup::of(&obj, "communities", errs, |n, e| {
@@ -170,8 +184,8 @@ pub(crate) fn parse_peer(
     .or(Vec::new());
     let med = Lookup::of(&obj, "med", errs, parse_u32).or_none();
     let local_pref = Lookup::of(&obj, "localPref", errs, parse_u32).or_none();
-    if let (Some(v), Some(SessionType::External), Some(peer), Some(local)) =
-        (local_pref, session_type, asn, ctx.local_asn)
+    if let (Some(v), Some(Some(SessionType::External)), Some(peer), Some(local)) =
+        (local_pref, session_type, &asn, ctx.local_asn)
     {
         errs.not_allowed(
             &path("localPref"),
@@ -183,7 +197,7 @@ pub(crate) fn parse_peer(
         n.int(0, MAX_PREPEND, "0..10", e)
     })
     .or(0);
-    if as_path_prepend > 0 && session_type == Some(SessionType::Internal) {
+    if as_path_prepend > 0 && session_type == Some(Some(SessionType::Internal)) {
         errs.not_allowed(
             &path("asPathPrepend"),
             as_path_prepend,
@@ -239,8 +253,8 @@ pub(crate) fn parse_peer(
 pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
     let mut names: HashMap<&str, &str> = HashMap::new();
     // By IP alone (the listener tells link-local peers apart without their interface); a
-    // discovered neighbor by its interface.
-    let mut endpoints: HashMap<(Result<IpAddr, &str>, u16), &str> = HashMap::new();
+    // discovered neighbor by its interface; a default gateway by its family.
+    let mut endpoints: HashMap<(String, u16), &str> = HashMap::new();
     for parsed in peers.iter().flatten() {
         let p = &parsed.peer;
         let first = *names.entry(&p.name).or_insert(&parsed.path);
@@ -252,13 +266,15 @@ pub(crate) fn check_peer_set(peers: &[Option<ParsedPeer>], errs: &mut Errors) {
         }
         let first = *endpoints
             .entry((
-                p.address.ip().ok_or(p.address.interface().unwrap_or("")),
+                p.address
+                    .ip()
+                    .map_or_else(|| p.address.to_string(), |ip| ip.to_string()),
                 p.port,
             ))
             .or_insert(&parsed.path);
         if first != parsed.path {
             let key = match p.address {
-                PeerAddress::Fixed(_) => "address",
+                PeerAddress::Fixed(_) | PeerAddress::DefaultGateway(_) => "address",
                 PeerAddress::Interface { peer: Some(_), .. } => "peerAddress",
                 PeerAddress::Interface { peer: None, .. } => "interface",
             };

@@ -1,9 +1,9 @@
-//! `peers[i].address` or `peers[i].interface` (+ `peerAddress`): where the neighbor is.
+//! `peers[i].address` (an address or `default-gateway`, see `peer_auto`) or
+//! `peers[i].interface` (+ `peerAddress`): where the neighbor is.
 
 use std::net::{IpAddr, Ipv6Addr};
 
 use crate::error::{Errors, quoted, show};
-use crate::fields::is_unicast;
 use crate::model::PeerAddress;
 use crate::tree::{Lookup, Node, Obj};
 
@@ -14,7 +14,6 @@ const MAX_INTERFACE_NAME: usize = 15;
 /// it the neighbor is discovered from the kernel's neighbor table).
 pub(crate) fn parse_endpoint(obj: &Obj<'_>, errs: &mut Errors) -> Option<PeerAddress> {
     let path = |key: &str| obj.key_path(key);
-    let address = Lookup::of(obj, "address", errs, parse_peer_address).optional();
     let interface = Lookup::of(obj, "interface", errs, parse_interface).optional();
     let peer = Lookup::of(obj, "peerAddress", errs, parse_link_local).optional();
     if obj.get("address").is_some() && obj.get("interface").is_some() {
@@ -39,10 +38,18 @@ pub(crate) fn parse_endpoint(obj: &Obj<'_>, errs: &mut Errors) -> Option<PeerAdd
         return None;
     }
     if obj.get("address").is_some() {
-        return address.flatten();
+        return crate::peer_auto::peer_address(obj, errs);
     }
     if obj.get("interface").is_none() {
         errs.push(&path("address"), "required");
+        return None;
+    }
+    if let Some((p, v)) = obj.get("addressFamily") {
+        errs.not_allowed(
+            &p,
+            show(v),
+            "only with address: default-gateway; an interface peer is IPv6 link-local",
+        );
         return None;
     }
     let name = interface.flatten()?;
@@ -54,19 +61,6 @@ fn parse_ip(n: Node<'_, '_>, errs: &mut Errors) -> Option<IpAddr> {
         s.parse::<IpAddr>()
             .map_err(|_| "is not an IP address".to_owned())
     })
-}
-
-fn parse_peer_address(n: Node<'_, '_>, errs: &mut Errors) -> Option<PeerAddress> {
-    let addr = parse_ip(n, errs)?;
-    let rule = match addr {
-        a if !is_unicast(a) => "a unicast address",
-        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
-            "a link-local peer needs its interface: use interface and peerAddress instead"
-        }
-        _ => return Some(PeerAddress::Fixed(addr)),
-    };
-    errs.not_allowed(n.path, quoted(&addr.to_string()), rule);
-    None
 }
 
 fn parse_link_local(n: Node<'_, '_>, errs: &mut Errors) -> Option<Ipv6Addr> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bgp_proto::{Asn, Family, HoldTime, RouterId};
 use common::{valid, with_ibgp_peer, with_peer, with_top};
 use podcidr_config::{
-    CniPlugin, Community, ConfigError, LargeCommunity, LogFormat, LogLevel, NextHopConfig,
+    CniPlugin, Community, ConfigError, LargeCommunity, LogFormat, LogLevel, NextHopConfig, PeerAsn,
     SessionType, SourceConfig,
 };
 
@@ -45,7 +45,7 @@ fn omitted_settings_take_documented_defaults() {
 
     let peer = &config.peers[0];
     assert_eq!(peer.port, 179);
-    assert_eq!(peer.session_type, SessionType::External);
+    assert_eq!(peer.session_type, Some(SessionType::External));
     assert_eq!(peer.local_address, None);
     assert!(!peer.passive);
     assert!(
@@ -125,7 +125,7 @@ fn four_octet_asn_and_route_attributes_are_typed() {
     )
     .replace("asn: 65000, ", "");
     let peer = &valid(&yaml).peers[0];
-    assert_eq!(peer.asn, Asn(4_200_000_002));
+    assert_eq!(peer.asn, PeerAsn::Fixed(Asn(4_200_000_002)));
     assert_eq!(
         peer.communities,
         vec![Community::new(65000, 100), Community::NO_EXPORT]

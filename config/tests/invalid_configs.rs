@@ -215,6 +215,75 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_peer("address: \"fe80::1\"").replace("address: 192.0.2.1, ", ""),
             "peers[0].address: \"fe80::1\" is not allowed (a link-local peer needs its interface: use interface and peerAddress instead)",
         ),
+        // address: default-gateway, asn: auto
+        (
+            "address_family_only_with_default_gateway",
+            with_peer("addressFamily: ipv6"),
+            "peers[0].addressFamily: \"ipv6\" is not allowed (only with address: default-gateway; 192.0.2.1 has its own family)",
+        ),
+        (
+            "address_family_spelling",
+            with_peer("addressFamily: inet6").replace("192.0.2.1", "default-gateway"),
+            "peers[0].addressFamily: \"inet6\" is not one of ipv4, ipv6",
+        ),
+        (
+            "address_neither_ip_nor_default_gateway",
+            with_peer("").replace("192.0.2.1", "default-gw"),
+            "peers[0].address: \"default-gw\" is not an IP address or default-gateway",
+        ),
+        (
+            "default_gateway_has_no_local_address",
+            with_peer("localAddress: 192.0.2.9").replace("192.0.2.1", "default-gateway"),
+            "peers[0].localAddress: \"192.0.2.9\" is not allowed (with address: default-gateway the local address is the node's own on the gateway's link, one per gateway)",
+        ),
+        (
+            "default_gateway_once_per_family_and_port",
+            TWO_PEERS
+                .replace("192.0.2.1", "default-gateway")
+                .replace("192.0.2.2", "default-gateway")
+                .replace(", holdTime: 2", ""),
+            "peers[1].address: \"default-gateway (ipv4)\" port 179 is already used by peers[0]",
+        ),
+        (
+            "asn_number_or_auto",
+            with_peer("").replace("asn: 65000", "asn: automatic"),
+            "peers[0].asn: \"automatic\" is not an AS number or auto",
+        ),
+        (
+            "asn_auto_needs_allowed_asns",
+            with_peer("").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns: required with asn: auto (the AS numbers or ranges a peer may have, e.g. [65000-65100, 64512])",
+        ),
+        (
+            "allowed_asns_only_with_auto",
+            with_peer("allowedAsns: [65000]"),
+            "peers[0].allowedAsns: only with asn: auto; this peer's asn is 65000",
+        ),
+        (
+            "allowed_asns_not_empty",
+            with_peer("allowedAsns: []").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns: must not be empty (an AS number 1..4294967295 or a range like \"65000-65100\")",
+        ),
+        (
+            "allowed_asns_range_ordered",
+            with_peer("allowedAsns: [65100-65000]").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns[0]: \"65100-65000\" is an empty range (65100 is above 65000)",
+        ),
+        (
+            "allowed_asns_no_as_zero_rfc7607",
+            with_peer("allowedAsns: [\"0-10\"]").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns[0]: \"0-10\" has AS 0, which is reserved (RFC 7607)",
+        ),
+        (
+            "allowed_asns_no_as_trans_rfc6793",
+            with_peer("allowedAsns: [23456]").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns[0]: 23456 is not allowed (AS_TRANS is reserved by RFC 6793)",
+        ),
+        (
+            "allowed_asns_not_words",
+            with_peer("allowedAsns: [\"65000-x\"]").replace("asn: 65000", "asn: auto"),
+            "peers[0].allowedAsns[0]: \"65000-x\" is not an AS number 1..4294967295 or a range like \"65000-65100\"",
+        ),
         (
             "port_range",
             with_peer("port: 0"),

@@ -12,6 +12,7 @@ mod second_conn;
 mod status;
 mod update_errors;
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +45,10 @@ pub struct SessionConfig {
     pub local_asn: Asn,
     pub router_id: RouterId,
     pub peer_asn: Asn,
+    /// `Some`: the peer's AS is learned from its OPEN (`peer_asn` is not checked) and
+    /// accepted only inside one of these inclusive ranges (else Bad Peer AS, RFC 4271 §6.2);
+    /// eBGP or iBGP then follows from the learned AS.
+    pub peer_asn_ranges: Option<Vec<RangeInclusive<u32>>>,
     pub hold_time: HoldTime,
     /// Default: a third of the hold time.
     pub keepalive: Option<Duration>,
@@ -77,6 +82,7 @@ impl SessionConfig {
             local_asn,
             router_id,
             peer_asn,
+            peer_asn_ranges: None,
             hold_time: HoldTime::new(90).unwrap_or(HoldTime::DISABLED),
             keepalive: None,
             families: vec![Family::IPV4_UNICAST, Family::IPV6_UNICAST],

@@ -89,13 +89,17 @@ pub fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, Notific
         .any(|c| matches!(c, Capability::FourOctetAs(_)));
     let peer_asn = peer.asn();
     // RFC 6793 §4.1: a peer without the capability cannot have AS_TRANS as its AS.
-    if peer_asn != cfg.peer_asn || (!four_octet_as && peer.my_as == AS_TRANS) {
+    let accepted = match &cfg.peer_asn_ranges {
+        None => peer_asn == cfg.peer_asn,
+        Some(ranges) => ranges.iter().any(|r| r.contains(&peer_asn.0)),
+    };
+    if !accepted || (!four_octet_as && peer.my_as == AS_TRANS) {
         return Err(notification(
             open_err::BAD_PEER_AS,
             peer.my_as.to_be_bytes().to_vec(),
         ));
     }
-    let ibgp = cfg.peer_asn == cfg.local_asn;
+    let ibgp = peer_asn == cfg.local_asn;
     // RFC 6286 §2.2: identifiers must differ within an AS.
     if ibgp && peer.router_id == cfg.router_id {
         return Err(notification(open_err::BAD_BGP_IDENTIFIER, Vec::new()));

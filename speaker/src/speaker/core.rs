@@ -117,6 +117,7 @@ pub struct Core {
     cni: CniState,
     /// When each status condition last changed (for `lastTransitionTime`).
     transitions: Arc<report::Transitions>,
+    unresolved: Option<Vec<String>>,
 }
 
 impl Core {
@@ -151,6 +152,7 @@ impl Core {
             lookup,
             cni: CniState::default(),
             transitions: Arc::default(),
+            unresolved: None,
         }
     }
 
@@ -221,6 +223,7 @@ impl Core {
                 }
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
+            Event::Unresolved(u) => self.unresolved = u,
             Event::Shutdown { final_stop } => {
                 self.stopping = true;
                 let stops = self
@@ -379,7 +382,7 @@ impl Core {
             .config
             .peers
             .iter()
-            .find(|p| p.address.is_ipv4())
+            .find(|p| p.address.fixed().is_some_and(|a| a.is_ipv4()))
             .and_then(|p| {
                 p.local_address
                     .filter(IpAddr::is_ipv4)
@@ -542,8 +545,9 @@ impl Core {
             let Some(address) = p.address.ip() else {
                 continue;
             };
-            // An interface peer is accepted on the IPv6 wildcard: its link-local address is
-            // unique on the node (validated), so the listener tells it apart without a scope.
+            // Unresolved `default-gateway` peers never get here (see `default_route`). An
+            // interface peer is accepted on the IPv6 wildcard: its link-local address
+            // is unique on the node (validated), so the listener tells it apart without a scope.
             let local = match (p.local_address, address) {
                 (Some(a), _) => a,
                 (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -691,6 +695,7 @@ impl Core {
         unix: u64,
         statuses: BTreeMap<String, SessionStatus>,
     ) {
+        self.learned_asns(out, &statuses);
         self.statuses = statuses;
         self.now = now;
         self.release_held(out);
@@ -757,6 +762,7 @@ impl Core {
                 .cni
                 .condition(&self.config.cni, self.guarded.as_deref()),
             transitions: Arc::clone(&self.transitions),
+            unresolved: self.unresolved.clone(),
         }
     }
 
@@ -811,7 +817,8 @@ fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
     Effect::Notice(Notice::PeerStarted {
         peer: cfg.name.clone(),
         address: cfg.address.clone(),
-        asn: cfg.asn.0,
+        // 0 until an `asn: auto` peer's OPEN tells.
+        asn: cfg.asn.fixed().map_or(0, |a| a.0),
         local_asn: identity.asn.0,
     })
 }
@@ -829,3 +836,7 @@ mod tests;
 #[cfg(test)]
 #[path = "core_events_tests.rs"]
 mod events_tests;
+
+#[cfg(test)]
+#[path = "core_gateway_tests.rs"]
+mod gateway_tests;

@@ -57,6 +57,9 @@ pub enum Event {
         at: Duration,
         ok: bool,
     },
+    /// Why `default-gateway` peers have no session (`None`: the config has none); the
+    /// `PeersResolved` status condition.
+    Unresolved(Option<Vec<String>>),
     /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
     Shutdown { final_stop: bool },
     /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.
@@ -226,6 +229,13 @@ pub enum Notice {
     },
     /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
     PeerStarted {
+        peer: String,
+        address: PeerAddress,
+        asn: u32,
+        local_asn: u32,
+    },
+    /// An `asn: auto` peer's OPEN named its AS (first time, or a different one).
+    PeerAsLearned {
         peer: String,
         address: PeerAddress,
         asn: u32,

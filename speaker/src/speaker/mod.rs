@@ -9,9 +9,12 @@ pub mod cni;
 mod cni_io;
 pub mod core;
 mod core_io;
+pub mod default_route;
+mod gateway_watch;
 pub mod guard;
 mod kube_events;
 pub mod neighbors;
+pub mod netlink_route;
 pub mod node;
 mod notice;
 pub mod peers;
@@ -292,6 +295,7 @@ pub struct Speaker {
     lease_writer: Option<Arc<LeaseWriter>>,
     lease_task: Option<JoinHandle<()>>,
     config_stamp: Option<FileStamp>,
+    gateways: gateway_watch::GatewayWatch,
     started: Instant,
 }
 
@@ -335,6 +339,8 @@ impl Speaker {
         client: Option<Client>,
         opts: RunOptions,
     ) -> Result<Speaker, StartError> {
+        // `default-gateway` peers become the gateways' addresses before the core sees them.
+        let (gateways, config) = gateway_watch::GatewayWatch::new(config);
         let metrics = Arc::new(Metrics::new());
         let admin = Arc::new(AdminState::new(node_name.clone(), Arc::clone(&metrics)));
         let admin_err = |source| StartError::Admin {
@@ -408,6 +414,7 @@ impl Speaker {
             lease_writer,
             lease_task: None,
             config_stamp,
+            gateways,
             started: Instant::now(),
         })
     }
@@ -435,6 +442,7 @@ impl Speaker {
         tokio::pin!(shutdown);
         let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut gateway_poll = tokio::time::interval(gateway_watch::GATEWAY_POLL);
         let first = self.core.start();
         self.apply(first).await;
         // The values present before the loop count as changes too.
@@ -442,6 +450,9 @@ impl Speaker {
         self.handle(Event::Node(node)).await;
         let desired = self.desired.borrow_and_update().clone();
         self.handle(Event::Desired(desired)).await;
+        if let Some(u) = self.gateways.condition_changed() {
+            self.handle(Event::Unresolved(u)).await;
+        }
         loop {
             let event = tokio::select! {
                 changed = self.desired.changed(), if self.source_alive => {
@@ -471,6 +482,16 @@ impl Speaker {
                     self.config_stamp = now;
                     self.reload_event("config file changed")
                 }
+                _ = gateway_poll.tick(), if self.gateways.active() => {
+                    let Some(config) = self.gateways.poll() else {
+                        continue;
+                    };
+                    Event::ConfigReloaded {
+                        config: Box::new(config),
+                        node_name: self.core.node_name().to_owned(),
+                        why: "default route changed",
+                    }
+                }
                 _ = tick.tick() => {
                     self.admin.beat();
                     for e in self.peers.refresh_keys() {
@@ -485,6 +506,9 @@ impl Speaker {
                 _ = &mut shutdown => break,
             };
             self.handle(event).await;
+            if let Some(u) = self.gateways.condition_changed() {
+                self.handle(Event::Unresolved(u)).await;
+            }
         }
         tracing::info!(
             graceful_restart = !self.opts.final_stop,
@@ -519,7 +543,7 @@ impl Speaker {
     }
 
     /// Loads the config file; the core gets either the new config or the rejection.
-    fn reload_event(&self, why: &'static str) -> Event {
+    fn reload_event(&mut self, why: &'static str) -> Event {
         let Some(path) = &self.opts.config_path else {
             return Event::ConfigRejected {
                 why,
@@ -536,7 +560,7 @@ impl Speaker {
         }
         match config.resolve_node_name(self.opts.node_name_fallback.clone(), None) {
             Ok(node_name) => Event::ConfigReloaded {
-                config: Box::new(config),
+                config: Box::new(self.gateways.reloaded(config)),
                 node_name,
                 why,
             },

@@ -64,6 +64,15 @@ pub fn record(m: &Metrics, notice: Notice) {
             "graceful restart: session opens once the source is ready, so the peer keeps \
              our stale routes until we can refresh them"
         ),
+        Notice::PeerAsLearned {
+            peer,
+            address,
+            asn,
+            local_asn,
+        } => {
+            tracing::info!(%peer, %address, asn, "peer AS learned from its OPEN (asn: auto)");
+            m.set_peer_info(&peer, &address, asn, local_asn);
+        }
         Notice::PeerStarted {
             peer,
             address,

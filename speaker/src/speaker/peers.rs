@@ -18,7 +18,7 @@ use bgp_proto::transport::{
     Accepted, BgpListener, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
 };
 use bgp_proto::{Asn, RouterId};
-use podcidr_config::{PeerAddress, PeerConfig};
+use podcidr_config::{PeerAddress, PeerAsn, PeerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -78,7 +78,11 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
     SessionConfig {
         local_asn: identity.asn,
         router_id: identity.router_id,
-        peer_asn: p.asn,
+        peer_asn: p.asn.fixed().unwrap_or(Asn(0)),
+        peer_asn_ranges: match &p.asn {
+            PeerAsn::Fixed(_) => None,
+            PeerAsn::Auto(ranges) => Some(ranges.clone()),
+        },
         hold_time: p.hold_time,
         keepalive,
         families: p.families.clone(),
@@ -91,7 +95,7 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
         }),
         jitter_seed: seed,
         extended_next_hop: p.extended_next_hop,
-        ..SessionConfig::new(identity.asn, identity.router_id, p.asn)
+        ..SessionConfig::new(identity.asn, identity.router_id, Asn(0))
     }
 }
 
@@ -252,6 +256,11 @@ impl PeerManager {
     /// Starts a session for `setup` (a running one of the same name must be stopped first).
     pub fn start(&mut self, setup: &PeerSetup) {
         let p = &setup.config;
+        if p.address.is_unresolved() {
+            // The core only starts resolved peers (`default_route::resolve_peers`).
+            tracing::error!(peer = %p.name, address = %p.address, "unresolved peer address");
+            return;
+        }
         let mut cfg = setup.session_config();
         // RFC 2545 §3: the peer on our link also gets our link-local address.
         cfg.link_local_next_hop = link_local_source(&p.address);
@@ -438,6 +447,8 @@ fn peer_socket(address: &PeerAddress, port: u16) -> SocketAddr {
         PeerAddress::Interface { peer, .. } => {
             SocketAddrV6::new(peer.unwrap_or(Ipv6Addr::UNSPECIFIED), port, 0, 0).into()
         }
+        // Never started unresolved (see `PeerManager::start`).
+        PeerAddress::DefaultGateway(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
     }
 }
 

@@ -50,7 +50,8 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     let s = &v.status;
     let neg = s.negotiated.as_ref();
     let families: Vec<Family> = neg.map(|n| n.families.clone()).unwrap_or_default();
-    let ibgp = v.config.is_ibgp();
+    // `asn: auto`: the session type is what the OPEN made it.
+    let ibgp = neg.map_or(v.config.is_ibgp(), |n| n.ibgp);
     // Only the first MAX_REPORTED_ROUTES are rendered: the object must stay small.
     let rib = &s.adj_rib_out.0;
     let advertised = rib.len();
@@ -83,7 +84,11 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     PeerReport {
         name: v.config.name.clone(),
         address: v.config.address.to_string(),
-        asn: v.config.asn.0,
+        // `asn: auto`: the AS learned from the OPEN; 0 until then.
+        asn: neg
+            .map(|n| n.peer_asn.0)
+            .or(v.config.asn.fixed().map(|a| a.0))
+            .unwrap_or(0),
         state: s.state.as_str().to_owned(),
         since: rfc3339(s.since),
         hold_time: neg.map(|n| n.hold_time.seconds()),
@@ -348,6 +353,8 @@ pub struct ReportInputs {
     pub cni: Option<CniCondition>,
     /// When each condition last changed status (kept by the core across reports).
     pub transitions: Arc<Transitions>,
+    /// `PeersResolved`, when a peer has `address: default-gateway`.
+    pub unresolved: Option<Vec<String>>,
 }
 
 impl ReportInputs {
@@ -366,6 +373,20 @@ impl ReportInputs {
                 c.ok,
                 c.reason,
                 c.message.clone(),
+                now,
+            ));
+        }
+        if let Some(u) = &self.unresolved {
+            let (reason, message) = if u.is_empty() {
+                ("AllResolved", String::new())
+            } else {
+                ("NoDefaultGateway", u.join("; "))
+            };
+            r.conditions.push(condition(
+                "PeersResolved",
+                u.is_empty(),
+                reason,
+                message,
                 now,
             ));
         }
@@ -444,6 +465,37 @@ mod tests {
         assert_eq!(r.routes.len(), MAX_REPORTED_ROUTES);
         assert_eq!(r.routes_omitted, 300 - MAX_REPORTED_ROUTES as u64);
         assert!(r.routes.iter().all(|route| route.prefix.starts_with("10.")));
+    }
+
+    #[test]
+    fn an_asn_auto_peer_reports_the_as_learned_from_the_open_rfc4271_6_2() {
+        let cfg = podcidr_config::Config::from_yaml_str(
+            "asn: 65010\nsource: {kind: file, path: /x}\npeers:\n  - name: tor\n    \
+             address: default-gateway\n    asn: auto\n    allowedAsns: [65000-65100]\n",
+        )
+        .unwrap();
+        let mut view = PeerInput {
+            config: cfg.peers[0].clone(),
+            status: SessionStatus::new(0),
+            refused: Arc::new([]),
+        };
+        assert_eq!(peer_report(Asn(65010), &view).asn, 0, "nothing learned yet");
+        view.status.negotiated = Some(Negotiated {
+            peer_asn: Asn(65042),
+            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
+            hold_time: HoldTime::new(90).unwrap(),
+            keepalive: Duration::from_secs(30),
+            families: vec![Family::IPV4_UNICAST],
+            four_octet_as: true,
+            route_refresh: true,
+            enhanced_route_refresh: false,
+            extended_next_hop_ipv4: false,
+            extended_message: false,
+            peer_graceful_restart: None,
+            ibgp: false,
+            peer_capabilities: Vec::new(),
+        });
+        assert_eq!(peer_report(Asn(65010), &view).asn, 65042);
     }
 
     #[test]

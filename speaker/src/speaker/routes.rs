@@ -51,6 +51,8 @@ pub fn peer_source(peer: &PeerAddress) -> Option<IpAddr> {
             let dst = peer.unwrap_or(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
             source_towards(SocketAddrV6::new(dst, 179, 0, index).into())
         }
+        // Resolved before any session starts (`default_route::resolve_peers`).
+        PeerAddress::DefaultGateway(_) => None,
     }
 }
 
@@ -193,6 +195,7 @@ mod tests {
         match p {
             PeerAddress::Fixed(_) => Some("192.0.2.10".parse().unwrap()),
             PeerAddress::Interface { .. } => Some("fe80::10".parse().unwrap()),
+            PeerAddress::DefaultGateway(_) => None,
         }
     }
 

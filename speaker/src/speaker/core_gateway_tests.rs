@@ -1,0 +1,192 @@
+//! The core with `default-gateway` and `asn: auto` peers: a changed gateway resets only
+//! that session; a learned AS is noticed once.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use bgp_proto::session::{Negotiated, SessionStatus, State};
+use bgp_proto::{Asn, Family, HoldTime, RouterId};
+use podcidr_config::Config;
+
+use super::super::default_route::{DefaultRoutes, Gateway, resolve_config};
+use super::*;
+
+fn lookup(_: &PeerAddress) -> Option<IpAddr> {
+    Some("198.18.1.2".parse().unwrap())
+}
+
+fn written() -> Config {
+    Config::from_yaml_str(
+        "asn: 65010\nrouterId: 198.18.1.2\nsource: {kind: file, path: /x}\npeers:\n  \
+         - {name: tor, address: default-gateway, asn: auto, allowedAsns: [65000-65100]}\n  \
+         - {name: rr, address: 198.18.3.1, asn: 65003}\n",
+    )
+    .unwrap()
+}
+
+fn via(gw: &str) -> DefaultRoutes {
+    DefaultRoutes {
+        ipv4: vec![Gateway {
+            via: gw.parse().unwrap(),
+            dev: "eth0".into(),
+            metric: 0,
+        }],
+        ipv6: Vec::new(),
+    }
+}
+
+/// The source's first (empty) set: graceful-restart sessions open once it is known.
+fn source_ready() -> Event {
+    Event::Desired(std::sync::Arc::new(ipam_watch::source::DesiredSet {
+        ready: true,
+        ..Default::default()
+    }))
+}
+
+fn names<'a>(out: &'a [Effect], pick: fn(&'a Effect) -> Option<&'a str>) -> Vec<&'a str> {
+    out.iter().filter_map(pick).collect()
+}
+
+#[test]
+fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
+    let (first, _) = resolve_config(&written(), &via("198.18.1.1"));
+    let mut core = Core::new(first, "node-a".into(), false, lookup);
+    let mut started = core.start();
+    started.extend(core.handle(source_ready()));
+    let started = names(&started, |e| match e {
+        Effect::StartPeer(s) => Some(s.config.name.as_str()),
+        _ => None,
+    });
+    assert_eq!(started, vec!["tor", "rr"]);
+
+    let (moved, _) = resolve_config(&written(), &via("198.18.2.1"));
+    let out = core.handle(Event::ConfigReloaded {
+        config: Box::new(moved),
+        node_name: "node-a".into(),
+        why: "default route changed",
+    });
+    let reset: Vec<(&str, String)> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ResetPeer(s) => Some((s.config.name.as_str(), s.config.address.to_string())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reset, vec![("tor", "198.18.2.1".to_owned())]);
+    assert!(
+        !out.iter()
+            .any(|e| matches!(e, Effect::StopPeer { .. } | Effect::StartPeer(_)))
+    );
+
+    // The default route goes away: the session stops; rr stays.
+    let (gone, problems) = resolve_config(&written(), &DefaultRoutes::default());
+    assert_eq!(problems.len(), 1);
+    let out = core.handle(Event::ConfigReloaded {
+        config: Box::new(gone),
+        node_name: "node-a".into(),
+        why: "default route changed",
+    });
+    let stopped = names(&out, |e| match e {
+        Effect::StopPeer { name, .. } => Some(name.as_str()),
+        _ => None,
+    });
+    assert_eq!(stopped, vec!["tor"]);
+    assert!(!out.iter().any(|e| matches!(e, Effect::ResetPeer(_))));
+}
+
+fn established(asn: u32) -> SessionStatus {
+    let mut s = SessionStatus::new(0);
+    s.state = State::Established;
+    s.negotiated = Some(Negotiated {
+        peer_asn: Asn(asn),
+        peer_router_id: RouterId::new("198.18.1.1".parse().unwrap()).unwrap(),
+        hold_time: HoldTime::new(90).unwrap(),
+        keepalive: Duration::from_secs(30),
+        families: vec![Family::IPV4_UNICAST],
+        four_octet_as: true,
+        route_refresh: true,
+        enhanced_route_refresh: false,
+        extended_next_hop_ipv4: false,
+        extended_message: false,
+        peer_graceful_restart: None,
+        ibgp: false,
+        peer_capabilities: Vec::new(),
+    });
+    s
+}
+
+fn tick(core: &mut Core, secs: u64, tor: SessionStatus) -> Vec<(String, u32)> {
+    let statuses: BTreeMap<String, SessionStatus> = [
+        ("tor".to_owned(), tor),
+        ("rr".to_owned(), established(65003)),
+    ]
+    .into();
+    core.handle(Event::Tick {
+        now: Duration::from_secs(secs),
+        unix: 1_700_000_000 + secs,
+        statuses,
+    })
+    .into_iter()
+    .filter_map(|e| match e {
+        Effect::Notice(Notice::PeerAsLearned { peer, asn, .. }) => Some((peer, asn)),
+        _ => None,
+    })
+    .collect()
+}
+
+#[test]
+fn the_as_an_auto_peer_learned_from_its_open_is_noticed_once_rfc4271_6_2() {
+    let (cfg, _) = resolve_config(&written(), &via("198.18.1.1"));
+    let mut core = Core::new(cfg, "node-a".into(), false, lookup);
+    core.start();
+    core.handle(source_ready());
+    assert_eq!(tick(&mut core, 1, SessionStatus::new(0)), vec![]);
+    assert_eq!(
+        tick(&mut core, 2, established(65042)),
+        vec![("tor".to_owned(), 65042)]
+    );
+    assert_eq!(tick(&mut core, 3, established(65042)), vec![], "once");
+    // A fixed-AS peer (rr) is never "learned"; a different AS after a reconnect is.
+    assert_eq!(
+        tick(&mut core, 4, established(65077)),
+        vec![("tor".to_owned(), 65077)]
+    );
+}
+
+#[test]
+fn a_default_gateway_peer_without_a_gateway_is_a_false_peers_resolved_condition() {
+    let (cfg, problems) = resolve_config(&written(), &DefaultRoutes::default());
+    let mut core = Core::new(cfg, "node-a".into(), false, lookup);
+    core.start();
+    let condition = |core: &Core| {
+        core.report_inputs()
+            .render(0)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "PeersResolved")
+            .map(|c| (c.status, c.reason, c.message))
+    };
+    assert_eq!(condition(&core), None, "not told yet: no condition");
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    core.handle(Event::Unresolved(Some(problems)));
+    assert_eq!(
+        condition(&core),
+        Some((
+            "False".to_owned(),
+            "NoDefaultGateway".to_owned(),
+            "peer tor: no default route for ipv4; the session starts when one appears".to_owned()
+        ))
+    );
+    core.handle(Event::Unresolved(Some(Vec::new())));
+    assert_eq!(
+        condition(&core),
+        Some(("True".to_owned(), "AllResolved".to_owned(), String::new()))
+    );
+    core.handle(Event::Unresolved(None));
+    assert_eq!(
+        condition(&core),
+        None,
+        "no default-gateway peer: no condition"
+    );
+}
