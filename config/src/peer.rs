@@ -84,6 +84,9 @@ pub(crate) fn parse_peer(
     let session_type = match (asn, ctx.local_asn) {
         (Some(peer), Some(local)) if peer == local => Some(SessionType::Internal),
         (Some(_), Some(_)) => Some(SessionType::External),
+        // A node-derived local AS (or an invalid one, already reported): provisional,
+        // Config::resolve_for_node decides per node.
+        (Some(_), None) => Some(SessionType::External),
         _ => None,
     };
     let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);
