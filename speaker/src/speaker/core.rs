@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bgp_proto::Asn;
 use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
@@ -43,6 +44,10 @@ pub use super::core_io::*;
 
 #[path = "core_events.rs"]
 mod events;
+
+#[path = "core_asn.rs"]
+mod asn;
+pub use asn::AsnResolution;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
@@ -112,6 +117,10 @@ pub struct Core {
     cni: CniState,
     /// When each status condition last changed (for `lastTransitionTime`).
     transitions: Arc<report::Transitions>,
+    /// The node's local AS, once the Node is known.
+    node_asn: Option<AsnResolution>,
+    /// A final stop is waiting with GRACEFUL_SHUTDOWN on every route (RFC 8326).
+    final_wait: bool,
 }
 
 impl Core {
@@ -144,6 +153,8 @@ impl Core {
             lookup,
             cni: CniState::default(),
             transitions: Arc::default(),
+            node_asn: None,
+            final_wait: false,
         }
     }
 
@@ -215,6 +226,10 @@ impl Core {
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
             Event::Shutdown { final_stop } => {
+                // RFC 8326: warn the peers first; the loop asks again when the wait is over.
+                if final_stop && self.begin_final_wait(&mut out) {
+                    return out;
+                }
                 self.stopping = true;
                 let stops = self
                     .peers
@@ -313,7 +328,7 @@ impl Core {
     fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
         let g = self.guarded.as_ref()?;
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &self.lookup);
-        let (set, refused) = peer_routes(&g.announce, cfg, nhs);
+        let (set, refused) = peer_routes(&g.announce, &self.announce_config(cfg), nhs);
         Some((Arc::new(set), refused))
     }
 
@@ -366,7 +381,7 @@ impl Core {
 
     /// `routerId`, else the Node's IPv4 InternalIP, else the local IPv4 towards the first
     /// IPv4 peer.
-    fn resolve_identity(&self) -> Option<LocalIdentity> {
+    fn resolve_identity(&self, asn: Asn) -> Option<LocalIdentity> {
         let session_local = self
             .config
             .peers
@@ -380,10 +395,7 @@ impl Core {
         let router_id = self
             .config
             .resolve_router_id(&self.node.internal_ips(), session_local)?;
-        Some(LocalIdentity {
-            asn: self.config.asn,
-            router_id,
-        })
+        Some(LocalIdentity { asn, router_id })
     }
 
     fn setup(&self, cfg: &PeerConfig, identity: LocalIdentity, restarting: bool) -> PeerSetup {
@@ -430,14 +442,25 @@ impl Core {
 
     /// Makes the running sessions match the peers that select this node, with the current
     /// identity (a changed identity resets every kept session: it is in every OPEN).
+    /// A node whose local AS cannot be resolved runs no session.
     fn reconcile_peers(&mut self, out: &mut Vec<Effect>) {
-        let Some(identity) = self.resolve_identity() else {
+        let view = self.node_view(&self.config);
+        self.record_asn(
+            out,
+            view.as_ref().map(|v| v.1.clone()).map_err(Clone::clone),
+        );
+        let Ok((node_config, resolved)) = view else {
+            self.stop_all_peers(out, "the node's local AS cannot be resolved");
+            self.sync_listeners(out);
+            return;
+        };
+        let Some(identity) = self.resolve_identity(resolved.asn) else {
             if self.identity.is_none() {
                 out.push(Effect::Notice(Notice::NoRouterId));
             }
             return;
         };
-        let wanted: Vec<PeerConfig> = self.config.for_node(&self.node.labels).peers;
+        let wanted: Vec<PeerConfig> = node_config.peers;
         let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
         let gone: Vec<String> = self
             .peers
@@ -515,8 +538,19 @@ impl Core {
         node_name: String,
         why: &'static str,
     ) {
-        let labels = self.node.labels.clone();
-        let changes = diff_peers(&self.config.for_node(&labels), &new.for_node(&labels));
+        // Both sides as they apply to this node; an unresolvable AS counts as no peers.
+        let without_peers = |c: &Config| Config {
+            peers: Vec::new(),
+            ..c.clone()
+        };
+        let old_view = self
+            .node_view(&self.config)
+            .map_or_else(|_| without_peers(&self.config), |v| v.0);
+        let new_view = self.node_view(&new);
+        let new_node = new_view
+            .as_ref()
+            .map_or_else(|_| without_peers(&new), |v| v.0.clone());
+        let changes = diff_peers(&old_view, &new_node);
         let old = std::mem::replace(&mut self.config, new);
         if changes.settings.log {
             out.push(Effect::SetLog(self.config.log));
@@ -555,17 +589,26 @@ impl Core {
         let mut reset = 0;
         let mut updated = 0;
         if self.node.known {
+            self.record_asn(
+                out,
+                new_view.as_ref().map(|v| v.1.clone()).map_err(Clone::clone),
+            );
+        }
+        if let (true, Err(_)) = (self.node.known, &new_view) {
+            self.stop_all_peers(out, "the node's local AS cannot be resolved");
+            self.sync_listeners(out);
+        } else if let (true, Ok((node_config, resolved))) = (self.node.known, &new_view) {
             for name in &changes.removed {
                 self.remove_peer(out, name, "removed from the config");
             }
-            let identity = self.resolve_identity();
+            let identity = self.resolve_identity(resolved.asn);
             let identity_changed = identity != self.identity;
             if let Some(identity) = identity {
                 self.identity = Some(identity);
                 let by_name = |names: &[String]| -> Vec<PeerConfig> {
                     names
                         .iter()
-                        .filter_map(|n| self.config.peer(n).cloned())
+                        .filter_map(|n| node_config.peer(n).cloned())
                         .collect()
                 };
                 let (changed, added, kept_updated, unchanged) = (
@@ -683,9 +726,17 @@ impl Core {
                 })
             })
             .collect();
+        let (local_asn, local_asn_source, asn_error) = match &self.node_asn {
+            Some(Ok(r)) => (Some(r.asn), r.origin.to_string(), None),
+            Some(Err(e)) => (None, String::new(), Some(e.clone())),
+            None => (None, String::new(), None),
+        };
         ReportInputs {
             source: self.config.source.kind(),
-            local_asn: self.config.asn,
+            local_asn: local_asn.unwrap_or(self.config.asn),
+            local_asn_resolved: local_asn.is_some(),
+            local_asn_source,
+            asn_error,
             desired: Arc::clone(&self.desired),
             guarded: self.guarded.clone(),
             peers,
@@ -756,6 +807,10 @@ pub fn watches_node(api: bool, config: &Config) -> bool {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "core_asn_tests.rs"]
+mod asn_tests;
 
 #[cfg(test)]
 #[path = "core_events_tests.rs"]

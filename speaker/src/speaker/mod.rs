@@ -417,12 +417,38 @@ impl Speaker {
     }
 
     async fn run_with_signals(mut self, mut signals: Signals) {
-        self.run(async move { signals.shutdown().await }).await;
+        let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
+        let (again_tx, again) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            signals.shutdown().await;
+            let _ = first_tx.send(());
+            signals.shutdown().await;
+            let _ = again_tx.send(());
+        });
+        self.run_until(
+            async move {
+                let _ = first.await;
+            },
+            async move {
+                let _ = again.await;
+            },
+        )
+        .await;
+        task.abort();
     }
 
     /// Runs until `shutdown` completes, then stops every session (graceful restart or
     /// Cease, per [`RunOptions::final_stop`]).
     pub async fn run(&mut self, shutdown: impl std::future::Future<Output = ()>) {
+        self.run_until(shutdown, std::future::pending()).await;
+    }
+
+    /// [`Speaker::run`]; `again` (a second SIGTERM) ends a graceful shutdown wait early.
+    pub async fn run_until(
+        &mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+        again: impl std::future::Future<Output = ()>,
+    ) {
         let mut sighup = match process::sighup() {
             Ok(s) => Some(s),
             Err(e) => {
@@ -489,10 +515,20 @@ impl Speaker {
             graceful_restart = !self.opts.final_stop,
             "stopping sessions"
         );
-        let effects = self.core.handle(Event::Shutdown {
+        let stop = Event::Shutdown {
             final_stop: self.opts.final_stop,
+        };
+        let effects = self.core.handle(stop.clone());
+        let wait = effects.iter().find_map(|e| match e {
+            Effect::GracefulShutdownWait(d) => Some(*d),
+            _ => None,
         });
         self.apply(effects).await;
+        if let Some(wait) = wait {
+            self.graceful_shutdown_wait(wait, again).await;
+            let effects = self.core.handle(stop);
+            self.apply(effects).await;
+        }
         self.source_task.abort();
         if let Some(t) = &self.node_task {
             t.abort();
@@ -509,6 +545,33 @@ impl Speaker {
         self.admin_task.abort();
         if let Some(t) = &self.metrics_task {
             t.abort();
+        }
+    }
+
+    /// RFC 8326: sessions keep running (their events handled) while the fabric moves
+    /// traffic away; bounded by `wait`, cut short by `again`.
+    async fn graceful_shutdown_wait(
+        &mut self,
+        wait: Duration,
+        again: impl std::future::Future<Output = ()>,
+    ) {
+        tracing::info!(
+            wait_seconds = wait.as_secs(),
+            "graceful shutdown (RFC 8326): routes carry GRACEFUL_SHUTDOWN 65535:0 until the Cease"
+        );
+        let deadline = tokio::time::sleep(wait);
+        tokio::pin!(deadline, again);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                () = &mut again => {
+                    tracing::info!("second shutdown signal: sending the Cease now");
+                    break;
+                }
+                Some((peer, ev)) = self.events.recv() => {
+                    self.handle(Event::Session(peer, ev)).await;
+                }
+            }
         }
     }
 
@@ -621,6 +684,7 @@ impl Speaker {
                     at,
                 } => self.spawn_renew(node, node_uid, duration, unix, at),
                 Effect::StopAll(stops) => self.peers.shutdown(stops).await,
+                Effect::GracefulShutdownWait(_) => {}
                 Effect::WriteCni(file) => self.spawn_cni_write(file),
                 Effect::KubeEvent(event) => {
                     if let Some((sink, _)) = &self.kube_events {
