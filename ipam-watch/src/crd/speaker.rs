@@ -96,12 +96,12 @@ pub struct SpeakerReport {
     #[serde(default)]
     pub speaker_version: String,
     /// The node's effective local AS; absent while it cannot be resolved (condition
-    /// `LocalASN`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `LocalASN`). Written as `null` then, so a status patch removes the last one.
+    #[serde(default)]
     pub local_asn: Option<u32>,
     /// Where the local AS came from: `config`, `asnOverrides[i]`, `label <key>`,
-    /// `annotation <key>`, `default (no label <key>)`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// `annotation <key>`, `default (no label <key>)`; empty while unresolved.
+    #[serde(default)]
     pub local_asn_source: String,
 }
 
