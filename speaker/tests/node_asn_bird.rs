@@ -1,7 +1,8 @@
 //! A per-node local AS end to end: the speaker reads its AS from its own Node's label (fake
 //! API server), BIRD on loopback accepts only that AS (`neighbor … as N`), a bad label value
 //! stops the session with a NodeBGPStatus condition naming label and value, and a new label
-//! value resets the session with the new AS.
+//! value resets the session with the new AS. Also through the Node: a cordoned node's routes
+//! carry GRACEFUL_SHUTDOWN (RFC 8326) until it is uncordoned.
 
 mod common;
 
@@ -53,11 +54,21 @@ fn asn_condition(s: &Value) -> Option<&Value> {
         .find(|c| c["type"] == "LocalASN")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_label_asn_reaches_bird_bad_value_stops_and_new_value_resets_the_session() {
+struct Setup {
+    bird: Bird,
+    fake: FakeKube,
+    speaker: common::Proc,
+    listen: Ipv4Addr,
+    ours: Ipv4Addr,
+    _dir: TempDir,
+}
+
+/// BIRD expecting AS 65020 from the node, whose Node carries that label, and the speaker
+/// reading its AS from it.
+async fn setup() -> Setup {
     integration_tests::require_bird();
     let (listen, ours) = (net::alloc_v4(), net::alloc_v4());
-    let mut bird = Bird::start(bird_config(listen, ours, 65020));
+    let bird = Bird::start(bird_config(listen, ours, 65020));
     let peer = bird.peer_addr("spk");
 
     let fake = FakeKube::start().await.unwrap();
@@ -98,6 +109,26 @@ status: {{publish: true, minInterval: 1}}
     );
     let speaker = common::spawn_api_speaker(&dir, &config, &kubeconfig, "speaker.log");
 
+    Setup {
+        bird,
+        fake,
+        speaker,
+        listen,
+        ours,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_label_asn_reaches_bird_bad_value_stops_and_new_value_resets_the_session() {
+    let Setup {
+        mut bird,
+        fake,
+        speaker,
+        listen,
+        ours,
+        _dir,
+    } = setup().await;
     assert!(
         bird.wait_until(T, |b| as_path(b) == Some(vec![65020])),
         "BIRD (neighbor as 65020) never got our route\n{}\n{}",
@@ -145,5 +176,49 @@ status: {{publish: true, minInterval: 1}}
         bird.protocol("spk").neighbor_as == Some(65021),
         "{}",
         bird.diagnostics()
+    );
+}
+
+/// Communities of our route as BIRD holds it.
+fn communities(bird: &Bird) -> Option<Vec<(u16, u16)>> {
+    bird.routes_from("spk")
+        .into_iter()
+        .find(|r| r.prefix.to_string() == PREFIX)
+        .map(|r| r.communities)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordoned_node_routes_carry_graceful_shutdown_until_uncordoned_rfc8326() {
+    let Setup {
+        bird,
+        fake,
+        speaker,
+        _dir,
+        ..
+    } = setup().await;
+    assert!(
+        bird.wait_until(T, |b| communities(b) == Some(Vec::new())),
+        "no plain route\n{}\n{}",
+        bird.diagnostics(),
+        speaker.log()
+    );
+    let cordon = |on: bool| {
+        fake.update(&Gvr::nodes(), None, "node-a", |o| {
+            o["spec"]["unschedulable"] = json!(on);
+        })
+        .unwrap();
+    };
+    cordon(true);
+    assert!(
+        bird.wait_until(T, |b| communities(b) == Some(vec![(65535, 0)])),
+        "a cordoned node's route lacks 65535:0: {:?}\n{}",
+        communities(&bird),
+        speaker.log()
+    );
+    cordon(false);
+    assert!(
+        bird.wait_until(T, |b| communities(b) == Some(Vec::new())),
+        "uncordoned, 65535:0 stays: {:?}",
+        communities(&bird)
     );
 }
