@@ -245,6 +245,13 @@ impl Config {
             let at = format!("peers[{i}] ({})", peer.name);
             if peer.asn == local {
                 peer.session_type = SessionType::Internal;
+                // 1 is also the default, so only a larger value was surely written.
+                if let Some(hops) = peer.ebgp_multihop.filter(|h| *h > 1) {
+                    conflicts.push(format!(
+                        "{at}.ebgpMultihop: {hops} is eBGP only; with local AS {} from {} this peer is iBGP (TTL 255)",
+                        local.0, resolved.origin
+                    ));
+                }
                 peer.ebgp_multihop = None;
                 if peer.as_path_prepend > 0 {
                     conflicts.push(format!(

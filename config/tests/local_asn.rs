@@ -258,6 +258,38 @@ fn peer_type_is_ibgp_when_peer_asn_equals_the_node_asn_rfc4271_5_1_3() {
 }
 
 #[test]
+fn prepend_or_multihop_on_a_peer_that_turns_out_ibgp_is_an_error_on_that_node() {
+    let yaml = "asn: {fromNodeLabel: example.com/asn}
+allowedPrefixes: [10.0.0.0/8]
+peers:
+  - {name: tor, address: 192.0.2.1, asn: 65000, asPathPrepend: 2, ebgpMultihop: 3}
+";
+    let c = valid(yaml);
+    let empty = BTreeMap::new();
+    let ebgp = map(&[("example.com/asn", "65001")]);
+    let (node, _) = c
+        .resolve_for_node(NodeMeta {
+            labels: &ebgp,
+            annotations: &empty,
+        })
+        .unwrap();
+    assert_eq!(node.peers[0].ebgp_multihop, Some(3));
+    let ibgp = map(&[("example.com/asn", "65000")]);
+    let e = c
+        .resolve_for_node(NodeMeta {
+            labels: &ibgp,
+            annotations: &empty,
+        })
+        .unwrap_err();
+    assert_eq!(e.reason, "PeerTypeConflict");
+    assert_eq!(
+        e.message,
+        "peers[0] (tor).ebgpMultihop: 3 is eBGP only; with local AS 65000 from label example.com/asn this peer is iBGP (TTL 255); \
+         peers[0] (tor).asPathPrepend: prepending is eBGP only; with local AS 65000 from label example.com/asn this peer is iBGP"
+    );
+}
+
+#[test]
 fn local_pref_on_a_peer_that_turns_out_ebgp_is_an_error_on_that_node() {
     let yaml = "asn: {fromNodeLabel: example.com/asn}
 allowedPrefixes: [10.0.0.0/8]
