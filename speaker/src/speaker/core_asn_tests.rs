@@ -290,3 +290,42 @@ fn cordoned_node_routes_carry_graceful_shutdown_until_uncordoned_rfc8326() {
         );
     }
 }
+
+#[test]
+fn node_annotation_is_the_local_as_and_its_change_resets_sessions() {
+    let mut core = api_core(config("asn: {fromNodeAnnotation: example.com/asn}"));
+    let annotated = |v: &str| {
+        Event::Node(NodeInfo {
+            known: true,
+            annotations: [("example.com/asn".to_owned(), v.to_owned())].into(),
+            ..NodeInfo::default()
+        })
+    };
+    let out = core.handle(annotated("4200000001"));
+    assert_eq!(sessions(&out)["tor1"], (4_200_000_001, false));
+    assert_eq!(
+        core.report_inputs().render(0).local_asn_source,
+        "annotation example.com/asn"
+    );
+    let out = core.handle(annotated("65000"));
+    assert_eq!(sessions(&out)["tor1"], (65000, true));
+}
+
+#[test]
+fn reload_from_a_fixed_asn_to_a_node_label_resets_sessions_with_the_node_as() {
+    let mut core = api_core(config("asn: 65010"));
+    core.handle(node(&[("example.com/asn", "65030")], false));
+    let out = core.handle(Event::ConfigReloaded {
+        config: Box::new(config(FROM_LABEL)),
+        node_name: "node-a".into(),
+        why: "test",
+    });
+    assert_eq!(
+        sessions(&out),
+        BTreeMap::from([
+            ("rr".to_owned(), (65030, false)),
+            ("tor1".to_owned(), (65030, false)),
+        ])
+    );
+    assert!(out.iter().all(|e| !matches!(e, Effect::StartPeer(_))));
+}
