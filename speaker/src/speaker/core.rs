@@ -13,7 +13,7 @@ use bgp_proto::Asn;
 use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::{Config, PeerConfig, diff_peers};
+use podcidr_config::{Config, PeerConfig};
 
 use super::cni::{CniFile, CniState};
 use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
@@ -445,13 +445,7 @@ impl Core {
     /// A node whose local AS cannot be resolved runs no session.
     fn reconcile_peers(&mut self, out: &mut Vec<Effect>) {
         let view = self.node_view(&self.config);
-        self.record_asn(
-            out,
-            view.as_ref().map(|v| v.1.clone()).map_err(Clone::clone),
-        );
-        let Ok((node_config, resolved)) = view else {
-            self.stop_all_peers(out, "the node's local AS cannot be resolved");
-            self.sync_listeners(out);
+        let Some((node_config, resolved)) = self.apply_node_view(out, view) else {
             return;
         };
         let Some(identity) = self.resolve_identity(resolved.asn) else {
@@ -538,19 +532,7 @@ impl Core {
         node_name: String,
         why: &'static str,
     ) {
-        // Both sides as they apply to this node; an unresolvable AS counts as no peers.
-        let without_peers = |c: &Config| Config {
-            peers: Vec::new(),
-            ..c.clone()
-        };
-        let old_view = self
-            .node_view(&self.config)
-            .map_or_else(|_| without_peers(&self.config), |v| v.0);
-        let new_view = self.node_view(&new);
-        let new_node = new_view
-            .as_ref()
-            .map_or_else(|_| without_peers(&new), |v| v.0.clone());
-        let changes = diff_peers(&old_view, &new_node);
+        let (changes, new_view) = self.reload_views(&new);
         let old = std::mem::replace(&mut self.config, new);
         if changes.settings.log {
             out.push(Effect::SetLog(self.config.log));
@@ -588,16 +570,12 @@ impl Core {
         }
         let mut reset = 0;
         let mut updated = 0;
-        if self.node.known {
-            self.record_asn(
-                out,
-                new_view.as_ref().map(|v| v.1.clone()).map_err(Clone::clone),
-            );
-        }
-        if let (true, Err(_)) = (self.node.known, &new_view) {
-            self.stop_all_peers(out, "the node's local AS cannot be resolved");
-            self.sync_listeners(out);
-        } else if let (true, Ok((node_config, resolved))) = (self.node.known, &new_view) {
+        let view = self
+            .node
+            .known
+            .then(|| self.apply_node_view(out, new_view))
+            .flatten();
+        if let Some((node_config, resolved)) = &view {
             for name in &changes.removed {
                 self.remove_peer(out, name, "removed from the config");
             }

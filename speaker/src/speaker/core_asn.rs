@@ -4,20 +4,59 @@
 
 use std::borrow::Cow;
 
-use podcidr_config::{Community, Config, NodeAsnError, NodeMeta, PeerConfig, ResolvedAsn};
+use podcidr_config::{
+    Community, Config, NodeAsnError, NodeMeta, PeerChanges, PeerConfig, ResolvedAsn, diff_peers,
+};
 
 use super::{Core, Effect, EventReason, Notice};
 
 /// What the core last resolved the node's AS to.
 pub type AsnResolution = Result<ResolvedAsn, NodeAsnError>;
 
+/// A config as it applies to this node, with the node's AS.
+pub(super) type NodeView = Result<(Config, ResolvedAsn), NodeAsnError>;
+
 impl Core {
     /// `config` as it applies to this node: its AS, its peers, their eBGP/iBGP types.
-    pub(super) fn node_view(&self, config: &Config) -> Result<(Config, ResolvedAsn), NodeAsnError> {
+    pub(super) fn node_view(&self, config: &Config) -> NodeView {
         config.resolve_for_node(NodeMeta {
             labels: &self.node.labels,
             annotations: &self.node.annotations,
         })
+    }
+
+    /// Records the node's AS; an unresolvable one stops every session (`None`).
+    pub(super) fn apply_node_view(
+        &mut self,
+        out: &mut Vec<Effect>,
+        view: NodeView,
+    ) -> Option<(Config, ResolvedAsn)> {
+        self.record_asn(
+            out,
+            view.as_ref().map(|v| v.1.clone()).map_err(Clone::clone),
+        );
+        if view.is_err() {
+            self.stop_all_peers(out, "the node's local AS cannot be resolved");
+            self.sync_listeners(out);
+        }
+        view.ok()
+    }
+
+    /// What a reload changes for this node's peers (an unresolvable AS counts as no peers),
+    /// and the new config as it applies to the node.
+    pub(super) fn reload_views(&self, new: &Config) -> (PeerChanges, NodeView) {
+        let without_peers = |c: &Config| Config {
+            peers: Vec::new(),
+            ..c.clone()
+        };
+        let old_view = self
+            .node_view(&self.config)
+            .map_or_else(|_| without_peers(&self.config), |v| v.0);
+        let new_view = self.node_view(new);
+        let new_node = new_view
+            .as_ref()
+            .map_or_else(|_| without_peers(new), |v| v.0.clone());
+        (diff_peers(&old_view, &new_node), new_view)
     }
 
     /// Records the node's AS; a change is a log line, and an error (or its end) an Event.

@@ -17,6 +17,7 @@ pub mod peers;
 pub mod publish;
 pub mod report;
 pub mod routes;
+mod shutdown;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -416,27 +417,6 @@ impl Speaker {
         self.admin_addr
     }
 
-    async fn run_with_signals(mut self, mut signals: Signals) {
-        let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
-        let (again_tx, again) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            signals.shutdown().await;
-            let _ = first_tx.send(());
-            signals.shutdown().await;
-            let _ = again_tx.send(());
-        });
-        self.run_until(
-            async move {
-                let _ = first.await;
-            },
-            async move {
-                let _ = again.await;
-            },
-        )
-        .await;
-        task.abort();
-    }
-
     /// Runs until `shutdown` completes, then stops every session (graceful restart or
     /// Cease, per [`RunOptions::final_stop`]).
     pub async fn run(&mut self, shutdown: impl std::future::Future<Output = ()>) {
@@ -545,33 +525,6 @@ impl Speaker {
         self.admin_task.abort();
         if let Some(t) = &self.metrics_task {
             t.abort();
-        }
-    }
-
-    /// RFC 8326: sessions keep running (their events handled) while the fabric moves
-    /// traffic away; bounded by `wait`, cut short by `again`.
-    async fn graceful_shutdown_wait(
-        &mut self,
-        wait: Duration,
-        again: impl std::future::Future<Output = ()>,
-    ) {
-        tracing::info!(
-            wait_seconds = wait.as_secs(),
-            "graceful shutdown (RFC 8326): routes carry GRACEFUL_SHUTDOWN 65535:0 until the Cease"
-        );
-        let deadline = tokio::time::sleep(wait);
-        tokio::pin!(deadline, again);
-        loop {
-            tokio::select! {
-                () = &mut deadline => break,
-                () = &mut again => {
-                    tracing::info!("second shutdown signal: sending the Cease now");
-                    break;
-                }
-                Some((peer, ev)) = self.events.recv() => {
-                    self.handle(Event::Session(peer, ev)).await;
-                }
-            }
         }
     }
 
