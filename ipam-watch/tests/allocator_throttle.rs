@@ -329,6 +329,52 @@ fn assert_unique_dual_stack(fake: &FakeKube, n: usize) {
     }
 }
 
+/// The allocator running against `fake` with `limits` until stopped.
+struct Running {
+    metrics: Arc<AllocatorMetrics>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ipam_watch::allocator::RunError>>,
+    started: std::time::Instant,
+}
+
+impl Running {
+    fn start(fake: &FakeKube, l: ApiLimits) -> Running {
+        let metrics = Arc::new(AllocatorMetrics::new());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let started = std::time::Instant::now();
+        let task = tokio::spawn(run(
+            fake.client_without_retry(),
+            options(l),
+            metrics.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Running {
+            metrics,
+            stop,
+            task,
+            started,
+        }
+    }
+
+    /// Waits until `n` records exist and all are allocated; the time since the start.
+    async fn until_allocated(&self, fake: &FakeKube, n: usize) -> Duration {
+        fake.wait_for(WAIT, |f| {
+            let r = f.list(&Gvr::of::<NodePodCIDR>(), None);
+            r.len() == n && r.iter().all(is_allocated)
+        })
+        .await
+        .expect("every node allocated");
+        self.started.elapsed()
+    }
+
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        timeout(WAIT, self.task).await.unwrap().unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allocator_waits_out_429_retry_after_then_allocates_everything() {
     let fake = FakeKube::start().await.unwrap();
@@ -346,25 +392,8 @@ async fn allocator_waits_out_429_retry_after_then_allocates_everything() {
             .resource("nodepodcidrs")
             .times(6),
     );
-    let metrics = Arc::new(AllocatorMetrics::new());
-    let m = metrics.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let started = std::time::Instant::now();
-    let task = tokio::spawn(run(
-        fake.client_without_retry(),
-        options(limits(1000.0, 100)),
-        m,
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    fake.wait_for(WAIT, |f| {
-        let r = f.list(&Gvr::of::<NodePodCIDR>(), None);
-        r.len() == 20 && r.iter().all(is_allocated)
-    })
-    .await
-    .expect("every node allocated");
-    let elapsed = started.elapsed();
+    let a = Running::start(&fake, limits(1000.0, 100));
+    let elapsed = a.until_allocated(&fake, 20).await;
     assert_eq!(fake.pending_faults(), 0);
     // One pause of 1 s covered all six (they were in flight together); nothing was sent
     // before it ended, so the whole run took at least that second.
@@ -376,8 +405,8 @@ async fn allocator_waits_out_429_retry_after_then_allocates_everything() {
         "20 creates plus one retry of each shed one"
     );
     // The pass that made the writes counts them when it ends.
-    assert!(metrics.wait_for_passes(1, WAIT).await);
-    let text = metrics.encode();
+    assert!(a.metrics.wait_for_passes(1, WAIT).await);
+    let text = a.metrics.encode();
     assert!(
         text.contains("podcidr_allocator_api_throttled_total{code=\"429\"} 6"),
         "{text}"
@@ -386,8 +415,7 @@ async fn allocator_waits_out_429_retry_after_then_allocates_everything() {
         text.contains("podcidr_allocator_writes_total{kind=\"create\",result=\"ok\"} 20"),
         "the retries happened inside the writes: {text}"
     );
-    stop.send(()).unwrap();
-    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+    a.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -400,26 +428,9 @@ async fn allocator_at_a_low_qps_is_paced_by_it() {
         )
         .unwrap();
     }
-    let metrics = Arc::new(AllocatorMetrics::new());
-    let m = metrics.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let started = std::time::Instant::now();
     // 10 nodes: 20 writes plus 3 LISTs and 3 WATCHes, at 20/s after a burst of 5.
-    let task = tokio::spawn(run(
-        fake.client_without_retry(),
-        options(limits(20.0, 5)),
-        m,
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    fake.wait_for(WAIT, |f| {
-        let r = f.list(&Gvr::of::<NodePodCIDR>(), None);
-        r.len() == 10 && r.iter().all(is_allocated)
-    })
-    .await
-    .expect("every node allocated");
-    let elapsed = started.elapsed();
+    let a = Running::start(&fake, limits(20.0, 5));
+    let elapsed = a.until_allocated(&fake, 10).await;
     // The Lease has a bucket of its own; everything else shares this one.
     let sent: u64 = fake
         .request_counts()
@@ -435,6 +446,5 @@ async fn allocator_at_a_low_qps_is_paced_by_it() {
         "{elapsed:?} < {floor:?} for {sent} requests"
     );
     assert_unique_dual_stack(&fake, 10);
-    stop.send(()).unwrap();
-    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+    a.stop().await;
 }

@@ -118,7 +118,11 @@ async fn alerts_name_only_metrics_the_binaries_export() {
     );
     let body = poll(Duration::from_secs(30), || async {
         let (code, body) = http_get(metrics_addr.parse().unwrap(), "/metrics").await?;
-        (code == 200 && body.contains("podcidr_cni_config_writes_total{")).then_some(body)
+        // Per-session series appear with the first tick after the session opens.
+        (code == 200
+            && body.contains("podcidr_cni_config_writes_total{")
+            && body.contains("podcidr_bgp_session_up{"))
+        .then_some(body)
     })
     .await
     .unwrap_or_else(|| panic!("speaker /metrics\n{}", speaker.log()));

@@ -114,13 +114,16 @@ async fn run(p: Params) {
 
     // Warm-up: every speaker's allocation at the ToR.
     let warm = wait_converged(&c, &view, Duration::from_secs(60), false).await;
-    assert!(
-        warm.is_some(),
-        "no warm-up convergence; logs in {}",
-        c.logs_dir()
-    );
+    if warm.is_none() {
+        panic!(
+            "no warm-up convergence; logs kept in {}",
+            keep_logs(&c, seed)
+        );
+    }
 
-    let mut sched = Schedule::new(seed, p.outage);
+    let kinds = faults::enabled_kinds(&std::env::var("CHAOS_SKIP").unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut sched = Schedule::new(seed, p.outage, kinds, view.clone(), violations.clone());
     let churn = sched.churn.clone();
     let churn_stop = Arc::new(AtomicBool::new(false));
     let churn_task = {
@@ -174,6 +177,19 @@ async fn run(p: Params) {
             ),
         );
     }
+    // Recovery from a last blow with nothing else going on: BIRD restarted, every session
+    // re-established and every table re-sent.
+    tokio::task::block_in_place(|| c.kill_and_restart_bird());
+    let recovery = wait_converged(&c, &view, p.bound, true).await;
+    if recovery.is_none() {
+        violations.record(
+            invariants::UNCONVERGED,
+            format!(
+                "after the final BIRD restart: ToR {:?}",
+                view.routes.lock().unwrap()
+            ),
+        );
+    }
     rss.sample(start.elapsed().as_secs_f64() / 60.0, &c.pids());
     stop.store(true, Ordering::SeqCst);
     let _ = tokio::task::spawn_blocking(move || poller.join()).await;
@@ -189,6 +205,8 @@ async fn run(p: Params) {
         states: states.load(Ordering::Relaxed),
         polls: view.polls.load(Ordering::Relaxed),
         convergence,
+        recovery,
+        removals: &sched.removal_withdrawals,
         bound: p.bound,
         rss: &rss,
     });
@@ -206,12 +224,39 @@ async fn run(p: Params) {
         let _ = std::fs::write(path, &table);
     }
     c.stopping.store(true, Ordering::SeqCst);
+    let kept = if violations.total() > 0 {
+        keep_logs(&c, seed)
+    } else {
+        String::new()
+    };
     assert_eq!(
         violations.total(),
         0,
-        "invariant violations (seed {seed}); logs in {}",
-        c.logs_dir()
+        "invariant violations (seed {seed}); logs kept in {kept}"
     );
+}
+
+/// Copies every process's log (allocators, speakers, BIRD) out of the temporary directories,
+/// which are removed when the cluster drops.
+fn keep_logs(c: &Cluster, seed: u64) -> String {
+    let to = std::env::temp_dir().join(format!("podcidr-chaos-{seed}-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&to);
+    let mut dirs: Vec<(String, std::path::PathBuf)> = vec![("".into(), c.dir.0.clone())];
+    for (i, s) in c.speakers.iter().enumerate() {
+        dirs.push((format!("speaker{i}-"), s.dir.0.clone()));
+    }
+    if let Some(b) = c.bird.lock().unwrap().as_ref() {
+        dirs.push(("bird-".into(), b.dir().to_path_buf()));
+    }
+    for (prefix, dir) in dirs {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".log") {
+                let _ = std::fs::copy(e.path(), to.join(format!("{prefix}{name}")));
+            }
+        }
+    }
+    to.display().to_string()
 }
 
 /// Waits (bounded) until every speaker's node has exactly its allocated CIDR at the ToR, no

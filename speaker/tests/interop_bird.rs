@@ -235,7 +235,9 @@ async fn hard_kill_keeps_routes_stale_and_restart_replaces_them_after_end_of_rib
 /// withdrawal before the first guarded set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_with_the_source_unavailable_sends_no_end_of_rib_until_it_is_ready() {
-    let (bird, s) = killed_while_announcing("interop-gr-unready", 120);
+    // Restart time 20 s: the session is held for the source at most 10 s, then opens without
+    // routes.
+    let (bird, s) = killed_while_announcing("interop-gr-unready", 20);
 
     // Restart with the source unavailable: the file is gone.
     let Speaker { dir, admin, .. } = s;
@@ -273,6 +275,48 @@ async fn restart_with_the_source_unavailable_sends_no_end_of_rib_until_it_is_rea
         bird.diagnostics(),
         s.proc.log()
     );
+}
+
+/// Chaos soak finding: a speaker killed twice in a row, the second time after its session
+/// came back but before its source was ready, lost its routes at the ToR. A helper that sees a
+/// second restart before End-of-RIB ends the first one (BIRD flushes every stale route that
+/// the short-lived session did not refresh). Rule: a restarting speaker opens no session
+/// before it has its routes to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_restart_before_the_source_is_ready_keeps_the_stale_routes() {
+    let (bird, s) = killed_while_announcing("interop-gr-twice", 120);
+    let Speaker { mut dir, admin, .. } = s;
+    std::fs::remove_file(dir.path("cidrs.yaml")).unwrap();
+    for restart in 1..=2 {
+        let mut s = Speaker::spawn(dir, admin, &[]);
+        // Killed once it has decided: holding the session (the rule) or opening it (the bug).
+        let decided = bird.wait_until(T, |b| {
+            s.proc
+                .log()
+                .contains("session opens once the source is ready")
+                || b.protocol("spk").is_established()
+        });
+        assert!(decided, "restart {restart}\n{}", s.proc.log());
+        s.proc.signal(libc::SIGKILL);
+        s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
+        let routes = bird.routes_from("spk");
+        assert!(
+            routes.len() == 2 && routes.iter().all(|r| r.stale),
+            "restart {restart}: BIRD must still hold both routes stale: {routes:?}\n{}\n{}",
+            bird.diagnostics(),
+            s.proc.log()
+        );
+        dir = s.dir;
+    }
+    // The source comes back: the routes are refreshed and the stale phase ends.
+    write_cidrs(&dir, &["198.19.1.0/24", "198.19.2.0/24"]);
+    let s = Speaker::spawn(dir, admin, &[]);
+    let done = bird.wait_until(T, |b| {
+        prefixes(b, "spk") == set(&["198.19.1.0/24", "198.19.2.0/24"])
+            && !b.protocol("spk").gr_active
+            && b.routes_from("spk").iter().all(|r| !r.stale)
+    });
+    assert!(done, "{}\n{}", bird.diagnostics(), s.proc.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,24 +47,14 @@ async fn setup() -> Setup {
     fake.write_kubeconfig(&kubeconfig).unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let peer: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = format!(
-        "nodeName: node-a
-asn: 64512
-routerId: {ID}
-source: {{kind: ipam-crd}}
-allowedPrefixes: [10.244.0.0/16]
-nextHop: {{ipv4: node}}
-peers:
-  - name: tor1
-    address: 127.0.0.1
-    port: {port}
-    asn: 65000
-    ebgpMultihop: 2
-    gracefulRestart: {{enabled: false}}
-admin: {{listen: \"{admin}\"}}
-status: {{publish: true, minInterval: 1}}
-",
-        port = peer.port()
+    let config = common::api_speaker_config(
+        "ipam-crd",
+        64512,
+        ID,
+        "10.244.0.0/16",
+        "ipv4: node",
+        peer.port(),
+        admin,
     );
     let speaker = common::spawn_api_speaker(&dir, &config, &kubeconfig, "speaker.log");
     Setup {

@@ -55,24 +55,14 @@ async fn setup(source: &str, objects: Vec<(Gvr, serde_json::Value)>) -> Setup {
     let kubeconfig = dir.path("kubeconfig");
     fake.write_kubeconfig(&kubeconfig).unwrap();
     let admin: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = format!(
-        "nodeName: node-a
-asn: 4200000001
-routerId: {ID}
-source: {{kind: {source}}}
-allowedPrefixes: [10.244.0.0/16, fd00::/8]
-nextHop: {{ipv4: node, ipv6: node}}
-peers:
-  - name: tor1
-    address: 127.0.0.1
-    port: {port}
-    asn: 65000
-    ebgpMultihop: 2
-    gracefulRestart: {{enabled: false}}
-admin: {{listen: \"{admin}\"}}
-status: {{publish: true, minInterval: 1}}
-",
-        port = collector.local_addr().port()
+    let config = common::api_speaker_config(
+        source,
+        4_200_000_001,
+        ID,
+        "10.244.0.0/16, fd00::/8",
+        "ipv4: node, ipv6: node",
+        collector.local_addr().port(),
+        admin,
     );
     let speaker = common::spawn_api_speaker(&dir, &config, &kubeconfig, "speaker.log");
     Setup {

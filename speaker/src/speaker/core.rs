@@ -20,7 +20,7 @@ use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
 use super::node::NodeInfo;
 use super::peers::LocalIdentity;
 
-use super::report::{self, PeerInput, ReportInputs};
+use super::report;
 use super::routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
 
 /// With nothing changed the report is re-written this often: an `updatedAt` much older than
@@ -47,6 +47,9 @@ mod events;
 
 #[path = "core_asn.rs"]
 mod asn;
+
+#[path = "core_status.rs"]
+mod status;
 pub use asn::AsnResolution;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
@@ -100,6 +103,11 @@ pub struct Core {
     peers: BTreeMap<String, Peer>,
     /// Sessions started before this flips are the process's first: they set the R bit.
     started_once: bool,
+    /// Graceful-restart peers not started yet: the process restarted and has no routes to
+    /// send (see [`Core::holds_for_routes`]). Started with the R bit once released.
+    held: BTreeSet<String>,
+    /// Monotonic time since the process started (from [`Event::Tick`]).
+    now: Duration,
     listeners: ListenerLayout,
     refusals_seen: BTreeSet<(String, GuardRefusal)>,
     mismatch_seen: Option<String>,
@@ -140,6 +148,8 @@ impl Core {
             guarded: None,
             peers: BTreeMap::new(),
             started_once: false,
+            held: BTreeSet::new(),
+            now: Duration::ZERO,
             listeners: ListenerLayout::new(),
             refusals_seen: BTreeSet::new(),
             mismatch_seen: None,
@@ -286,6 +296,7 @@ impl Core {
         self.refusals_seen = now;
         self.guarded = Some(Arc::new(g));
         self.push_routes(out);
+        self.release_held(out);
         self.plan_cni(out);
     }
 
@@ -408,8 +419,14 @@ impl Core {
         }
     }
 
-    fn add_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
-        let setup = self.setup(cfg, identity, !self.started_once);
+    fn add_peer(
+        &mut self,
+        out: &mut Vec<Effect>,
+        cfg: &PeerConfig,
+        identity: LocalIdentity,
+        restarting: bool,
+    ) {
+        let setup = self.setup(cfg, identity, restarting);
         let refused = self
             .routes_for(cfg)
             .map(|(_, r)| r.into())
@@ -465,11 +482,23 @@ impl Core {
         for name in gone {
             self.remove_peer(out, &name, "no longer selects this node");
         }
+        self.held.retain(|n| names.contains(n.as_str()));
         let identity_changed = self.identity.is_some_and(|i| i != identity);
         self.identity = Some(identity);
         for cfg in &wanted {
             match self.peers.get(&cfg.name) {
-                None => self.add_peer(out, cfg, identity),
+                None if self.holds_for_routes(cfg) => {
+                    if self.held.insert(cfg.name.clone()) {
+                        out.push(Effect::Notice(Notice::PeerHeld {
+                            peer: cfg.name.clone(),
+                            at_most: hold_bound(cfg),
+                        }));
+                    }
+                }
+                None => {
+                    let restarting = !self.started_once || self.held.remove(&cfg.name);
+                    self.add_peer(out, cfg, identity, restarting);
+                }
                 Some(_) if identity_changed => {
                     self.reset_peer(out, cfg, identity);
                 }
@@ -480,7 +509,34 @@ impl Core {
         self.sync_listeners(out);
     }
 
+    /// A restarted speaker opens no graceful-restart session before it has routes to send:
+    /// a helper that sees a second reset before End-of-RIB ends the first restart and drops
+    /// every stale route the short session did not refresh (BIRD does; RFC 4724 §4.2 leaves
+    /// it open). Bounded by half the restart time, so a long wait for the source still
+    /// reconnects before the peer's restart timer drops the routes anyway.
+    fn holds_for_routes(&self, cfg: &PeerConfig) -> bool {
+        cfg.graceful_restart.enabled
+            && self.guarded.is_none()
+            && (!self.started_once || self.held.contains(&cfg.name))
+            && self.now < hold_bound(cfg)
+    }
+
+    /// Starts the held peers whose hold ended (routes known, or the bound passed).
+    fn release_held(&mut self, out: &mut Vec<Effect>) {
+        let ended = self
+            .peers_for_node()
+            .iter()
+            .any(|cfg| self.held.contains(&cfg.name) && !self.holds_for_routes(cfg));
+        if ended {
+            self.reconcile_peers(out);
+        }
+    }
+
     fn reset_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
+        if self.held.contains(&cfg.name) {
+            // Not started yet: it starts with the config and identity of its release.
+            return;
+        }
         let setup = self.setup(cfg, identity, false);
         if let Some(p) = self.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
@@ -607,7 +663,7 @@ impl Core {
                     }
                 }
                 for cfg in &added {
-                    self.add_peer(out, cfg, identity);
+                    self.add_peer(out, cfg, identity, false);
                 }
                 for cfg in &kept_updated {
                     if identity_changed {
@@ -651,6 +707,8 @@ impl Core {
         statuses: BTreeMap<String, SessionStatus>,
     ) {
         self.statuses = statuses;
+        self.now = now;
+        self.release_held(out);
         self.cni.set_now(now);
         self.plan_cni(out);
         out.push(Effect::Notice(Notice::SessionMetrics(
@@ -664,107 +722,11 @@ impl Core {
         self.maybe_renew_lease(out, now, unix);
         self.maybe_publish(out, &inputs, now, unix);
     }
+}
 
-    /// The Lease says "this speaker runs": renewed every [`LEASE_RENEW`] (a failure retried
-    /// after [`LEASE_RETRY`]), one renewal at a time, whenever status is published. It does
-    /// not wait for the Node or the source: it is about the process. Once the Node's UID is
-    /// known it is renewed at once with the Node as its owner (so deleting the Node deletes
-    /// it), not a minute later.
-    fn maybe_renew_lease(&mut self, out: &mut Vec<Effect>, now: Duration, unix: u64) {
-        if !self.api || !self.config.status.publish {
-            return;
-        }
-        // After a rename, `node` is still the old Node until the new one is seen.
-        let uid = self.node.uid.clone().filter(|_| !self.node_renamed);
-        let owner_changed = uid.is_some() && uid != self.lease_owner;
-        if !self.lease.due(now, owner_changed) {
-            return;
-        }
-        self.lease.in_flight = true;
-        self.lease_owner = uid.clone();
-        out.push(Effect::RenewLease {
-            node: self.node_name.clone(),
-            node_uid: uid,
-            duration: LEASE_DURATION,
-            unix,
-            at: now,
-        });
-    }
-
-    pub fn report_inputs(&self) -> ReportInputs {
-        let peers = self
-            .peers
-            .values()
-            .filter_map(|p| {
-                let status = self.statuses.get(&p.config.name)?.clone();
-                Some(PeerInput {
-                    config: p.config.clone(),
-                    refused: Arc::clone(&p.refused),
-                    status,
-                })
-            })
-            .collect();
-        let (local_asn, local_asn_source, asn_error) = match &self.node_asn {
-            Some(Ok(r)) => (Some(r.asn), r.origin.to_string(), None),
-            Some(Err(e)) => (None, String::new(), Some(e.clone())),
-            None => (None, String::new(), None),
-        };
-        ReportInputs {
-            source: self.config.source.kind(),
-            local_asn: local_asn.unwrap_or(self.config.asn),
-            local_asn_resolved: local_asn.is_some(),
-            local_asn_source,
-            asn_error,
-            desired: Arc::clone(&self.desired),
-            guarded: self.guarded.clone(),
-            peers,
-            cni: self
-                .cni
-                .condition(&self.config.cni, self.guarded.as_deref()),
-            transitions: Arc::clone(&self.transitions),
-        }
-    }
-
-    /// Status is written only when its content changes (or [`STATUS_REFRESH`] has passed),
-    /// at most once per `status.minInterval`, one write at a time. "Content" leaves out what
-    /// moves without anything happening (message counters, a down session's retries: see
-    /// [`report::content_fingerprint`]).
-    fn maybe_publish(
-        &mut self,
-        out: &mut Vec<Effect>,
-        inputs: &ReportInputs,
-        now: Duration,
-        unix: u64,
-    ) {
-        if !self.api || !self.config.status.publish || self.publish.in_flight {
-            return;
-        }
-        let since = |t: Option<Duration>| t.map(|t| now.saturating_sub(t));
-        if since(self.publish.rendered_at).is_some_and(|a| a < self.config.status.min_interval) {
-            return;
-        }
-        self.publish.rendered_at = Some(now);
-        let mut report = inputs.render(unix);
-        report::stamp_transitions(
-            &mut report.conditions,
-            Arc::make_mut(&mut self.transitions),
-            unix,
-        );
-        let fingerprint = report::content_fingerprint(&report);
-        let age = since(self.publish.last.map(|(_, at)| at));
-        let changed = self.publish.last.is_none_or(|(f, _)| f != fingerprint);
-        if !changed && age.is_some_and(|a| a < STATUS_REFRESH) {
-            return;
-        }
-        report.updated_at = report::rfc3339(unix);
-        self.publish.in_flight = true;
-        out.push(Effect::Publish {
-            report: Box::new(report),
-            fingerprint,
-            node_uid: self.node.uid.clone(),
-            at: now,
-        });
-    }
+/// How long [`Core::holds_for_routes`] waits at most: half the advertised restart time.
+fn hold_bound(cfg: &PeerConfig) -> Duration {
+    Duration::from_secs(u64::from(cfg.graceful_restart.restart_time) / 2)
 }
 
 fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {

@@ -25,6 +25,14 @@ impl Core {
         })
     }
 
+    /// The peers that select this node, with their types for its AS (none while the AS
+    /// cannot be resolved).
+    pub(super) fn peers_for_node(&self) -> Vec<PeerConfig> {
+        self.node_view(&self.config)
+            .map(|v| v.0.peers)
+            .unwrap_or_default()
+    }
+
     /// Records the node's AS; an unresolvable one stops every session (`None`).
     pub(super) fn apply_node_view(
         &mut self,

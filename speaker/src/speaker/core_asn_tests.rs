@@ -46,9 +46,12 @@ fn ready() -> Event {
     }))
 }
 
+/// A core whose source is ready before the Node is known: graceful-restart sessions start
+/// as soon as the Node is (none are held for routes).
 fn api_core(c: Config) -> Core {
     let mut core = Core::new(c, "node-a".into(), true, lookup);
     assert!(core.start().is_empty());
+    core.handle(ready());
     core
 }
 

@@ -35,6 +35,11 @@ fn api_core() -> Core {
         uid: Some("uid-a".into()),
         ..NodeInfo::default()
     }));
+    // The source's first set: graceful-restart sessions open only once it is known.
+    core.handle(Event::Desired(Arc::new(DesiredSet {
+        ready: true,
+        ..DesiredSet::default()
+    })));
     core
 }
 

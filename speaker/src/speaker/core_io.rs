@@ -229,6 +229,12 @@ pub enum Notice {
     NoRouterId,
     /// The node's local AS, resolved anew (or why it cannot be).
     LocalAsn(super::core::AsnResolution),
+    /// A graceful-restart session waits for the source before it opens (at most `at_most`
+    /// after the process started).
+    PeerHeld {
+        peer: String,
+        at_most: Duration,
+    },
     /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
     PeerStarted {
         peer: String,

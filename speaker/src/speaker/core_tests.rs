@@ -57,9 +57,11 @@ fn reload(c: Config) -> Event {
     }
 }
 
+/// A file-mode core after start and its source's first (empty) set: the sessions are open.
 fn file_core(c: Config) -> (Core, Vec<Effect>) {
     let mut core = Core::new(c, "node-a".into(), false, lookup);
-    let out = core.start();
+    let mut out = core.start();
+    out.extend(core.handle(ready(&[])));
     (core, out)
 }
 
@@ -117,17 +119,66 @@ fn tick(core: &mut Core, secs: u64) -> Vec<Effect> {
     })
 }
 
+/// Chaos soak finding: a session opened before the routes were known, then a second kill,
+/// made BIRD end the first restart and drop every stale route.
 #[test]
-fn sessions_start_without_routes_before_the_source_is_ready_no_end_of_rib() {
-    let (mut core, out) = file_core(config("", PEERS));
+fn restarted_speaker_opens_graceful_restart_sessions_only_with_routes_rfc4724_4_2() {
+    let mut core = Core::new(config("", PEERS), "node-a".into(), false, lookup);
+    assert!(
+        starts(&core.start()).is_empty(),
+        "held until the source is ready"
+    );
+    assert!(starts(&core.handle(not_ready())).is_empty());
+    assert!(
+        starts(&tick(&mut core, 59)).is_empty(),
+        "still within 120 s / 2"
+    );
+    let out = core.handle(ready(&["198.19.1.0/24"]));
     let s = starts(&out);
     assert_eq!(s.len(), 2);
+    assert!(
+        s.iter().all(|s| s.restarting),
+        "first sessions of the process"
+    );
+    assert!(
+        s.iter()
+            .all(|s| s.routes.as_ref().map(|r| r.len()) == Some(1)),
+        "opened with the routes to send"
+    );
+}
+
+#[test]
+fn held_session_opens_without_routes_after_half_the_restart_time_no_end_of_rib() {
+    let mut core = Core::new(config("", PEERS), "node-a".into(), false, lookup);
+    core.start();
+    assert!(starts(&tick(&mut core, 59)).is_empty());
+    let out = tick(&mut core, 60);
+    let s = starts(&out);
+    assert_eq!(
+        s.len(),
+        2,
+        "before the peer's restart timer (120 s) drops the routes"
+    );
+    assert!(s.iter().all(|s| s.restarting));
     // `None` is "routes unknown": the session sends no UPDATE and no End-of-RIB.
     assert!(s.iter().all(|s| s.routes.is_none()));
-    let out = core.handle(not_ready());
-    assert!(set_routes(&out).is_empty(), "{out:?}");
     let out = core.handle(ready(&["198.19.1.0/24"]));
     assert_eq!(set_routes(&out), [("tor1", 1), ("tor2", 1)]);
+}
+
+#[test]
+fn sessions_without_graceful_restart_open_at_once() {
+    let mut core = Core::new(
+        config(
+            "",
+            "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, gracefulRestart: {enabled: false}}\n",
+        ),
+        "node-a".into(),
+        false,
+        lookup,
+    );
+    let s = starts(&core.start()).len();
+    assert_eq!(s, 1, "nothing stale to protect");
 }
 
 #[test]
@@ -365,6 +416,7 @@ fn node_labels_that_stop_selecting_a_peer_stop_it() {
     let peers = "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, nodeSelector: {matchLabels: {rack: r1}}}\n";
     let mut core = Core::new(api_config("", peers), "node-a".into(), true, lookup);
     assert!(core.start().is_empty(), "nothing before the Node is known");
+    core.handle(ready(&[]));
     let labels = |v: &str| NodeInfo {
         known: true,
         labels: [("rack".to_owned(), v.to_owned())].into(),

@@ -69,6 +69,12 @@ pub fn record(m: &Metrics, notice: Notice) {
         Notice::NoRouterId => tracing::error!(
             "routerId: not set and no IPv4 address found (set routerId in the config)"
         ),
+        Notice::PeerHeld { peer, at_most } => tracing::info!(
+            %peer,
+            at_most_secs = at_most.as_secs(),
+            "graceful restart: session opens once the source is ready, so the peer keeps \
+             our stale routes until we can refresh them"
+        ),
         Notice::PeerStarted {
             peer,
             address,

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::speaker::core::{Core, Effect, ListenerLayout, PeerSetup};
+use crate::speaker::core::{Core, Effect, Event, ListenerLayout, PeerSetup};
 use crate::speaker::peers::STOP_WAIT;
 use crate::speaker::peers::*;
 
@@ -32,7 +32,15 @@ fn plan(yaml: &str) -> (Vec<PeerSetup>, ListenerLayout) {
     );
     let mut setups = Vec::new();
     let mut layout = ListenerLayout::new();
-    for e in core.start() {
+    let mut effects = core.start();
+    // The source's first set: graceful-restart sessions open once it is known.
+    effects.extend(core.handle(Event::Desired(std::sync::Arc::new(
+        ipam_watch::source::DesiredSet {
+            ready: true,
+            ..Default::default()
+        },
+    ))));
+    for e in effects {
         match e {
             Effect::StartPeer(s) => setups.push(*s),
             Effect::SetListeners(l) => layout = l,

@@ -256,10 +256,6 @@ impl Cluster {
         }
         out
     }
-
-    pub fn logs_dir(&self) -> String {
-        self.dir.0.display().to_string()
-    }
 }
 
 pub fn cidrs_of(o: &serde_json::Value) -> Vec<IpNet> {

@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
 
-use crate::cluster::{Cluster, node_json};
+use crate::cluster::{Cluster, node_json, speaker_node};
+use crate::invariants::{NOT_WITHDRAWN, TorView, Violations};
+
+/// How long a deleted Node's route may stay at the ToR.
+pub const REMOVAL_BOUND: Duration = Duration::from_secs(20);
 
 /// splitmix64: small, seedable, good enough for a schedule.
 pub struct Rng(pub u64);
@@ -47,9 +51,11 @@ pub enum Kind {
     LeaseExpiryMidWrite,
     SpeakerKill,
     BirdRestart,
+    RogueCidr,
+    NodeRemoved,
 }
 
-pub const KINDS: [Kind; 13] = [
+pub const KINDS: [Kind; 15] = [
     Kind::Http429,
     Kind::Http500,
     Kind::Http503,
@@ -63,6 +69,8 @@ pub const KINDS: [Kind; 13] = [
     Kind::LeaseExpiryMidWrite,
     Kind::SpeakerKill,
     Kind::BirdRestart,
+    Kind::RogueCidr,
+    Kind::NodeRemoved,
 ];
 
 impl Kind {
@@ -81,8 +89,52 @@ impl Kind {
             Kind::LeaseExpiryMidWrite => "Lease expires while the leader writes (SIGSTOP)",
             Kind::SpeakerKill => "speaker SIGKILLed and restarted",
             Kind::BirdRestart => "BIRD restarted",
+            Kind::RogueCidr => "CIDR outside the pool written into a NodePodCIDR",
+            Kind::NodeRemoved => "speaker's Node deleted, then added again",
         }
     }
+
+    /// The `CHAOS_SKIP` spelling.
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::Http429 => "http429",
+            Kind::Http500 => "http500",
+            Kind::Http503 => "http503",
+            Kind::Http504 => "http504",
+            Kind::AppliedThenTimeout => "applied-timeout",
+            Kind::Slow => "slow",
+            Kind::WatchDrop => "watch-drop",
+            Kind::Gone410 => "gone410",
+            Kind::ApiDown => "api-down",
+            Kind::LeaderKillMidWrite => "leader-kill",
+            Kind::LeaseExpiryMidWrite => "lease-expiry",
+            Kind::SpeakerKill => "speaker-kill",
+            Kind::BirdRestart => "bird-restart",
+            Kind::RogueCidr => "rogue-cidr",
+            Kind::NodeRemoved => "node-removed",
+        }
+    }
+}
+
+/// The kinds a run injects: all but those named in `skip` (comma-separated ids); an unknown
+/// id is an error naming it.
+pub fn enabled_kinds(skip: &str) -> Result<Vec<Kind>, String> {
+    let skip: Vec<&str> = skip
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(bad) = skip.iter().find(|s| !KINDS.iter().any(|k| k.id() == **s)) {
+        let ids: Vec<&str> = KINDS.iter().map(|k| k.id()).collect();
+        return Err(format!(
+            "CHAOS_SKIP: unknown fault {bad:?} (known: {})",
+            ids.join(", ")
+        ));
+    }
+    Ok(KINDS
+        .into_iter()
+        .filter(|k| !skip.contains(&k.id()))
+        .collect())
 }
 
 const RESOURCES: [Option<&str>; 5] = [
@@ -129,24 +181,39 @@ impl Churn {
 
 pub struct Schedule {
     pub rng: Rng,
+    pub kinds: Vec<Kind>,
     pub injected: BTreeMap<Kind, u64>,
     pub outage: Duration,
     pub churn: Arc<Mutex<Churn>>,
+    pub view: Arc<TorView>,
+    pub violations: Arc<Violations>,
+    /// Node removal: time from the Node's deletion to its route leaving the ToR.
+    pub removal_withdrawals: Vec<Duration>,
 }
 
 impl Schedule {
-    pub fn new(seed: u64, outage: Duration) -> Schedule {
+    pub fn new(
+        seed: u64,
+        outage: Duration,
+        kinds: Vec<Kind>,
+        view: Arc<TorView>,
+        violations: Arc<Violations>,
+    ) -> Schedule {
         Schedule {
             rng: Rng(seed),
+            kinds,
             injected: BTreeMap::new(),
             outage,
             churn: Arc::new(Mutex::new(Churn::default())),
+            view,
+            violations,
+            removal_withdrawals: Vec::new(),
         }
     }
 
     /// Every kind once, shuffled.
     pub fn first_round(&mut self) -> Vec<Kind> {
-        let mut k = KINDS.to_vec();
+        let mut k = self.kinds.clone();
         for i in (1..k.len()).rev() {
             let j = usize::try_from(self.rng.below(i as u64 + 1)).unwrap();
             k.swap(i, j);
@@ -157,7 +224,7 @@ impl Schedule {
     pub fn random_kind(&mut self) -> Kind {
         // Outages are long: rarer than the rest after the first round.
         loop {
-            let k = *self.rng.pick(&KINDS);
+            let k = *self.rng.pick(&self.kinds);
             if k != Kind::ApiDown || self.rng.below(4) == 0 {
                 return k;
             }
@@ -228,7 +295,79 @@ impl Schedule {
                 tokio::task::block_in_place(|| cl.kill_and_restart_bird());
                 drop(bird);
             }
+            Kind::RogueCidr => self.rogue_cidr(c).await,
+            Kind::NodeRemoved => self.node_removed(c).await,
         }
+    }
+
+    /// A buggy or hostile writer adds a CIDR outside the pool (and `allowedPrefixes`) to a
+    /// speaker's NodePodCIDR for 1-3 s: the speakers' guard must keep it from the ToR (the
+    /// poller counts any such prefix).
+    async fn rogue_cidr(&mut self, c: &Cluster) {
+        let i = self.rng.below(c.speakers.len() as u64);
+        let node = speaker_node(usize::try_from(i).unwrap());
+        let rogue = format!("10.99.{i}.0/24");
+        let npc = crate::common::npc();
+        let edit = |add: bool| {
+            let r = rogue.clone();
+            c.fake.update(&npc, None, &node, move |o| {
+                let Some(list) = o["spec"]["podCIDRs"].as_array_mut() else {
+                    return;
+                };
+                list.retain(|v| v.as_str() != Some(r.as_str()));
+                if add {
+                    list.push(serde_json::Value::String(r));
+                }
+            })
+        };
+        if edit(true).is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(self.rng.range(1000, 3000))).await;
+        let _ = edit(false);
+    }
+
+    /// A speaker's Node is deleted (its NodePodCIDR goes with it): its route must leave the
+    /// ToR (the one withdrawal that is not a violation), within [`REMOVAL_BOUND`]; then the
+    /// Node comes back and gets an allocation again.
+    async fn node_removed(&mut self, c: &Cluster) {
+        // Speaker 0 keeps its Node: its process and allocation live through the run.
+        let i = usize::try_from(self.rng.range(1, c.speakers.len() as u64 - 1)).unwrap();
+        let node = speaker_node(i);
+        self.view.removed.lock().unwrap().insert(node.clone());
+        let start = tokio::time::Instant::now();
+        if c.fake.delete(&Gvr::nodes(), None, &node).is_err() {
+            self.view.removed.lock().unwrap().remove(&node);
+            return;
+        }
+        let mut gone = false;
+        while start.elapsed() < REMOVAL_BOUND {
+            // The ToR view is refreshed by the poller every 200 ms.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if self
+                .view
+                .routes
+                .lock()
+                .unwrap()
+                .get(&node)
+                .is_none_or(|r| r.is_empty())
+            {
+                gone = true;
+                break;
+            }
+        }
+        if gone {
+            self.removal_withdrawals.push(start.elapsed());
+        } else {
+            self.violations.record(
+                NOT_WITHDRAWN,
+                format!(
+                    "{node}: route still at the ToR {REMOVAL_BOUND:?} after its Node was deleted"
+                ),
+            );
+        }
+        let _ = c.fake.insert(&Gvr::nodes(), node_json(&node));
+        self.view.removed.lock().unwrap().remove(&node);
     }
 
     /// Holds the leader's next NodePodCIDR creates (slow API), gives it nodes to allocate,

@@ -15,8 +15,9 @@ use crate::cluster::{POOL, cidrs_of};
 pub const DOUBLE: &str = "CIDR held by two nodes";
 pub const OUTSIDE: &str = "prefix outside allowedPrefixes at the ToR";
 pub const WITHDRAWN: &str = "live node's route withdrawn at the ToR";
+pub const NOT_WITHDRAWN: &str = "deleted node's route kept at the ToR";
 pub const UNCONVERGED: &str = "not converged within the bound";
-pub const ALL: [&str; 4] = [DOUBLE, OUTSIDE, WITHDRAWN, UNCONVERGED];
+pub const ALL: [&str; 5] = [DOUBLE, OUTSIDE, WITHDRAWN, NOT_WITHDRAWN, UNCONVERGED];
 
 #[derive(Default)]
 pub struct Violations {
@@ -118,6 +119,8 @@ fn name(o: &serde_json::Value) -> String {
 pub struct TorView {
     pub polls: AtomicU64,
     pub routes: Mutex<BTreeMap<String, BTreeSet<IpNet>>>,
+    /// Speaker nodes whose Node is deleted right now: their withdrawal is the expected one.
+    pub removed: Mutex<BTreeSet<String>>,
 }
 
 /// Polls BIRD's table every 200 ms on a thread: every prefix must be inside the pool (the
@@ -163,11 +166,18 @@ pub fn spawn_tor_poller(
                     .map_or(r.from_protocol.clone(), |i| format!("node-{i}"));
                 now.entry(node).or_default().insert(r.prefix);
             }
+            let removed = view.removed.lock().unwrap().clone();
             for i in 0..stable {
                 let node = format!("node-{i}");
                 let had = seen.get(&node).cloned().unwrap_or_default();
                 let has = now.get(&node).cloned().unwrap_or_default();
-                for p in had.difference(&has) {
+                // A deleted Node's withdrawal is the one that is expected.
+                let lost = if removed.contains(&node) {
+                    BTreeSet::new()
+                } else {
+                    &had - &has
+                };
+                for p in &lost {
                     v.record(WITHDRAWN, format!("{p} of {node}"));
                 }
                 seen.insert(node, has);

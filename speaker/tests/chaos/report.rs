@@ -82,6 +82,10 @@ pub struct Summary<'a> {
     pub states: u64,
     pub polls: u64,
     pub convergence: Option<Duration>,
+    /// After a final BIRD restart with no other fault.
+    pub recovery: Option<Duration>,
+    /// Node deletion to its route leaving the ToR.
+    pub removals: &'a [Duration],
     pub bound: Duration,
     pub rss: &'a Rss,
 }
@@ -127,6 +131,33 @@ pub fn table(s: &Summary<'_>) -> String {
         None => {
             let _ = writeln!(t, "Convergence: NOT within {} s.", s.bound.as_secs());
         }
+    }
+    match s.recovery {
+        Some(d) => {
+            let _ = writeln!(
+                t,
+                "Recovery from a final BIRD restart (every session and table again): {:.1} s, `diff` exit 0.",
+                d.as_secs_f64()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "Recovery from a final BIRD restart: NOT within {} s.",
+                s.bound.as_secs()
+            );
+        }
+    }
+    if let Some(max) = s.removals.iter().max() {
+        let mut v = s.removals.to_vec();
+        v.sort();
+        let _ = writeln!(
+            t,
+            "Node deleted → its route gone from the ToR: {} times, median {:.1} s, max {:.1} s.",
+            v.len(),
+            v[v.len() / 2].as_secs_f64(),
+            max.as_secs_f64()
+        );
     }
     let slopes = s.rss.slopes();
     if !slopes.is_empty() {

@@ -202,6 +202,37 @@ pub fn lone_speaker_config(dir: &TempDir, cidrs: &[&str], extra: &str) -> PathBu
     cfg
 }
 
+/// A speaker config for the fake API: node-a with `source`, one eBGP peer (AS 65000,
+/// multihop 2, no graceful restart) on 127.0.0.1:`peer_port`, status published every second.
+pub fn api_speaker_config(
+    source: &str,
+    asn: u32,
+    router_id: std::net::Ipv4Addr,
+    allowed: &str,
+    next_hop: &str,
+    peer_port: u16,
+    admin: SocketAddr,
+) -> String {
+    format!(
+        "nodeName: node-a
+asn: {asn}
+routerId: {router_id}
+source: {{kind: {source}}}
+allowedPrefixes: [{allowed}]
+nextHop: {{{next_hop}}}
+peers:
+  - name: tor1
+    address: 127.0.0.1
+    port: {peer_port}
+    asn: 65000
+    ebgpMultihop: 2
+    gracefulRestart: {{enabled: false}}
+admin: {{listen: \"{admin}\"}}
+status: {{publish: true, minInterval: 1}}
+"
+    )
+}
+
 /// Writes `config` to `dir/config.yaml` and starts the speaker on it against the API in
 /// `kubeconfig`, logging to `dir/<log>`.
 pub fn spawn_api_speaker(dir: &TempDir, config: &str, kubeconfig: &Path, log: &str) -> Proc {
