@@ -8,6 +8,8 @@ use std::str::FromStr;
 pub struct Community(pub u32);
 
 impl Community {
+    /// GRACEFUL_SHUTDOWN, 65535:0 (RFC 8326).
+    pub const GRACEFUL_SHUTDOWN: Community = Community(0xFFFF_0000);
     pub const NO_EXPORT: Community = Community(0xFFFF_FF01);
     pub const NO_ADVERTISE: Community = Community(0xFFFF_FF02);
     pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);

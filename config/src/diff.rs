@@ -4,7 +4,8 @@ use crate::model::{Config, PeerConfig};
 
 /// Peers by name, sorted by what the speaker must do with them.
 ///
-/// Filter both configs with [`Config::for_node`] first, so that a peer which stops (or starts)
+/// Filter both configs with [`Config::for_node`] (or `Config::resolve_for_node`, which also
+/// puts the node's AS in `asn`) first, so that a peer which stops (or starts)
 /// matching this node shows up as removed (or added).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PeerChanges {

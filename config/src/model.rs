@@ -33,7 +33,15 @@ pub const MD5_KEY_MAX_LEN: usize = 80;
 pub struct Config {
     /// As written; resolve with [`Config::resolve_node_name`].
     pub node_name: Option<String>,
+    /// The local AS: the number written, or (for a node-derived ASN) the `default`, else
+    /// `Asn(0)`. [`Config::resolve_for_node`] returns a config where it is the node's.
     pub asn: Asn,
+    /// Where the local AS comes from (`asn: N`, `asn: {fromNodeLabel: …}`, …).
+    pub local_asn: LocalAsn,
+    /// `asnOverrides`: per-node local AS by node selector, first match wins.
+    pub asn_overrides: Vec<AsnOverride>,
+    /// `gracefulShutdown`: RFC 8326 on a final stop and while the Node is cordoned.
+    pub graceful_shutdown: GracefulShutdownConfig,
     /// As written; `None` means derive it (see [`Config::resolve_router_id`]).
     pub router_id: Option<RouterId>,
     pub source: SourceConfig,
@@ -48,6 +56,66 @@ pub struct Config {
     pub log: LogConfig,
     /// The node's CNI conflist, written from the announced CIDRs (off by default).
     pub cni: crate::cni::CniConfig,
+}
+
+/// `asn`: a number, or read from the node's own Node object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LocalAsn {
+    Fixed(Asn),
+    /// `{fromNodeLabel: key}` / `{fromNodeAnnotation: key}`, with an optional `default`
+    /// used when the Node has no such key.
+    FromNode {
+        field: NodeField,
+        key: String,
+        default: Option<Asn>,
+    },
+}
+
+/// Which map of the Node's metadata a per-node value is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeField {
+    Label,
+    Annotation,
+}
+
+impl NodeField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeField::Label => "label",
+            NodeField::Annotation => "annotation",
+        }
+    }
+}
+
+/// `asnOverrides[i]`: nodes matching `nodeSelector` use `asn`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsnOverride {
+    pub node_selector: LabelSelector,
+    pub asn: Asn,
+}
+
+pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+/// The pod's `terminationGracePeriodSeconds` is 30 (deploy/speaker): the wait must leave
+/// time for the Cease and the exit.
+pub const MAX_GRACEFUL_SHUTDOWN_WAIT: u64 = 300;
+
+/// `gracefulShutdown` (RFC 8326).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GracefulShutdownConfig {
+    /// On a final stop (`--final`): how long routes carry GRACEFUL_SHUTDOWN before the
+    /// Cease; zero sends the Cease at once.
+    pub wait: Duration,
+    /// Attach GRACEFUL_SHUTDOWN to every route while the Node is unschedulable (cordoned).
+    pub on_cordon: bool,
+}
+
+impl Default for GracefulShutdownConfig {
+    fn default() -> Self {
+        GracefulShutdownConfig {
+            wait: DEFAULT_GRACEFUL_SHUTDOWN_WAIT,
+            on_cordon: true,
+        }
+    }
 }
 
 /// Where the node's pod CIDRs come from.
@@ -263,7 +331,9 @@ pub struct PeerConfig {
     pub address: PeerAddress,
     pub port: u16,
     pub asn: PeerAsn,
-    /// Derived from `asn` and the local AS; `None` with `asn: auto` (the OPEN decides).
+    /// Derived from `asn` and the local AS: `None` with `asn: auto` (the OPEN decides);
+    /// provisional (External) while the local AS is node-derived
+    /// ([`Config::resolve_for_node`] derives it per node).
     pub session_type: Option<SessionType>,
     pub local_address: Option<IpAddr>,
     /// Wait for the peer to connect; never connect out.

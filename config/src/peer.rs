@@ -93,6 +93,9 @@ pub(crate) fn parse_peer(
             Some(Some(SessionType::Internal))
         }
         (Some(PeerAsn::Fixed(_)), Some(_)) => Some(Some(SessionType::External)),
+        // A node-derived local AS (or an invalid one, already reported): provisional,
+        // Config::resolve_for_node decides per node.
+        (Some(PeerAsn::Fixed(_)), None) => Some(Some(SessionType::External)),
         _ => None,
     };
     let local_address = Lookup::of(&obj, "localAddress", errs, parse_local_address).or(None);

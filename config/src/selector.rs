@@ -152,7 +152,7 @@ fn parse_requirement(n: Node<'_, '_>, errs: &mut Errors) -> Option<LabelSelector
 }
 
 /// `[prefix/]name`: prefix a DNS subdomain, name up to 63 characters (Kubernetes rules).
-fn check_label_key(path: &str, key: &str, errs: &mut Errors) {
+pub(crate) fn check_label_key(path: &str, key: &str, errs: &mut Errors) {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),

@@ -11,10 +11,11 @@ use serde_json::{Map, Value};
 
 use crate::cni::{CniConfig, parse_cni};
 use crate::error::{Errors, quoted};
-use crate::fields::{is_unicast, parse_asn, parse_path, seconds};
+use crate::fields::{is_unicast, parse_path, seconds};
+use crate::local_asn::{parse_asn_overrides, parse_graceful_shutdown, parse_local_asn};
 use crate::model::{
-    AdminConfig, Config, LogConfig, LogFormat, LogLevel, MinPrefixLength, NextHopConfig, NextHops,
-    PeerConfig, SourceConfig, StatusConfig,
+    AdminConfig, Config, GracefulShutdownConfig, LocalAsn, LogConfig, LogFormat, LogLevel,
+    MinPrefixLength, NextHopConfig, NextHops, PeerConfig, SourceConfig, StatusConfig,
 };
 use crate::peer::{PeerContext, check_peer_set, parse_peer};
 use crate::selector::is_dns_subdomain;
@@ -23,6 +24,7 @@ use crate::tree::{Lookup, Node, Obj, boolean, node};
 const TOP_KEYS: &[&str] = &[
     "nodeName",
     "asn",
+    "asnOverrides",
     "routerId",
     "source",
     "allowedPrefixes",
@@ -33,6 +35,7 @@ const TOP_KEYS: &[&str] = &[
     "status",
     "log",
     "cni",
+    "gracefulShutdown",
 ];
 
 pub(crate) const NODE_NAME_RULE: &str =
@@ -69,16 +72,42 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
     })
     .optional()
     .flatten();
-    let asn = Lookup::of(&root, "asn", errs, parse_asn).required("asn", errs);
+    let source = Lookup::of(&root, "source", errs, parse_source).known(SourceConfig::IpamCrd);
+    let local_asn = Lookup::of(&root, "asn", errs, parse_local_asn).required("asn", errs);
+    let asn = match &local_asn {
+        Some(LocalAsn::Fixed(asn)) => Some(*asn),
+        _ => None,
+    };
+    let asn_overrides = Lookup::of(&root, "asnOverrides", errs, parse_asn_overrides).or(Vec::new());
+    if let (Some(true), Some(pair)) = (
+        source.as_ref().map(SourceConfig::is_file),
+        root.get("asnOverrides"),
+    ) {
+        errs.not_allowed(
+            &pair.0,
+            crate::error::show(pair.1),
+            "source.kind file has no Node labels to select on",
+        );
+    }
+    if let (Some(true), Some(LocalAsn::FromNode { .. })) =
+        (source.as_ref().map(SourceConfig::is_file), &local_asn)
+    {
+        errs.push(
+            "asn",
+            "source.kind file has no Node to read the AS from; write a number",
+        );
+    }
+    let graceful_shutdown = Lookup::of(&root, "gracefulShutdown", errs, parse_graceful_shutdown)
+        .or(GracefulShutdownConfig::default());
     let router_id = Lookup::of(&root, "routerId", errs, parse_router_id)
         .optional()
         .flatten();
-    let source = Lookup::of(&root, "source", errs, parse_source).known(SourceConfig::IpamCrd);
     let allowed_prefixes = parse_allowed_prefixes(&root, source.as_ref(), errs);
     let min_prefix_length = Lookup::of(&root, "minPrefixLength", errs, parse_min_prefix_length)
         .or(MinPrefixLength::default());
     let next_hop = Lookup::of(&root, "nextHop", errs, parse_next_hops).or(NextHops::default());
 
+    // A node-derived AS: peer types are decided per node (Config::resolve_for_node).
     let ctx = PeerContext {
         local_asn: asn,
         file_source: source.as_ref().map(SourceConfig::is_file),
@@ -106,9 +135,18 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
     let log = Lookup::of(&root, "log", errs, parse_log).or(LogConfig::default());
     let cni = Lookup::of(&root, "cni", errs, parse_cni).or(CniConfig::default());
 
+    let default_asn = match &local_asn {
+        Some(LocalAsn::FromNode {
+            default: Some(d), ..
+        }) => Some(*d),
+        _ => asn,
+    };
     Config {
         node_name,
-        asn: asn.unwrap_or(Asn(0)),
+        asn: default_asn.unwrap_or(Asn(0)),
+        local_asn: local_asn.unwrap_or(LocalAsn::Fixed(Asn(0))),
+        asn_overrides,
+        graceful_shutdown,
         router_id,
         source: source.unwrap_or(SourceConfig::IpamCrd),
         allowed_prefixes,
@@ -127,6 +165,9 @@ fn placeholder() -> Config {
     Config {
         node_name: None,
         asn: Asn(0),
+        local_asn: LocalAsn::Fixed(Asn(0)),
+        asn_overrides: Vec::new(),
+        graceful_shutdown: GracefulShutdownConfig::default(),
         router_id: None,
         source: SourceConfig::IpamCrd,
         allowed_prefixes: Vec::new(),

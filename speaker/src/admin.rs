@@ -133,7 +133,12 @@ pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<
                     v
                 })
                 .collect();
-            json_response(json!({"node": state.node, "peers": peers}))
+            json_response(json!({
+                "node": state.node,
+                "localAsn": report.local_asn,
+                "localAsnSource": report.local_asn_source,
+                "peers": peers,
+            }))
         }
         "/debug/routes" => {
             let report = state.report();

@@ -131,7 +131,7 @@ fn conflist_subnets(text: &str) -> Vec<String> {
 
 fn speaker_config(i: u8, tor_port: u16, cni_dir: &std::path::Path) -> String {
     format!(
-        "nodeName: {node}\nasn: 64512\nrouterId: {rid}\nsource: {{kind: ipam-crd}}\n\
+        "nodeName: {node}\nasn: 64512\ngracefulShutdown: {{wait: 0}}\nrouterId: {rid}\nsource: {{kind: ipam-crd}}\n\
          allowedPrefixes: [{POOL_V4}, {POOL_V6}]\nnextHop: {{ipv4: node, ipv6: node}}\n\
          peers:\n  - name: tor\n    address: 127.0.0.1\n    port: {tor_port}\n    asn: 65000\n    \
          holdTime: 9\n    connectRetry: {{base: 1, max: 2}}\n    gracefulRestart: {{enabled: false}}\n\

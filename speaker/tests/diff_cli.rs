@@ -299,7 +299,9 @@ async fn json_output_schema() {
                 "statusAgeSeconds",
                 "liveness",
                 "leaseAgeSeconds",
-                "conflictsWith"
+                "conflictsWith",
+                "localAsn",
+                "localAsnSource"
             ]
         );
         for k in ["node", "prefix", "verdict", "detail"] {

@@ -331,7 +331,8 @@ async fn sigterm_closes_for_graceful_restart_and_final_stop_sends_administrative
     let mut s = Speaker::start(
         dir,
         &["198.19.4.0/24"],
-        "",
+        // The Cease at once; the RFC 8326 wait is graceful_shutdown_bird.rs.
+        "gracefulShutdown: {wait: 0}\n",
         &[peer(&bird, "spk", "bird", ours, "")],
         &[],
     );

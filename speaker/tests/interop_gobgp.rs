@@ -116,7 +116,8 @@ async fn gobgp_keeps_routes_stale_after_a_hard_kill_and_a_final_stop_withdraws_t
         extra: "    ebgpMultihop: 2\n    gracefulRestart: {enabled: true, restartTime: 60}\n"
             .into(),
     };
-    let top = "nextHop: {ipv4: 198.18.0.31}\n";
+    // The final stop below withdraws at once (no RFC 8326 wait).
+    let top = "nextHop: {ipv4: 198.18.0.31}\ngracefulShutdown: {wait: 0}\n";
     let mut s = Speaker::start(
         TempDir::new("gobgp-gr"),
         &["198.19.3.0/24"],

@@ -123,7 +123,7 @@ fn speaker_config(dir: &TempDir, i: u8, plugin: &str) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "nodeName: {node}\nasn: 64512\nrouterId: 198.18.{i}.2\nsource: {{kind: ipam-crd}}\n\
+            "nodeName: {node}\nasn: 64512\ngracefulShutdown: {{wait: 0}}\nrouterId: 198.18.{i}.2\nsource: {{kind: ipam-crd}}\n\
              allowedPrefixes: [198.19.0.0/16, \"fd00:19::/48\"]\n\
              nextHop: {{ipv4: self, ipv6: \"fd00:18:{i}::2\"}}\n\
              peers:\n  - {{name: tor, address: 198.18.{i}.1, asn: 65000, holdTime: 9, \

@@ -98,7 +98,7 @@ fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
         std::fs::write(
             &cfg,
             format!(
-                "nodeName: node{i}\nasn: 64512\nrouterId: 198.18.{i}.2\n\
+                "nodeName: node{i}\nasn: 64512\ngracefulShutdown: {{wait: 0}}\nrouterId: 198.18.{i}.2\n\
                  source: {{kind: file, path: {}}}\n\
                  nextHop: {{ipv4: self, ipv6: \"fd00:18:{i}::2\"}}\n\
                  peers:\n  - name: tor\n    address: 198.18.{i}.1\n    asn: 65000\n    holdTime: 9\n    \

@@ -119,7 +119,7 @@ async fn peers_and_routes_from_the_published_status() {
     assert_eq!(r.code, 0);
     let header = r.stdout.lines().next().unwrap();
     assert!(
-        header.starts_with("NODE     PEER   ADDRESS     ASN     STATE"),
+        header.starts_with("NODE     LOCAL-ASN   PEER   ADDRESS     ASN     STATE"),
         "{header}"
     );
     assert!(r.stdout.contains("ipv4:1"));
@@ -302,7 +302,8 @@ status: {{publish: false}}
     assert_eq!(r.code, 0);
     assert!(
         r.stdout
-            .contains("node-a   tor1   127.0.0.1   65000   Established")
+            .contains("node-a   64512       tor1   127.0.0.1   65000   Established"),
+        "the node's local AS from the admin endpoint"
     );
     let r = run(&["routes", "--admin", &url]).await;
     println!("{}", r.stdout);

@@ -54,6 +54,9 @@ pub struct BirdNeighbor {
     pub extended_next_hop: bool,
     /// Extra raw lines inside the protocol block.
     pub extra: Vec<String>,
+    /// A raw BIRD import clause body for both channels (default `all`), e.g.
+    /// `filter { … }`.
+    pub import: Option<String>,
 }
 
 impl BirdNeighbor {
@@ -84,7 +87,13 @@ impl BirdNeighbor {
             ipv6_next_hop: None,
             extended_next_hop: false,
             extra: Vec::new(),
+            import: None,
         }
+    }
+    /// The import clause of both channels, e.g. `filter { … }` (default `all`).
+    pub fn import(mut self, clause: &str) -> Self {
+        self.import = Some(clause.to_owned());
+        self
     }
     pub fn port(mut self, port: u16) -> Self {
         self.neighbor_port = port;
@@ -446,7 +455,8 @@ impl BirdConfig {
             if !on {
                 continue;
             }
-            let _ = writeln!(c, "  {chan} {{\n    import all;\n    export {export};");
+            let import = n.import.as_deref().unwrap_or("all");
+            let _ = writeln!(c, "  {chan} {{\n    import {import};\n    export {export};");
             if let Some(nh) = nh {
                 let _ = writeln!(c, "    next hop address {nh};");
             }

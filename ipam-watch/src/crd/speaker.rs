@@ -32,6 +32,7 @@ fn is_zero(n: &u64) -> bool {
     derive = "PartialEq",
     doc = "What the podcidr-bgp speaker on the node of the same name announces to each peer.",
     printcolumn(name = "Source", type_ = "string", json_path = ".status.source"),
+    printcolumn(name = "ASN", type_ = "integer", json_path = ".status.localAsn"),
     printcolumn(
         name = "Established",
         type_ = "string",
@@ -94,6 +95,14 @@ pub struct SpeakerReport {
     /// Version of the speaker binary.
     #[serde(default)]
     pub speaker_version: String,
+    /// The node's effective local AS; absent while it cannot be resolved (condition
+    /// `LocalASN`). Written as `null` then, so a status patch removes the last one.
+    #[serde(default)]
+    pub local_asn: Option<u32>,
+    /// Where the local AS came from: `config`, `asnOverrides[i]`, `label <key>`,
+    /// `annotation <key>`, `default (no label <key>)`; empty while unresolved.
+    #[serde(default)]
+    pub local_asn_source: String,
 }
 
 /// A CIDR the announce guard refused.

@@ -158,6 +158,11 @@ pub struct DiffRow {
     /// Seconds since the speaker last renewed its Lease; `None` without one.
     pub lease_age_seconds: Option<u64>,
     pub conflicts_with: Vec<ConflictRef>,
+    /// The node's local AS as its speaker reports it; `None` without a report or while it
+    /// cannot be resolved.
+    pub local_asn: Option<u32>,
+    /// Where it came from (`config`, `label <key>`, `asnOverrides[i]`, …).
+    pub local_asn_source: String,
 }
 
 impl DiffRow {
@@ -418,6 +423,9 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
             None => "not in the speaker's announced set".to_owned(),
         });
     }
+    if let Some(why) = local_asn_problem(report) {
+        return Some(why);
+    }
     if all.is_empty() {
         return Some("no BGP peers configured for this node".to_owned());
     }
@@ -443,6 +451,27 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
     Some(format!("missing on Established {}", names.join(", ")))
 }
 
+/// The speaker's `LocalASN` condition when it says no session can run on the node.
+fn local_asn_problem(report: &SpeakerReport) -> Option<String> {
+    report
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "LocalASN" && c.status == "False" && c.reason != "NodeNotSeen")
+        .map(|c| {
+            format!(
+                "the node's local AS cannot be used ({}): {}",
+                c.reason, c.message
+            )
+        })
+}
+
+/// A per-node AS (not the one `asn` number) is worth a word on every row.
+fn local_asn_note(report: &SpeakerReport) -> Option<String> {
+    let asn = report.local_asn?;
+    let source = report.local_asn_source.as_str();
+    (!source.is_empty() && source != "config").then(|| format!("local AS {asn} from {source}"))
+}
+
 fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
     let to: Vec<&str> = report
         .peers
@@ -452,6 +481,9 @@ fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
         .collect();
     let down: Vec<&PeerReport> = report.peers.iter().filter(|p| !is_established(p)).collect();
     let mut s = format!("announced to {}", to.join(", "));
+    if let Some(asn) = local_asn_note(report) {
+        s.push_str(&format!(" as {asn}"));
+    }
     if !down.is_empty() {
         s.push_str(&format!("; not Established: {}", states(&down)));
     }
@@ -533,6 +565,10 @@ fn node_rows(
             liveness: speaker.liveness,
             lease_age_seconds: speaker.lease_age,
             conflicts_with: conflicts.get(&(i, *prefix)).cloned().unwrap_or_default(),
+            local_asn: report.and_then(|r| r.local_asn),
+            local_asn_source: report
+                .map(|r| r.local_asn_source.clone())
+                .unwrap_or_default(),
         }
     };
 

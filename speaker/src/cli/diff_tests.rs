@@ -4,6 +4,7 @@
 use super::*;
 use crate::cli::liveness::LeaseInput;
 use ipam_watch::crd::{RefusedCidr, RouteReport};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// 2026-01-01T00:16:40Z.
 const NOW: i64 = 1_767_225_600 + 1000;
@@ -701,4 +702,48 @@ fn five_thousand_dual_stack_nodes_all_ok() {
     assert_eq!(rows.len(), 10_000);
     let s = summarize(&rows);
     assert_eq!((s.problems, s.nodes), (0, 5000));
+}
+
+#[test]
+fn per_node_local_asn_is_shown_on_the_row_and_a_bad_one_is_why_nothing_is_announced() {
+    let mut n = healthy(&[P]);
+    if let Some(r) = n.speaker.as_mut() {
+        r.local_asn = Some(65020);
+        r.local_asn_source = "label example.com/asn".into();
+    }
+    let r = one(&input(vec![n]));
+    assert_eq!(r.verdict, Verdict::Ok);
+    assert_eq!(
+        r.detail,
+        "announced to tor1 as local AS 65020 from label example.com/asn"
+    );
+    assert_eq!(
+        (r.local_asn, r.local_asn_source.as_str()),
+        (Some(65020), "label example.com/asn")
+    );
+
+    // The speaker stopped every session: its LocalASN condition says why.
+    let mut bad = report(&[P], Vec::new(), FRESH);
+    bad.conditions.push(Condition {
+        type_: "LocalASN".into(),
+        status: "False".into(),
+        reason: "LocalASNInvalid".into(),
+        message: "label \"example.com/asn\": \"65x\" is not an AS number".into(),
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ),
+        observed_generation: None,
+    });
+    let r = one(&input(vec![node(
+        "master1",
+        Some(&[P]),
+        Some(&[P]),
+        Some(bad),
+    )]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        r.detail,
+        "the node's local AS cannot be used (LocalASNInvalid): label \"example.com/asn\": \"65x\" is not an AS number"
+    );
+    assert_eq!(r.local_asn, None);
 }

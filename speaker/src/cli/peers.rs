@@ -44,13 +44,21 @@ pub struct ViewArgs {
 #[derive(Debug, Clone, PartialEq)]
 struct NodePeers {
     node: String,
+    /// The node's effective local AS and where it came from (config, label, override…).
+    local_asn: Option<u32>,
+    local_asn_source: String,
     peers: Vec<PeerReport>,
 }
 
 /// `/debug/peers`: `{node, peers: [PeerReport without routes]}`.
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct AdminPeers {
     node: String,
+    #[serde(default)]
+    local_asn: Option<u32>,
+    #[serde(default)]
+    local_asn_source: String,
     #[serde(default)]
     peers: Vec<PeerReport>,
 }
@@ -82,6 +90,8 @@ async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<Node
             serde_json::from_value(doc).map_err(|e| format!("{url}/debug/routes: {e}"))?;
         NodePeers {
             node: r.node,
+            local_asn: None,
+            local_asn_source: String::new(),
             peers: r
                 .peers
                 .into_iter()
@@ -100,6 +110,8 @@ async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<Node
             serde_json::from_value(doc).map_err(|e| format!("{url}/debug/peers: {e}"))?;
         NodePeers {
             node: r.node,
+            local_asn: r.local_asn,
+            local_asn_source: r.local_asn_source,
             peers: r.peers,
         }
     };
@@ -117,6 +129,8 @@ async fn from_api(args: &ViewArgs) -> Result<Vec<NodePeers>, LoadError> {
         .into_iter()
         .map(|(node, r)| NodePeers {
             node,
+            local_asn: r.local_asn,
+            local_asn_source: r.local_asn_source,
             peers: r.peers,
         })
         .collect())
@@ -183,9 +197,11 @@ fn state_cell(state: &str) -> Cell {
 }
 
 /// Peer JSON: the report's fields (without routes) plus `node` and `uptimeSeconds`.
-fn peer_json(node: &str, p: &PeerReport, now: i64) -> Value {
+fn peer_json(n: &NodePeers, p: &PeerReport, now: i64) -> Value {
     let mut out = Map::new();
-    out.insert("node".into(), json!(node));
+    out.insert("node".into(), json!(n.node));
+    out.insert("localAsn".into(), json!(n.local_asn));
+    out.insert("localAsnSource".into(), json!(n.local_asn_source));
     if let Ok(Value::Object(fields)) = serde_json::to_value(p) {
         for (k, v) in fields {
             if k == "routes" {
@@ -205,13 +221,22 @@ fn render_peers(nodes: &[NodePeers], output: Output, now: i64) -> String {
     if output.is_document() {
         let peers: Vec<Value> = nodes
             .iter()
-            .flat_map(|n| n.peers.iter().map(|p| peer_json(&n.node, p, now)))
+            .flat_map(|n| n.peers.iter().map(move |p| peer_json(n, p, now)))
             .collect();
         return output.document(format!("{:#}\n", json!({ "peers": peers })));
     }
     let wide = output == Output::Wide;
     let mut header = vec![
-        "NODE", "PEER", "ADDRESS", "ASN", "STATE", "UPTIME", "HOLD", "FAMILIES", "SENT",
+        "NODE",
+        "LOCAL-ASN",
+        "PEER",
+        "ADDRESS",
+        "ASN",
+        "STATE",
+        "UPTIME",
+        "HOLD",
+        "FAMILIES",
+        "SENT",
     ];
     if wide {
         header.extend([
@@ -226,8 +251,16 @@ fn render_peers(nodes: &[NodePeers], output: Output, now: i64) -> String {
     let mut rows = Vec::new();
     for n in nodes {
         for p in &n.peers {
+            let local_asn = match (n.local_asn, wide) {
+                (None, _) => "-".to_owned(),
+                (Some(a), true) if !n.local_asn_source.is_empty() => {
+                    format!("{a} ({})", n.local_asn_source)
+                }
+                (Some(a), _) => a.to_string(),
+            };
             let mut row: Vec<Cell> = vec![
                 n.node.as_str().into(),
+                local_asn.into(),
                 p.name.as_str().into(),
                 p.address.as_str().into(),
                 p.asn.to_string().into(),
@@ -397,6 +430,8 @@ mod tests {
     fn sample() -> Vec<NodePeers> {
         vec![NodePeers {
             node: "node-a".into(),
+            local_asn: Some(65020),
+            local_asn_source: "label example.com/asn".into(),
             peers: vec![
                 PeerReport {
                     name: "tor1".into(),
@@ -439,6 +474,24 @@ mod tests {
         assert!(peers[0].get("routes").is_none());
         assert_eq!(peers[1]["uptimeSeconds"], Value::Null);
         assert_eq!(peers[1]["lastError"], "connection refused");
+    }
+
+    #[test]
+    fn peers_show_the_node_local_asn_and_where_it_came_from() {
+        let now = 1_767_225_600;
+        let doc: Value = serde_json::from_str(&render_peers(&sample(), Output::Json, now)).unwrap();
+        assert_eq!(doc["peers"][0]["localAsn"], 65020);
+        assert_eq!(doc["peers"][0]["localAsnSource"], "label example.com/asn");
+        let table = render_peers(&sample(), Output::Table, now);
+        let header = table.lines().next().unwrap();
+        assert!(header.contains("LOCAL-ASN"), "{table}");
+        assert!(table.lines().nth(1).unwrap().contains("65020"), "{table}");
+        let wide = render_peers(&sample(), Output::Wide, now);
+        assert!(wide.contains("65020 (label example.com/asn)"), "{wide}");
+        let mut unknown = sample();
+        unknown[0].local_asn = None;
+        let table = render_peers(&unknown, Output::Table, now);
+        assert!(!table.contains("65020"), "{table}");
     }
 
     #[test]

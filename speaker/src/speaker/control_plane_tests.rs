@@ -88,7 +88,7 @@ async fn start_with(source: &str, nodes: usize, min_interval: u64) -> Running {
         .await
         .unwrap();
     let config = Config::from_yaml_str(&format!(
-        "nodeName: {ME}\nasn: 64512\nrouterId: 192.0.2.42\nsource: {{kind: {source}}}\n\
+        "nodeName: {ME}\nasn: 64512\ngracefulShutdown: {{wait: 0}}\nrouterId: 192.0.2.42\nsource: {{kind: {source}}}\n\
          allowedPrefixes: [10.0.0.0/8]\nnextHop: {{ipv4: node}}\n\
          admin: {{listen: \"127.0.0.1:0\"}}\nstatus: {{minInterval: {min_interval}}}\n\
          peers:\n  - name: tor1\n    address: 127.0.0.1\n    port: {}\n    asn: 65000\n    \

@@ -9,17 +9,18 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bgp_proto::Asn;
 use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
-use podcidr_config::{Config, PeerAddress, PeerConfig, diff_peers};
+use podcidr_config::{Config, PeerAddress, PeerConfig};
 
 use super::cni::{CniFile, CniState};
 use super::guard::{GuardPolicy, GuardRefusal, Guarded, guard};
 use super::node::NodeInfo;
 use super::peers::LocalIdentity;
 
-use super::report::{self, PeerInput, ReportInputs};
+use super::report;
 use super::routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
 
 /// With nothing changed the report is re-written this often: an `updatedAt` much older than
@@ -43,6 +44,13 @@ pub use super::core_io::*;
 
 #[path = "core_events.rs"]
 mod events;
+
+#[path = "core_asn.rs"]
+mod asn;
+
+#[path = "core_status.rs"]
+mod status;
+pub use asn::AsnResolution;
 
 /// The routes offered to one peer and what it refuses (sorted by prefix).
 type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
@@ -118,6 +126,10 @@ pub struct Core {
     /// When each status condition last changed (for `lastTransitionTime`).
     transitions: Arc<report::Transitions>,
     unresolved: Option<Vec<String>>,
+    /// The node's local AS, once the Node is known.
+    node_asn: Option<AsnResolution>,
+    /// A final stop is waiting with GRACEFUL_SHUTDOWN on every route (RFC 8326).
+    final_wait: bool,
 }
 
 impl Core {
@@ -153,6 +165,8 @@ impl Core {
             cni: CniState::default(),
             transitions: Arc::default(),
             unresolved: None,
+            node_asn: None,
+            final_wait: false,
         }
     }
 
@@ -225,6 +239,10 @@ impl Core {
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
             Event::Unresolved(u) => self.unresolved = u,
             Event::Shutdown { final_stop } => {
+                // RFC 8326: warn the peers first; the loop asks again when the wait is over.
+                if final_stop && self.begin_final_wait(&mut out) {
+                    return out;
+                }
                 self.stopping = true;
                 let stops = self
                     .peers
@@ -324,7 +342,7 @@ impl Core {
     fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
         let g = self.guarded.as_ref()?;
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &self.lookup);
-        let (set, refused) = peer_routes(&g.announce, cfg, nhs);
+        let (set, refused) = peer_routes(&g.announce, &self.announce_config(cfg), nhs);
         Some((Arc::new(set), refused))
     }
 
@@ -377,7 +395,7 @@ impl Core {
 
     /// `routerId`, else the Node's IPv4 InternalIP, else the local IPv4 towards the first
     /// IPv4 peer.
-    fn resolve_identity(&self) -> Option<LocalIdentity> {
+    fn resolve_identity(&self, asn: Asn) -> Option<LocalIdentity> {
         let session_local = self
             .config
             .peers
@@ -391,10 +409,7 @@ impl Core {
         let router_id = self
             .config
             .resolve_router_id(&self.node.internal_ips(), session_local)?;
-        Some(LocalIdentity {
-            asn: self.config.asn,
-            router_id,
-        })
+        Some(LocalIdentity { asn, router_id })
     }
 
     fn setup(&self, cfg: &PeerConfig, identity: LocalIdentity, restarting: bool) -> PeerSetup {
@@ -447,14 +462,19 @@ impl Core {
 
     /// Makes the running sessions match the peers that select this node, with the current
     /// identity (a changed identity resets every kept session: it is in every OPEN).
+    /// A node whose local AS cannot be resolved runs no session.
     fn reconcile_peers(&mut self, out: &mut Vec<Effect>) {
-        let Some(identity) = self.resolve_identity() else {
+        let view = self.node_view(&self.config);
+        let Some((node_config, resolved)) = self.apply_node_view(out, view) else {
+            return;
+        };
+        let Some(identity) = self.resolve_identity(resolved.asn) else {
             if self.identity.is_none() {
                 out.push(Effect::Notice(Notice::NoRouterId));
             }
             return;
         };
-        let wanted = self.peers_for_node();
+        let wanted: Vec<PeerConfig> = node_config.peers;
         let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
         let gone: Vec<String> = self
             .peers
@@ -513,10 +533,6 @@ impl Core {
         if ended {
             self.reconcile_peers(out);
         }
-    }
-
-    fn peers_for_node(&self) -> Vec<PeerConfig> {
-        self.config.for_node(&self.node.labels).peers
     }
 
     fn reset_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
@@ -581,8 +597,7 @@ impl Core {
         node_name: String,
         why: &'static str,
     ) {
-        let labels = self.node.labels.clone();
-        let changes = diff_peers(&self.config.for_node(&labels), &new.for_node(&labels));
+        let (changes, new_view) = self.reload_views(&new);
         let old = std::mem::replace(&mut self.config, new);
         if changes.settings.log {
             out.push(Effect::SetLog(self.config.log));
@@ -620,18 +635,23 @@ impl Core {
         }
         let mut reset = 0;
         let mut updated = 0;
-        if self.node.known {
+        let view = self
+            .node
+            .known
+            .then(|| self.apply_node_view(out, new_view))
+            .flatten();
+        if let Some((node_config, resolved)) = &view {
             for name in &changes.removed {
                 self.remove_peer(out, name, "removed from the config");
             }
-            let identity = self.resolve_identity();
+            let identity = self.resolve_identity(resolved.asn);
             let identity_changed = identity != self.identity;
             if let Some(identity) = identity {
                 self.identity = Some(identity);
                 let by_name = |names: &[String]| -> Vec<PeerConfig> {
                     names
                         .iter()
-                        .filter_map(|n| self.config.peer(n).cloned())
+                        .filter_map(|n| node_config.peer(n).cloned())
                         .collect()
                 };
                 let (changed, added, kept_updated, unchanged) = (
@@ -712,100 +732,6 @@ impl Core {
         self.maybe_renew_lease(out, now, unix);
         self.maybe_publish(out, &inputs, now, unix);
     }
-
-    /// The Lease says "this speaker runs": renewed every [`LEASE_RENEW`] (a failure retried
-    /// after [`LEASE_RETRY`]), one renewal at a time, whenever status is published. It does
-    /// not wait for the Node or the source: it is about the process. Once the Node's UID is
-    /// known it is renewed at once with the Node as its owner (so deleting the Node deletes
-    /// it), not a minute later.
-    fn maybe_renew_lease(&mut self, out: &mut Vec<Effect>, now: Duration, unix: u64) {
-        if !self.api || !self.config.status.publish {
-            return;
-        }
-        // After a rename, `node` is still the old Node until the new one is seen.
-        let uid = self.node.uid.clone().filter(|_| !self.node_renamed);
-        let owner_changed = uid.is_some() && uid != self.lease_owner;
-        if !self.lease.due(now, owner_changed) {
-            return;
-        }
-        self.lease.in_flight = true;
-        self.lease_owner = uid.clone();
-        out.push(Effect::RenewLease {
-            node: self.node_name.clone(),
-            node_uid: uid,
-            duration: LEASE_DURATION,
-            unix,
-            at: now,
-        });
-    }
-
-    pub fn report_inputs(&self) -> ReportInputs {
-        let peers = self
-            .peers
-            .values()
-            .filter_map(|p| {
-                let status = self.statuses.get(&p.config.name)?.clone();
-                Some(PeerInput {
-                    config: p.config.clone(),
-                    refused: Arc::clone(&p.refused),
-                    status,
-                })
-            })
-            .collect();
-        ReportInputs {
-            source: self.config.source.kind(),
-            local_asn: self.config.asn,
-            desired: Arc::clone(&self.desired),
-            guarded: self.guarded.clone(),
-            peers,
-            cni: self
-                .cni
-                .condition(&self.config.cni, self.guarded.as_deref()),
-            transitions: Arc::clone(&self.transitions),
-            unresolved: self.unresolved.clone(),
-        }
-    }
-
-    /// Status is written only when its content changes (or [`STATUS_REFRESH`] has passed),
-    /// at most once per `status.minInterval`, one write at a time. "Content" leaves out what
-    /// moves without anything happening (message counters, a down session's retries: see
-    /// [`report::content_fingerprint`]).
-    fn maybe_publish(
-        &mut self,
-        out: &mut Vec<Effect>,
-        inputs: &ReportInputs,
-        now: Duration,
-        unix: u64,
-    ) {
-        if !self.api || !self.config.status.publish || self.publish.in_flight {
-            return;
-        }
-        let since = |t: Option<Duration>| t.map(|t| now.saturating_sub(t));
-        if since(self.publish.rendered_at).is_some_and(|a| a < self.config.status.min_interval) {
-            return;
-        }
-        self.publish.rendered_at = Some(now);
-        let mut report = inputs.render(unix);
-        report::stamp_transitions(
-            &mut report.conditions,
-            Arc::make_mut(&mut self.transitions),
-            unix,
-        );
-        let fingerprint = report::content_fingerprint(&report);
-        let age = since(self.publish.last.map(|(_, at)| at));
-        let changed = self.publish.last.is_none_or(|(f, _)| f != fingerprint);
-        if !changed && age.is_some_and(|a| a < STATUS_REFRESH) {
-            return;
-        }
-        report.updated_at = report::rfc3339(unix);
-        self.publish.in_flight = true;
-        out.push(Effect::Publish {
-            report: Box::new(report),
-            fingerprint,
-            node_uid: self.node.uid.clone(),
-            at: now,
-        });
-    }
 }
 
 /// How long [`Core::holds_for_routes`] waits at most: half the advertised restart time.
@@ -832,6 +758,10 @@ pub fn watches_node(api: bool, config: &Config) -> bool {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "core_asn_tests.rs"]
+mod asn_tests;
 
 #[cfg(test)]
 #[path = "core_events_tests.rs"]

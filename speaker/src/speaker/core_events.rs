@@ -120,7 +120,7 @@ impl Core {
     }
 
     /// An Event about this node, when there is an API to publish it to.
-    fn node_event(
+    pub(super) fn node_event(
         &self,
         out: &mut Vec<Effect>,
         reason: EventReason,

@@ -146,6 +146,9 @@ pub enum Effect {
         unix: u64,
         at: Duration,
     },
+    /// RFC 8326: routes now carry GRACEFUL_SHUTDOWN; wait this long (or until a second
+    /// SIGTERM), then feed [`Event::Shutdown`] again for the Cease.
+    GracefulShutdownWait(Duration),
     /// Stop every session concurrently.
     StopAll(Vec<(String, StopReason)>),
     /// Write the node's CNI conflist (off the loop); answer with [`Event::CniWritten`].
@@ -169,6 +172,10 @@ pub enum EventReason {
     SourceMismatchResolved,
     /// The announce guard refused a pod CIDR from the source (Warning).
     PodCidrRefused,
+    /// The node's local AS cannot be resolved: no session runs (Warning).
+    LocalAsnInvalid,
+    /// It can again (Normal).
+    LocalAsnResolved,
 }
 
 impl EventReason {
@@ -179,6 +186,8 @@ impl EventReason {
             EventReason::SourceMismatch => "PodCIDRSourceMismatch",
             EventReason::SourceMismatchResolved => "PodCIDRSourceMismatchResolved",
             EventReason::PodCidrRefused => "PodCIDRRefused",
+            EventReason::LocalAsnInvalid => "LocalASNInvalid",
+            EventReason::LocalAsnResolved => "LocalASNResolved",
         }
     }
 }
@@ -221,6 +230,8 @@ pub enum Notice {
     },
     Mismatch(Option<String>),
     NoRouterId,
+    /// The node's local AS, resolved anew (or why it cannot be).
+    LocalAsn(super::core::AsnResolution),
     /// A graceful-restart session waits for the source before it opens (at most `at_most`
     /// after the process started).
     PeerHeld {

@@ -498,7 +498,8 @@ fn shutdown_closes_for_graceful_restart_unless_final() {
         panic!("{out:?}")
     };
     assert!(s.iter().all(|(_, r)| *r == StopReason::GracefulRestart));
-    let (mut core, _) = file_core(config("", PEERS));
+    // No graceful shutdown wait (RFC 8326, core_asn_tests.rs): the Cease at once.
+    let (mut core, _) = file_core(config("gracefulShutdown: {wait: 0}", PEERS));
     let out = core.handle(Event::Shutdown { final_stop: true });
     let Effect::StopAll(s) = &out[0] else {
         panic!("{out:?}")

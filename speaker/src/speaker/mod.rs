@@ -21,6 +21,7 @@ pub mod peers;
 pub mod publish;
 pub mod report;
 pub mod routes;
+mod shutdown;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -424,13 +425,18 @@ impl Speaker {
         self.admin_addr
     }
 
-    async fn run_with_signals(mut self, mut signals: Signals) {
-        self.run(async move { signals.shutdown().await }).await;
-    }
-
     /// Runs until `shutdown` completes, then stops every session (graceful restart or
     /// Cease, per [`RunOptions::final_stop`]).
     pub async fn run(&mut self, shutdown: impl std::future::Future<Output = ()>) {
+        self.run_until(shutdown, std::future::pending()).await;
+    }
+
+    /// [`Speaker::run`]; `again` (a second SIGTERM) ends a graceful shutdown wait early.
+    pub async fn run_until(
+        &mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+        again: impl std::future::Future<Output = ()>,
+    ) {
         let mut sighup = match process::sighup() {
             Ok(s) => Some(s),
             Err(e) => {
@@ -514,10 +520,20 @@ impl Speaker {
             graceful_restart = !self.opts.final_stop,
             "stopping sessions"
         );
-        let effects = self.core.handle(Event::Shutdown {
+        let stop = Event::Shutdown {
             final_stop: self.opts.final_stop,
+        };
+        let effects = self.core.handle(stop.clone());
+        let wait = effects.iter().find_map(|e| match e {
+            Effect::GracefulShutdownWait(d) => Some(*d),
+            _ => None,
         });
         self.apply(effects).await;
+        if let Some(wait) = wait {
+            self.graceful_shutdown_wait(wait, again).await;
+            let effects = self.core.handle(stop);
+            self.apply(effects).await;
+        }
         self.source_task.abort();
         if let Some(t) = &self.node_task {
             t.abort();
@@ -646,6 +662,7 @@ impl Speaker {
                     at,
                 } => self.spawn_renew(node, node_uid, duration, unix, at),
                 Effect::StopAll(stops) => self.peers.shutdown(stops).await,
+                Effect::GracefulShutdownWait(_) => {}
                 Effect::WriteCni(file) => self.spawn_cni_write(file),
                 Effect::KubeEvent(event) => {
                     if let Some((sink, _)) = &self.kube_events {

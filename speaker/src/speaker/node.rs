@@ -1,4 +1,5 @@
-//! The speaker's own Node: labels (for peer nodeSelectors), InternalIPs (for `nextHop: node`
+//! The speaker's own Node: labels and annotations (for peer nodeSelectors and a per-node
+//! local AS), `spec.unschedulable` (graceful shutdown while cordoned), InternalIPs (for `nextHop: node`
 //! and the default router ID) and UID (owner of the status object).
 
 use std::collections::BTreeMap;
@@ -16,6 +17,10 @@ pub struct NodeInfo {
     pub known: bool,
     pub uid: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// For `asn: {fromNodeAnnotation: …}`.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.unschedulable` (cordoned or drained): routes carry GRACEFUL_SHUTDOWN.
+    pub unschedulable: bool,
     pub internal_v4: Option<Ipv4Addr>,
     pub internal_v6: Option<Ipv6Addr>,
 }
@@ -35,6 +40,12 @@ impl NodeInfo {
             known: true,
             uid: node.uid(),
             labels: node.labels().clone(),
+            annotations: node.annotations().clone(),
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
             internal_v4: internal.iter().find_map(|a| match a {
                 IpAddr::V4(v) => Some(*v),
                 IpAddr::V6(_) => None,

@@ -55,6 +55,17 @@ pub fn record(m: &Metrics, notice: Notice) {
             m.source_mismatch.set(0);
             tracing::info!("source and Node.spec.podCIDRs agree again");
         }
+        Notice::LocalAsn(Ok(r)) => {
+            tracing::info!(asn = r.asn.0, source = %r.origin, "local AS of this node");
+            if let Some(w) = r.warning() {
+                tracing::warn!(asn = r.asn.0, "{w}");
+            }
+        }
+        Notice::LocalAsn(Err(e)) => tracing::error!(
+            reason = e.reason,
+            error = %escape(&e.message),
+            "the node's local AS cannot be resolved; no BGP session runs"
+        ),
         Notice::NoRouterId => tracing::error!(
             "routerId: not set and no IPv4 address found (set routerId in the config)"
         ),

@@ -219,6 +219,8 @@ pub fn report(
         observed_generation: None,
         updated_at: String::new(),
         speaker_version: env!("CARGO_PKG_VERSION").to_owned(),
+        local_asn: None,
+        local_asn_source: String::new(),
     }
 }
 
@@ -346,6 +348,12 @@ pub fn content_fingerprint(r: &SpeakerReport) -> u64 {
 pub struct ReportInputs {
     pub source: &'static str,
     pub local_asn: Asn,
+    /// `local_asn` is the node's (not a stand-in while it is unresolved).
+    pub local_asn_resolved: bool,
+    /// Where the node's AS came from (`AsnOrigin`'s text).
+    pub local_asn_source: String,
+    /// Why the node's AS cannot be resolved.
+    pub asn_error: Option<podcidr_config::NodeAsnError>,
     pub desired: Arc<DesiredSet>,
     pub guarded: Option<Arc<Guarded>>,
     pub peers: Vec<PeerInput>,
@@ -367,6 +375,21 @@ impl ReportInputs {
             &self.peers,
             now,
         );
+        if self.local_asn_resolved {
+            r.local_asn = Some(self.local_asn.0);
+            r.local_asn_source = self.local_asn_source.clone();
+        }
+        r.conditions.push(match &self.asn_error {
+            Some(e) => condition("LocalASN", false, e.reason, e.message.clone(), now),
+            None if self.local_asn_resolved => condition(
+                "LocalASN",
+                true,
+                "Resolved",
+                format!("AS {} from {}", self.local_asn.0, self.local_asn_source),
+                now,
+            ),
+            None => condition("LocalASN", false, "NodeNotSeen", String::new(), now),
+        });
         if let Some(c) = &self.cni {
             r.conditions.push(condition(
                 "CNIConfigured",
