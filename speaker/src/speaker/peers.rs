@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::bfd::{self, BfdHandle};
 use super::core::{ListenerLayout, PassiveSpec, PeerSetup};
 
 /// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
@@ -126,6 +127,7 @@ impl Connector for KeyFileConnector {
 
 struct PeerHandle {
     task: SessionTask,
+    bfd: Option<BfdHandle>,
     routes: watch::Sender<Option<Arc<RouteSet>>>,
     incoming: Option<mpsc::Sender<TcpStream>>,
     forward: JoinHandle<()>,
@@ -203,6 +205,7 @@ impl PeerManager {
         let forward = tokio::spawn(async {});
         let handle = PeerHandle {
             task,
+            bfd: None,
             routes,
             incoming: None,
             forward,
@@ -241,10 +244,20 @@ impl PeerManager {
             events_rx,
             self.events.clone(),
         ));
+        let bfd = match bfd::start(p, task.hold_control(), self.events.clone()) {
+            None => None,
+            Some(Ok(h)) => Some(h),
+            Some(Err(e)) => {
+                // The BGP session runs without BFD: detection falls back to the hold timer.
+                tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
+                None
+            }
+        };
         self.peers.insert(
             p.name.clone(),
             PeerHandle {
                 task,
+                bfd,
                 routes: routes_tx,
                 incoming,
                 forward,
@@ -272,16 +285,22 @@ impl PeerManager {
         let mut waits = Vec::new();
         for (name, reason) in stops {
             if let Some(h) = self.peers.remove(&name) {
-                h.task.stop(reason);
                 // Destructure so the routes sender lives until the task ends: a closed routes
                 // channel reads as "speaker gone" and would turn this stop into a Cease.
                 let PeerHandle {
                     task,
+                    bfd,
                     forward,
                     routes,
                     ..
                 } = h;
                 waits.push(async move {
+                    // BFD AdminDown first (RFC 5882 §4.3): a planned stop, graceful restart
+                    // included, must not look like a path failure to the peer.
+                    if let Some(bfd) = bfd {
+                        bfd.stop_admin_down().await;
+                    }
+                    task.stop(reason);
                     task.wait().await;
                     forward.abort();
                     drop(routes);
