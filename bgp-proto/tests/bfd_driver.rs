@@ -4,18 +4,19 @@
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bgp_proto::bfd::driver::{self, BfdEvent, BfdTask, BfdTransport, Datagram};
+use bgp_proto::bfd::driver::{self, BfdEvent, BfdTask, BfdTransport, Datagram, StopMode};
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig, BfdState, Diag};
 use tokio::sync::{broadcast, mpsc};
 
 struct Chan {
     me: IpAddr,
     ttl: u8,
-    tx: mpsc::UnboundedSender<Datagram>,
+    /// Swappable, so a restarted peer process can take over the far end.
+    tx: Arc<Mutex<mpsc::UnboundedSender<Datagram>>>,
     rx: mpsc::UnboundedReceiver<Datagram>,
     cut: Arc<AtomicBool>,
 }
@@ -26,7 +27,7 @@ impl BfdTransport for Chan {
         packet: &'a [u8],
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>> {
         if !self.cut.load(Ordering::SeqCst) {
-            let _ = self.tx.send(Datagram {
+            let _ = self.tx.lock().unwrap().send(Datagram {
                 payload: packet.to_vec(),
                 from: self.me,
                 ttl: Some(self.ttl),
@@ -43,6 +44,10 @@ impl BfdTransport for Chan {
             }
         })
     }
+}
+
+fn shared(tx: mpsc::UnboundedSender<Datagram>) -> Arc<Mutex<mpsc::UnboundedSender<Datagram>>> {
+    Arc::new(Mutex::new(tx))
 }
 
 fn addr(s: &str) -> IpAddr {
@@ -82,7 +87,7 @@ fn pair(a_ttl: u8) -> Pair {
         Chan {
             me: a_ip,
             ttl: a_ttl,
-            tx: to_b,
+            tx: shared(to_b),
             rx: from_b,
             cut: Arc::clone(&cut),
         },
@@ -94,7 +99,7 @@ fn pair(a_ttl: u8) -> Pair {
         Chan {
             me: b_ip,
             ttl: 255,
-            tx: to_a,
+            tx: shared(to_a),
             rx: from_a,
             cut: Arc::clone(&cut),
         },
@@ -195,7 +200,7 @@ async fn planned_stop_sends_admin_down_and_peer_sees_it_rfc5880_6_8_16() {
     let mut p = pair(255);
     wait_up(&mut p.a_events).await;
     wait_up(&mut p.b_events).await;
-    p.a.stop(true);
+    p.a.stop(StopMode::AdminDown);
     tokio::time::timeout(Duration::from_secs(5), p.a.wait())
         .await
         .unwrap();
@@ -223,7 +228,7 @@ async fn packets_from_another_address_are_dropped_rfc5881_4() {
         Chan {
             me: addr("198.18.0.1"),
             ttl: 255,
-            tx: a_tx,
+            tx: shared(a_tx),
             rx: a_rx,
             cut: Arc::new(AtomicBool::new(false)),
         },
@@ -268,8 +273,99 @@ async fn udp_transport_on_loopback_comes_up_with_ttl_255_rfc5881_5() {
     let b = driver::spawn(session(2), a_ip, tb, broadcast::channel(64).0);
     wait_up(&mut a_events).await;
     assert_eq!(a.status.borrow().remote_discriminator, 2);
-    b.stop(true);
+    b.stop(StopMode::AdminDown);
     b.wait().await;
     let change = next_change(&mut a_events).await;
     assert_eq!((change.1, change.3), (BfdState::Down, BfdState::AdminDown));
+}
+
+/// A planned restart: the old session stretches the peer's detection time and falls
+/// silent; the next process's resuming session continues it. The peer never leaves Up.
+#[tokio::test(start_paused = true)]
+async fn handover_keeps_the_peer_up_across_a_restart() {
+    let (to_b, from_a) = mpsc::unbounded_channel();
+    let (to_a, from_b) = mpsc::unbounded_channel();
+    let b_to_a = shared(to_a);
+    let (a_ip, b_ip) = (addr("198.18.0.1"), addr("198.18.0.2"));
+    let cut = Arc::new(AtomicBool::new(false));
+    let (ea, eb) = (broadcast::channel(64).0, broadcast::channel(64).0);
+    let (mut a_events, mut b_events) = (ea.subscribe(), eb.subscribe());
+    let to_b = shared(to_b);
+    let a = driver::spawn(
+        session(1),
+        b_ip,
+        Chan {
+            me: a_ip,
+            ttl: 255,
+            tx: Arc::clone(&to_b),
+            rx: from_b,
+            cut: Arc::clone(&cut),
+        },
+        ea,
+    );
+    let b = driver::spawn(
+        session(2),
+        a_ip,
+        Chan {
+            me: b_ip,
+            ttl: 255,
+            tx: Arc::clone(&b_to_a),
+            rx: from_a,
+            cut: Arc::clone(&cut),
+        },
+        eb,
+    );
+    wait_up(&mut a_events).await;
+    wait_up(&mut b_events).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    a.stop(StopMode::Handover(Duration::from_secs(120)));
+    tokio::time::timeout(Duration::from_secs(5), a.wait())
+        .await
+        .unwrap();
+    let detect = b.status.borrow().detection_time.unwrap();
+    assert!(detect >= Duration::from_secs(119), "{detect:?}");
+    // The restart: 10 s of silence, far past the 300 ms detection time before handover.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // The next process: a new receiver for b's packets, a new discriminator of its own.
+    let (to_a2, from_b2) = mpsc::unbounded_channel();
+    *b_to_a.lock().unwrap() = to_a2;
+    let ea2 = broadcast::channel(64).0;
+    let mut a2_events = ea2.subscribe();
+    let _a2 = driver::spawn(
+        BfdSession::resuming(BfdSessionConfig {
+            my_discriminator: 99,
+            desired_min_tx: Duration::from_millis(100),
+            required_min_rx: Duration::from_millis(100),
+            detect_mult: 3,
+            jitter_seed: 99,
+        }),
+        b_ip,
+        Chan {
+            me: a_ip,
+            ttl: 255,
+            tx: to_b,
+            rx: from_b2,
+            cut,
+        },
+        ea2,
+    );
+    wait_up(&mut a2_events).await;
+    // Back to the fast detection time once the new process's packets arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        b.status.borrow().detection_time,
+        Some(Duration::from_millis(300))
+    );
+    assert_eq!(
+        b.status.borrow().remote_discriminator,
+        1,
+        "the old discriminator lives on"
+    );
+    while let Ok(ev) = b_events.try_recv() {
+        assert!(
+            !matches!(ev, BfdEvent::StateChanged { .. }),
+            "b left Up: {ev:?}"
+        );
+    }
+    assert_eq!(b.status.borrow().state, BfdState::Up);
 }

@@ -380,3 +380,65 @@ fn leaving_up_returns_to_one_second_tx_rfc5880_6_8_3() {
     assert_eq!(sent(&out)[0].desired_min_tx, 1_000_000);
     assert!(armed(&out, BfdTimer::Transmit).unwrap() >= SLOW_TX * 3 / 4);
 }
+
+#[test]
+fn resuming_session_adopts_the_discriminator_of_an_up_peer_and_goes_up() {
+    let mut s = BfdSession::resuming(cfg(100, 100, 3));
+    let out = s.handle(BfdInput::Start);
+    assert!(sent(&out).is_empty(), "listens before it speaks");
+    let mut p = from_peer(BfdState::Up);
+    p.your_discriminator = 0x7777; // the previous process's
+    let out = s.handle(BfdInput::Received(p));
+    assert_eq!(s.state(), BfdState::Up);
+    assert_eq!(s.config().my_discriminator, 0x7777);
+    assert_eq!(changes(&out)[0].1, BfdState::Up);
+    let p = sent(&out)[0];
+    assert_eq!(
+        (p.my_discriminator, p.your_discriminator, p.state),
+        (0x7777, PEER, BfdState::Up)
+    );
+}
+
+#[test]
+fn resuming_session_with_a_down_peer_does_the_usual_handshake_rfc5880_6_8_6() {
+    let mut s = BfdSession::resuming(cfg(100, 100, 3));
+    s.handle(BfdInput::Start);
+    s.handle(BfdInput::Received(from_peer(BfdState::Down)));
+    assert_eq!(s.state(), BfdState::Init);
+    assert_eq!(s.config().my_discriminator, MY);
+    // Adoption is for the first packet only: a later stray Up is discarded as usual.
+    let mut p = from_peer(BfdState::Up);
+    p.your_discriminator = 0x7777;
+    let out = s.handle(BfdInput::Received(p));
+    assert!(matches!(out.as_slice(), [BfdOutput::Ignored(_)]));
+}
+
+#[test]
+fn a_fresh_session_never_adopts_rfc5880_6_8_6() {
+    let mut s = up(cfg(100, 100, 3));
+    let mut p = from_peer(BfdState::Up);
+    p.your_discriminator = 0x7777;
+    assert!(matches!(
+        s.handle(BfdInput::Received(p)).as_slice(),
+        [BfdOutput::Ignored(_)]
+    ));
+    let mut s = BfdSession::new(cfg(100, 100, 3));
+    s.handle(BfdInput::Start);
+    s.handle(BfdInput::Received(p));
+    assert_eq!(s.state(), BfdState::Down);
+}
+
+#[test]
+fn multiplier_change_alone_is_sent_at_once_without_poll_rfc5880_6_8_3() {
+    let mut s = up(cfg(100, 100, 3));
+    let mut fin = from_peer(BfdState::Up);
+    fin.final_ = true;
+    s.handle(BfdInput::Received(fin));
+    let out = s.handle(BfdInput::SetIntervals {
+        desired_min_tx: MS * 100,
+        required_min_rx: MS * 100,
+        detect_mult: 255,
+    });
+    let p = sent(&out)[0];
+    assert_eq!((p.detect_mult, p.poll), (255, false));
+}

@@ -63,9 +63,26 @@ pub struct BfdStatus {
     pub tx_interval: Duration,
 }
 
+/// How a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Tell the peer we stop on purpose (AdminDown, RFC 5880 §6.8.16).
+    AdminDown,
+    /// A planned restart of this process: stretch the peer's detection time to about
+    /// `window` (our multiplier 255 and a slower transmit interval, announced with a Poll)
+    /// and fall silent; the next process continues the session ([`BfdSession::resuming`])
+    /// before the peer would declare it down.
+    Handover(Duration),
+    /// Just stop sending.
+    Silent,
+}
+
+/// Our detection multiplier during a handover: the largest the field holds.
+pub const HANDOVER_MULTIPLIER: u8 = 255;
+
 #[derive(Debug)]
 enum Control {
-    Stop { admin_down: bool },
+    Stop(StopMode),
 }
 
 #[derive(Debug)]
@@ -77,10 +94,9 @@ pub struct BfdTask {
 }
 
 impl BfdTask {
-    /// Ends the session. With `admin_down`, the peer is told first (AdminDown packets), so
-    /// it does not take our silence for a path failure.
-    pub fn stop(&self, admin_down: bool) {
-        let _ = self.control.send(Control::Stop { admin_down });
+    /// Ends the session the way `mode` says.
+    pub fn stop(&self, mode: StopMode) {
+        let _ = self.control.send(Control::Stop(mode));
     }
 
     pub async fn wait(self) {
@@ -151,7 +167,7 @@ async fn sleep_opt(at: Option<Instant>) {
 impl<T: BfdTransport> Driver<T> {
     async fn run(mut self, mut control: mpsc::UnboundedReceiver<Control>) {
         self.process(BfdInput::Start).await;
-        let admin_down = loop {
+        let mode = loop {
             tokio::select! {
                 _ = sleep_opt(self.transmit_at), if self.transmit_at.is_some() => {
                     self.transmit_at = None;
@@ -170,20 +186,32 @@ impl<T: BfdTransport> Driver<T> {
                     }
                 },
                 c = control.recv() => match c {
-                    Some(Control::Stop { admin_down }) => break admin_down,
-                    None => break false,
+                    Some(Control::Stop(mode)) => break mode,
+                    None => break StopMode::Silent,
                 },
             }
         };
-        if admin_down {
-            // At the interval the peer agreed to while we were Up, not the idle 1 s, so a
-            // planned stop takes at most a detection time.
-            let spacing = self.session.tx_interval();
-            self.process(BfdInput::AdminDown).await;
-            for _ in 1..ADMIN_DOWN_PACKETS {
-                tokio::time::sleep(spacing).await;
-                self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
+        // At the interval the peer agreed to while we were Up, not the idle 1 s, so a
+        // planned stop takes at most a detection time.
+        let spacing = self.session.tx_interval();
+        match mode {
+            StopMode::Silent => return,
+            StopMode::AdminDown => self.process(BfdInput::AdminDown).await,
+            StopMode::Handover(window) => {
+                let cfg = *self.session.config();
+                let slow = (window / u32::from(HANDOVER_MULTIPLIER)).max(cfg.desired_min_tx);
+                self.process(BfdInput::SetIntervals {
+                    desired_min_tx: slow,
+                    required_min_rx: cfg.required_min_rx,
+                    detect_mult: HANDOVER_MULTIPLIER,
+                })
+                .await;
             }
+        }
+        // A few copies: one lost packet must not decide.
+        for _ in 1..ADMIN_DOWN_PACKETS {
+            tokio::time::sleep(spacing).await;
+            self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
         }
     }
 

@@ -92,6 +92,8 @@ pub struct BfdSession {
     remote_demand: bool,
     poll: Option<Poll>,
     started: bool,
+    /// Continue the session a previous process of ours ran (see [`BfdSession::resuming`]).
+    adopt: bool,
     rng: fastrand::Rng,
 }
 
@@ -116,9 +118,21 @@ impl BfdSession {
             remote_demand: false,
             poll: None,
             started: false,
+            adopt: false,
             rng: fastrand::Rng::with_seed(cfg.jitter_seed),
         };
         s.tx_in_use = s.announced_tx();
+        s
+    }
+
+    /// A session that may continue the one our previous process ran before a planned
+    /// restart (docs/bgp.md, "BFD and graceful restart"): if the first packet from the peer
+    /// is Up and addressed to a discriminator that is not ours, we take that discriminator
+    /// and go Up at once instead of discarding it (§6.8.6), so the peer's session never
+    /// sees Down. Any other first packet starts the usual three-way handshake.
+    pub fn resuming(cfg: BfdSessionConfig) -> Self {
+        let mut s = Self::new(cfg);
+        s.adopt = true;
         s
     }
 
@@ -209,7 +223,12 @@ impl BfdSession {
             BfdInput::Start => {
                 if !self.started {
                     self.started = true;
-                    self.send(&mut out, false);
+                    // Resuming: listen first. A Down packet from a new discriminator could
+                    // take the peer's still-Up session down; the peer sends well within
+                    // our first (1 s) interval.
+                    if !self.adopt {
+                        self.send(&mut out, false);
+                    }
                     let next = self.jittered();
                     out.push(BfdOutput::ArmTimer(BfdTimer::Transmit, next));
                 }
@@ -247,12 +266,17 @@ impl BfdSession {
 
     fn set_intervals(&mut self, out: &mut Vec<BfdOutput>, tx: Duration, rx: Duration, mult: u8) {
         let changed = tx != self.cfg.desired_min_tx || rx != self.cfg.required_min_rx;
+        let mult_changed = mult != 0 && mult != self.cfg.detect_mult;
         self.cfg.desired_min_tx = tx;
         self.cfg.required_min_rx = rx;
-        if mult != 0 {
+        if mult_changed {
             self.cfg.detect_mult = mult;
         }
         if !changed {
+            // The multiplier needs no poll (§6.8.3 is about intervals); tell the peer now.
+            if mult_changed && self.started {
+                self.send(out, false);
+            }
             return;
         }
         if self.state == BfdState::Up && self.remote_discr != 0 {
@@ -342,6 +366,13 @@ impl BfdSession {
     }
 
     fn received(&mut self, out: &mut Vec<BfdOutput>, p: ControlPacket) {
+        let adopted = std::mem::take(&mut self.adopt)
+            && self.state == BfdState::Down
+            && p.state == BfdState::Up
+            && p.your_discriminator != 0;
+        if adopted {
+            self.cfg.my_discriminator = p.your_discriminator;
+        }
         // §6.8.6: a non-zero Your Discriminator must be ours.
         if p.your_discriminator != 0 && p.your_discriminator != self.cfg.my_discriminator {
             out.push(BfdOutput::Ignored("your discriminator does not match"));
@@ -364,6 +395,7 @@ impl BfdSession {
             return;
         }
         match (self.state, p.state) {
+            _ if adopted => self.enter(out, BfdState::Up, Diag::None),
             (_, BfdState::AdminDown) if self.state != BfdState::Down => {
                 self.enter(out, BfdState::Down, Diag::NeighborSignaledSessionDown);
             }

@@ -5,7 +5,7 @@
 use std::io;
 use std::time::Duration;
 
-use bgp_proto::bfd::driver::{self, BfdEvent, BfdTask};
+use bgp_proto::bfd::driver::{self, BfdEvent, BfdTask, StopMode};
 use bgp_proto::bfd::udp::UdpTransport;
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig, BfdState, Diag};
 use bgp_proto::session::StopReason;
@@ -52,10 +52,9 @@ pub(super) struct BfdHandle {
 }
 
 impl BfdHandle {
-    /// A planned stop: AdminDown packets, so the peer does not take our silence for a path
-    /// failure; bounded.
-    pub(super) async fn stop_admin_down(self) {
-        self.task.stop(true);
+    /// Ends BFD the way `mode` says, bounded (AdminDown and handover send a few packets).
+    pub(super) async fn stop(self, mode: StopMode) {
+        self.task.stop(mode);
         if tokio::time::timeout(BFD_STOP_WAIT, self.task.wait())
             .await
             .is_err()
@@ -82,6 +81,7 @@ fn session_config(p: &PeerConfig) -> Option<BfdSessionConfig> {
 /// Starts BFD for `p` (when configured) and the gate that drives its BGP session.
 pub(super) fn start(
     p: &PeerConfig,
+    restarting: bool,
     bgp: HoldControl,
     events: mpsc::Sender<(String, SessionEvent)>,
 ) -> Option<io::Result<BfdHandle>> {
@@ -91,7 +91,13 @@ pub(super) fn start(
         Err(e) => return Some(Err(e)),
     };
     let (tx, rx) = broadcast::channel(64);
-    let task = driver::spawn(BfdSession::new(cfg), p.address, transport, tx);
+    // After a planned restart the peer may still run our previous process's session.
+    let session = if restarting {
+        BfdSession::resuming(cfg)
+    } else {
+        BfdSession::new(cfg)
+    };
+    let task = driver::spawn(session, p.address, transport, tx);
     let gate = tokio::spawn(run_gate(p.name.clone(), rx, bgp, events));
     Some(Ok(BfdHandle { task, gate }))
 }
@@ -140,6 +146,17 @@ async fn run_gate(
     }
 }
 
+/// How BFD ends with its BGP session: a graceful-restart stop hands the session over to the
+/// next process within the restart time; every other stop is AdminDown.
+pub(super) fn stop_mode(reason: &StopReason, restart_time: u16) -> StopMode {
+    match reason {
+        StopReason::GracefulRestart => {
+            StopMode::Handover(Duration::from_secs(u64::from(restart_time.max(1))))
+        }
+        _ => StopMode::AdminDown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +189,21 @@ mod tests {
                 want,
                 "{from:?} -> {to:?} remote {remote:?} held {held}"
             );
+        }
+    }
+
+    #[test]
+    fn graceful_restart_hands_bfd_over_everything_else_sends_admin_down_rfc5882_4_3() {
+        assert_eq!(
+            stop_mode(&StopReason::GracefulRestart, 120),
+            StopMode::Handover(Duration::from_secs(120))
+        );
+        for r in [
+            StopReason::Shutdown("bye".into()),
+            StopReason::Deconfigured,
+            StopReason::ConfigurationChange,
+        ] {
+            assert_eq!(stop_mode(&r, 120), StopMode::AdminDown, "{r:?}");
         }
     }
 }

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::bfd::{self, BfdHandle};
 use super::core::{ListenerLayout, PassiveSpec, PeerSetup};
+use bgp_proto::bfd::driver::StopMode;
 
 /// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
 pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -128,6 +129,8 @@ impl Connector for KeyFileConnector {
 struct PeerHandle {
     task: SessionTask,
     bfd: Option<BfdHandle>,
+    /// Our graceful-restart time: how long a BFD handover must last.
+    restart_time: u16,
     routes: watch::Sender<Option<Arc<RouteSet>>>,
     incoming: Option<mpsc::Sender<TcpStream>>,
     forward: JoinHandle<()>,
@@ -206,6 +209,7 @@ impl PeerManager {
         let handle = PeerHandle {
             task,
             bfd: None,
+            restart_time: 0,
             routes,
             incoming: None,
             forward,
@@ -244,7 +248,12 @@ impl PeerManager {
             events_rx,
             self.events.clone(),
         ));
-        let bfd = match bfd::start(p, task.hold_control(), self.events.clone()) {
+        let bfd = match bfd::start(
+            p,
+            setup.restarting,
+            task.hold_control(),
+            self.events.clone(),
+        ) {
             None => None,
             Some(Ok(h)) => Some(h),
             Some(Err(e)) => {
@@ -258,6 +267,7 @@ impl PeerManager {
             PeerHandle {
                 task,
                 bfd,
+                restart_time: p.graceful_restart.restart_time,
                 routes: routes_tx,
                 incoming,
                 forward,
@@ -290,6 +300,7 @@ impl PeerManager {
                 let PeerHandle {
                     task,
                     bfd,
+                    restart_time,
                     forward,
                     routes,
                     ..
@@ -297,11 +308,20 @@ impl PeerManager {
                 waits.push(async move {
                     // BFD AdminDown first (RFC 5882 §4.3): a planned stop, graceful restart
                     // included, must not look like a path failure to the peer.
-                    if let Some(bfd) = bfd {
-                        bfd.stop_admin_down().await;
+                    // Graceful restart: hand BFD over first (the peer's detection time
+                    // grows to the restart time), then close BGP without a NOTIFICATION.
+                    // Otherwise BGP's Cease goes first, then BFD AdminDown.
+                    let mut bfd = bfd;
+                    if let StopMode::Handover(window) = bfd::stop_mode(&reason, restart_time)
+                        && let Some(b) = bfd.take()
+                    {
+                        b.stop(StopMode::Handover(window)).await;
                     }
                     task.stop(reason);
                     task.wait().await;
+                    if let Some(b) = bfd {
+                        b.stop(StopMode::AdminDown).await;
+                    }
                     forward.abort();
                     drop(routes);
                 });
