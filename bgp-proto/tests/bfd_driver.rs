@@ -369,3 +369,32 @@ async fn handover_keeps_the_peer_up_across_a_restart() {
     }
     assert_eq!(b.status.borrow().state, BfdState::Up);
 }
+
+/// Two peers behind one local address (a node with two ToRs): one control port, each
+/// datagram to the session of its source.
+#[tokio::test]
+async fn two_sessions_share_one_local_control_port_rfc5881_4() {
+    use bgp_proto::bfd::udp::UdpTransport;
+    let node = addr("127.0.0.71");
+    let (tor1, tor2) = (addr("127.0.0.72"), addr("127.0.0.73"));
+    let mut events = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, (local, peer)) in [(node, tor1), (node, tor2), (tor1, node), (tor2, node)]
+        .into_iter()
+        .enumerate()
+    {
+        let t = UdpTransport::bind(Some(local), peer).unwrap();
+        let ev = broadcast::channel(64).0;
+        events.push(ev.subscribe());
+        tasks.push(driver::spawn(session(10 + i as u32), peer, t, ev));
+    }
+    assert!(
+        UdpTransport::bind(Some(node), tor1).is_err(),
+        "one session per peer"
+    );
+    for ev in &mut events {
+        wait_up(ev).await;
+    }
+    assert_eq!(tasks[0].status.borrow().remote_discriminator, 12);
+    assert_eq!(tasks[1].status.borrow().remote_discriminator, 13);
+}

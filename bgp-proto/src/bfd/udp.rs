@@ -2,16 +2,19 @@
 //! hop limit of each datagram (`IP_RECVTTL` / `IPV6_RECVHOPLIMIT`), send from a source
 //! port in 49152–65535 with TTL 255.
 //!
-//! One transport owns the control port of its local address: one BFD peer per local
-//! address (documented in docs/bgp.md).
+//! The control port of a local address is shared by every session on it: one receive
+//! task per port hands each datagram to the session of its source address.
 
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 
 use super::driver::{BfdTransport, Datagram};
 use super::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
@@ -20,10 +23,71 @@ use crate::transport::sys::setsockopt;
 /// Attempts at a free random source port before giving up.
 const SOURCE_PORT_ATTEMPTS: usize = 64;
 
+/// Per source address, where that peer's datagrams go.
+type Sessions = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<Datagram>>>>;
+
+/// Datagrams queued per session before more are dropped (a session reads them at once).
+const SESSION_QUEUE: usize = 64;
+
+/// Control ports opened by this process, by local address. Kept for the process's life
+/// (there are few local addresses), so closing one session and opening the next never
+/// races the socket's close. Their receive tasks run on the runtime that opened them: one
+/// runtime per process (the speaker's), or distinct addresses per test runtime.
+static CONTROL_PORTS: Mutex<BTreeMap<SocketAddr, Sessions>> = Mutex::new(BTreeMap::new());
+
 #[derive(Debug)]
 pub struct UdpTransport {
-    rx: UdpSocket,
+    rx: mpsc::Receiver<Datagram>,
     tx: UdpSocket,
+    peer: IpAddr,
+    sessions: Sessions,
+}
+
+impl Drop for UdpTransport {
+    fn drop(&mut self) {
+        unregister(&self.sessions, self.peer);
+    }
+}
+
+fn unregister(sessions: &Sessions, peer: IpAddr) {
+    if let Ok(mut s) = sessions.lock() {
+        s.remove(&peer);
+    }
+}
+
+/// The sessions table of the control port on `local`, opening the port the first time.
+fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
+    let mut ports = CONTROL_PORTS
+        .lock()
+        .map_err(|_| io::Error::other("BFD control port table poisoned"))?;
+    if let Some(s) = ports.get(&local) {
+        return Ok(Arc::clone(s));
+    }
+    let rx = std::net::UdpSocket::bind(local)
+        .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
+    ttl_options(&rx, v6)?;
+    rx.set_nonblocking(true)?;
+    let rx = UdpSocket::from_std(rx)?;
+    let sessions: Sessions = Arc::default();
+    tokio::spawn(dispatch(rx, Arc::clone(&sessions)));
+    ports.insert(local, Arc::clone(&sessions));
+    Ok(sessions)
+}
+
+async fn dispatch(rx: UdpSocket, sessions: Sessions) {
+    loop {
+        let Ok(d) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
+            // Errors (ICMP errors reported on the socket, say) belong to no one session.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        let to = sessions.lock().ok().and_then(|s| s.get(&d.from).cloned());
+        if let Some(to) = to {
+            // Full: the session is SESSION_QUEUE packets behind; drop, as a congested
+            // link would.
+            let _ = to.try_send(d);
+        }
+    }
 }
 
 fn unspecified(peer: IpAddr) -> IpAddr {
@@ -67,35 +131,58 @@ impl UdpTransport {
             ));
         }
         let v6 = peer.is_ipv6();
-        let rx = std::net::UdpSocket::bind(SocketAddr::new(local, CONTROL_PORT)).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("BFD control port {local}:{CONTROL_PORT}: {e}"),
-            )
-        })?;
-        ttl_options(&rx, v6)?;
-        let mut last = None;
-        let mut tx = None;
-        for _ in 0..SOURCE_PORT_ATTEMPTS {
-            let port = fastrand::u16(SOURCE_PORTS);
-            match std::net::UdpSocket::bind(SocketAddr::new(local, port)) {
-                Ok(s) => {
-                    tx = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
+        let sessions = control_port(SocketAddr::new(local, CONTROL_PORT), v6)?;
+        let (to_session, rx) = mpsc::channel(SESSION_QUEUE);
+        {
+            let mut s = sessions
+                .lock()
+                .map_err(|_| io::Error::other("BFD session table poisoned"))?;
+            if s.contains_key(&peer) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a BFD session with {peer} on {local} already runs"),
+                ));
             }
+            s.insert(peer, to_session);
         }
-        let tx =
-            tx.ok_or_else(|| last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))?;
-        ttl_options(&tx, v6)?;
-        tx.connect(SocketAddr::new(peer, CONTROL_PORT))?;
-        rx.set_nonblocking(true)?;
-        tx.set_nonblocking(true)?;
-        Ok(Self {
-            rx: UdpSocket::from_std(rx)?,
-            tx: UdpSocket::from_std(tx)?,
-        })
+        // From here on the transport owns the registration (its Drop removes it).
+        let setup = |sessions: Sessions| -> io::Result<Self> {
+            let mut last = None;
+            let mut tx = None;
+            for _ in 0..SOURCE_PORT_ATTEMPTS {
+                let port = fastrand::u16(SOURCE_PORTS);
+                match std::net::UdpSocket::bind(SocketAddr::new(local, port)) {
+                    Ok(s) => {
+                        tx = Some(s);
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            let Some(tx) = tx else {
+                unregister(&sessions, peer);
+                return Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)));
+            };
+            let tx = (|| {
+                ttl_options(&tx, v6)?;
+                tx.connect(SocketAddr::new(peer, CONTROL_PORT))?;
+                tx.set_nonblocking(true)?;
+                UdpSocket::from_std(tx)
+            })();
+            match tx {
+                Ok(tx) => Ok(Self {
+                    rx,
+                    tx,
+                    peer,
+                    sessions,
+                }),
+                Err(e) => {
+                    unregister(&sessions, peer);
+                    Err(e)
+                }
+            }
+        };
+        setup(sessions)
     }
 
     pub fn source_port(&self) -> io::Result<u16> {
@@ -115,9 +202,11 @@ impl BfdTransport for UdpTransport {
         &mut self,
     ) -> std::pin::Pin<Box<dyn Future<Output = io::Result<Datagram>> + Send + '_>> {
         Box::pin(async move {
-            self.rx
-                .async_io(Interest::READABLE, || recv_with_ttl(&self.rx))
-                .await
+            match self.rx.recv().await {
+                Some(d) => Ok(d),
+                // The dispatch task never ends; were it gone, the detection timer decides.
+                None => std::future::pending().await,
+            }
         })
     }
 }
