@@ -71,6 +71,12 @@ fn cut_link_withdraws_routes_through_bfd_not_hold_timer_rfc5882_3_2() {
         "{}",
         t.log()
     );
+    let m = t.metrics();
+    assert!(
+        m.contains("podcidr_bgp_bfd_session_down_total{peer=\"tor\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("podcidr_bgp_bfd_state{peer=\"tor\"} 1"), "{m}");
     t.heal_link();
     let back = t.poll_until(POLL, Duration::from_secs(60), |t| {
         t.tor_has_route() && t.tor_bgp_established()

@@ -153,10 +153,12 @@ impl BfdTopology {
         }
     }
 
-    /// Drops everything between node and ToR in the node's namespace, both ways.
+    /// Drops everything on the node's link to the ToR (`eth0`), both ways; the node's
+    /// loopback (its admin port) keeps working.
     pub fn cut_link(&self) {
-        for chain in ["INPUT", "OUTPUT"] {
-            let out = in_ns(&self.node, &["iptables", "-I", chain, "-j", "DROP"]);
+        for rule in [["INPUT", "-i"], ["OUTPUT", "-o"]] {
+            let args = ["iptables", "-I", rule[0], rule[1], "eth0", "-j", "DROP"];
+            let out = in_ns(&self.node, &args);
             assert!(
                 out.status.success(),
                 "iptables: {}",
@@ -166,9 +168,21 @@ impl BfdTopology {
     }
 
     pub fn heal_link(&self) {
-        for chain in ["INPUT", "OUTPUT"] {
-            let _ = in_ns(&self.node, &["iptables", "-D", chain, "-j", "DROP"]);
+        for rule in [["INPUT", "-i"], ["OUTPUT", "-o"]] {
+            let args = ["iptables", "-D", rule[0], rule[1], "eth0", "-j", "DROP"];
+            let _ = in_ns(&self.node, &args);
         }
+    }
+
+    /// The speaker's `/metrics` (admin port 127.0.0.1:9180 in the node's namespace).
+    pub fn metrics(&self) -> String {
+        let get = "import sys, urllib.request; \
+                   sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
+        let out = in_ns(
+            &self.node,
+            &["python3", "-c", get, "http://127.0.0.1:9180/metrics"],
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn birdc(&self, cmd: &str) -> String {
