@@ -63,6 +63,7 @@ impl BfdTopology {
             "log \"{log}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n{bfd_proto}\
              protocol bgp node1 {{ local 198.18.1.1 as 65000; neighbor 198.18.1.2 as 64512;\n  \
              hold time {hold}; graceful restart on;{bfd_on}\n  \
+             error wait time 1, 5;\n  \
              ipv4 {{ import all; export none; }}; }}\n",
             log = dir.path("bird.log").display(),
             hold = o.hold_time,
