@@ -16,8 +16,8 @@ async fn bfd_down_sends_cease_bfd_down_and_stays_down_until_resumed_rfc9384() {
     let mut h = start(cfg(), routes(&["198.18.1.0/24"]), 1 << 16);
     let mut peer = next_peer(&mut h).await;
     establish(&mut peer, 90).await;
-    h.task
-        .hold_down(StopReason::BfdDown("control detection time expired".into()));
+    let hold = h.task.hold_control();
+    hold.hold_down(StopReason::BfdDown("control detection time expired".into()));
     let n = loop {
         if let Message::Notification(n) = recv(&mut peer).await {
             break n;
@@ -34,7 +34,7 @@ async fn bfd_down_sends_cease_bfd_down_and_stays_down_until_resumed_rfc9384() {
     let again = tokio::time::timeout(Duration::from_secs(300), h.peers.recv()).await;
     assert!(again.is_err(), "no reconnect while BFD is down");
     assert!(!h.task.is_finished(), "the task waits, it does not end");
-    h.task.resume();
+    hold.resume();
     let mut peer = next_peer(&mut h).await;
     establish(&mut peer, 90).await;
     wait_state(&h.task, State::Established).await;

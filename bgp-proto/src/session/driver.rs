@@ -104,18 +104,7 @@ impl SessionTask {
         let _ = self.control.send(Control::Stop(reason));
     }
 
-    /// Takes the session down now (NOTIFICATION per reason) and keeps it down, task
-    /// running, until [`SessionTask::resume`]: BFD Down holds BGP down until BFD is Up.
-    pub fn hold_down(&self, reason: StopReason) {
-        let _ = self.control.send(Control::HoldDown(reason));
-    }
-
-    /// Starts a held-down session again (ManualStart); nothing if it is running.
-    pub fn resume(&self) {
-        let _ = self.control.send(Control::Resume);
-    }
-
-    /// A handle that can hold down and resume the session, for a task of its own.
+    /// A handle that can hold the session down and resume it, from a task of its own.
     pub fn hold_control(&self) -> HoldControl {
         HoldControl(self.control.clone())
     }
@@ -136,15 +125,18 @@ impl SessionTask {
     }
 }
 
-/// [`SessionTask::hold_down`] and [`SessionTask::resume`] from another task.
+/// Holds a session down and lets it up again (BFD Down holds BGP down until BFD is Up).
 #[derive(Debug, Clone)]
 pub struct HoldControl(mpsc::UnboundedSender<Control>);
 
 impl HoldControl {
+    /// Takes the session down now (NOTIFICATION per reason) and keeps it down, task
+    /// running, until [`HoldControl::resume`].
     pub fn hold_down(&self, reason: StopReason) {
         let _ = self.0.send(Control::HoldDown(reason));
     }
 
+    /// Starts a held-down session again (ManualStart); nothing if it is running.
     pub fn resume(&self) {
         let _ = self.0.send(Control::Resume);
     }
