@@ -71,6 +71,12 @@ fn cut_link_withdraws_routes_through_bfd_not_hold_timer_rfc5882_3_2() {
         "{}",
         t.log()
     );
+    // The reason, where operators look: `podcidr-bgp peers` (lastError).
+    let shown = t.poll_until(POLL, WAIT, |t| {
+        t.peers_json()
+            .contains("BFD down: control detection time expired")
+    });
+    assert!(shown.is_some(), "{}", t.peers_json());
     let m = t.metrics();
     assert!(
         m.contains("podcidr_bgp_bfd_session_down_total{peer=\"tor\"} 1"),

@@ -186,6 +186,21 @@ impl BfdTopology {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `podcidr-bgp peers -o json` against the speaker's admin endpoint, in the node's
+    /// namespace.
+    pub fn peers_json(&self) -> String {
+        let bin = self.speaker_bin.display().to_string();
+        let args = [
+            bin.as_str(),
+            "peers",
+            "--admin",
+            "http://127.0.0.1:9180",
+            "-o",
+            "json",
+        ];
+        String::from_utf8_lossy(&in_ns(&self.node, &args).stdout).into_owned()
+    }
+
     pub fn birdc(&self, cmd: &str) -> String {
         String::from_utf8_lossy(&in_ns(&self.tor, &["birdc", "-s", &self.sock, cmd]).stdout)
             .into_owned()
