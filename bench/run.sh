@@ -3,17 +3,20 @@
 # still works (--quick, run by .ci/run).
 #
 #   bench/run.sh [--runs 3] [--quick] [--skip-criterion] [--skip-latency]
-#                [--skip-allocator-scale]
+#                [--skip-allocator-scale] [--skip-bfd]
 #
 # Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
 # --bench latency), the allocator at cluster scale (cargo bench --bench allocator_scale:
 # 5,000 nodes at 20 and 200 requests/s, 50,000 at 1,000/s, a restart; ~12 min, most of it
-# 10,000 writes at the default 20/s) and the criterion micro benchmarks. Output:
+# 10,000 writes at the default 20/s), failure detection with and without BFD against BIRD in
+# network namespaces (cargo bench --bench bfd_detection, 10 link cuts each; needs root) and
+# the criterion micro benchmarks. Output:
 # bench/results/<UTC time>/.
 # Loopback only; every daemon is started here and stopped by PID.
 #
 # --quick: 1,000 IPv4 /26 and 1,000 IPv6 /64, one run, all three senders, the idle footprint,
-# 100 latency changes per source, 300 allocator nodes at 1,000/s and their restart, and the
+# 100 latency changes per source, 300 allocator nodes at 1,000/s and their restart, one link
+# cut with and one without BFD (about 10 s), and the
 # criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
 # build scripts/test.sh already made), the speaker in release. It checks that the harness
@@ -36,6 +39,8 @@ criterion=1
 latency=1
 allocator_scale=1
 allocator_cases=5000@20,5000@200,50000@1000
+bfd=1
+bfd_runs=10
 while (($#)); do
     case $1 in
         --runs) runs=$2; shift ;;
@@ -43,10 +48,12 @@ while (($#)); do
             quick=1; runs=1; sizes=1000; v6_sizes=1000; changes=100; timeout=60
             criterion_args=(--test)
             allocator_cases=300@1000
+            bfd_runs=1
             ;;
         --skip-criterion) criterion=0 ;;
         --skip-latency) latency=0 ;;
         --skip-allocator-scale) allocator_scale=0 ;;
+        --skip-bfd) bfd=0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -103,6 +110,12 @@ if ((allocator_scale)); then
         --cases "$allocator_cases" | tee "$out/allocator-scale.md" \
         || failed+=("allocator scale (see above)")
     echo "bench: allocator scale took $(($(date +%s) - t)) s"
+fi
+if ((bfd)); then
+    t=$(date +%s)
+    bench_cmd integration-tests bfd_detection -- --bench --speaker "$speaker" \
+        --runs "$bfd_runs" | tee "$out/bfd-detection.md" || failed+=("bfd detection (see above)")
+    echo "bench: bfd detection took $(($(date +%s) - t)) s"
 fi
 if ((criterion)); then
     t=$(date +%s)

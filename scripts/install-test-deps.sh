@@ -18,6 +18,8 @@ command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 # promtool (Debian ships it in prometheus) checks and unit-tests the alerts.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+# iptables cuts the node–ToR link for BFD (speaker/tests/netns_bfd.rs, the bfd_detection bench).
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 

@@ -14,6 +14,7 @@
     )
 )]
 
+pub mod bfd;
 pub mod builder;
 pub mod codec;
 pub mod collector;

@@ -145,6 +145,7 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         ttl_security,
         ebgp_multihop,
         graceful_restart,
+        bfd,
         communities: _,
         large_communities: _,
         med: _,
@@ -168,4 +169,5 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         || *ttl_security != b.ttl_security
         || *ebgp_multihop != b.ebgp_multihop
         || *graceful_restart != b.graceful_restart
+        || *bfd != b.bfd
 }

@@ -353,6 +353,8 @@ pub struct PeerConfig {
     /// Hops allowed for eBGP (1 = directly connected); `None` for iBGP, which uses [`IBGP_TTL`].
     pub ebgp_multihop: Option<u8>,
     pub graceful_restart: GracefulRestartConfig,
+    /// Single-hop BFD (RFC 5880/5881) next to the session; `None` when off.
+    pub bfd: Option<BfdConfig>,
     pub communities: Vec<Community>,
     pub large_communities: Vec<LargeCommunity>,
     pub med: Option<u32>,
@@ -419,6 +421,32 @@ impl Default for GracefulRestartConfig {
         GracefulRestartConfig {
             enabled: true,
             restart_time: DEFAULT_RESTART_TIME,
+        }
+    }
+}
+
+/// `bfd`: intervals in milliseconds as written; the wire carries microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BfdConfig {
+    /// Desired minimum transmit interval while Up.
+    pub min_tx: Duration,
+    /// Required minimum receive interval.
+    pub min_rx: Duration,
+    /// Detection multiplier sent to the peer (the peer's detection time is this × the
+    /// agreed interval).
+    pub multiplier: u8,
+}
+
+/// 300 ms × 3: under a second to detect, and tolerant of a busy node.
+pub const DEFAULT_BFD_INTERVAL: Duration = Duration::from_millis(300);
+pub const DEFAULT_BFD_MULTIPLIER: u8 = 3;
+
+impl Default for BfdConfig {
+    fn default() -> Self {
+        BfdConfig {
+            min_tx: DEFAULT_BFD_INTERVAL,
+            min_rx: DEFAULT_BFD_INTERVAL,
+            multiplier: DEFAULT_BFD_MULTIPLIER,
         }
     }
 }

@@ -10,8 +10,9 @@ use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
 use crate::fields::{is_unicast, parse_path, seconds};
 use crate::model::{
-    ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME,
-    DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn, PeerConfig, SessionType,
+    BfdConfig, ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX,
+    DEFAULT_HOLD_TIME, DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn,
+    PeerConfig, SessionType,
 };
 use crate::peer_endpoint::parse_endpoint;
 use crate::selector::{is_dns_label, parse_selector};
@@ -35,6 +36,7 @@ const PEER_KEYS: &[&str] = &[
     "ttlSecurity",
     "ebgpMultihop",
     "gracefulRestart",
+    "bfd",
     "communities",
     "largeCommunities",
     "med",
@@ -177,6 +179,27 @@ pub(crate) fn parse_peer(
     let ebgp_multihop = parse_multihop(&obj, session_type.flatten(), ttl_security, errs);
     let graceful_restart = Lookup::of(&obj, "gracefulRestart", errs, parse_graceful_restart)
         .or(GracefulRestartConfig::default());
+    let bfd = Lookup::of(&obj, "bfd", errs, parse_bfd).or(None);
+    if let (Some(_), Some(hops)) = (bfd, ebgp_multihop)
+        && hops > 1
+    {
+        errs.push(
+            &path("bfd"),
+            format!("single-hop BFD (RFC 5881) cannot be combined with ebgpMultihop {hops}"),
+        );
+    }
+    if bfd.is_some()
+        && let Some(PeerAddress::Interface { name, .. }) = &address
+    {
+        errs.push(
+            &path("bfd"),
+            format!(
+                "BFD over a link-local (interface {}) session is not supported yet; peer by \
+                 address to use BFD",
+                quoted(name)
+            ),
+        );
+    }
     let communities = Lookup::of(&obj, "communities", errs, |n, e| {
         parse_unique_list(n, e, "a community", |s| s.parse::<Community>())
     })
@@ -238,6 +261,7 @@ pub(crate) fn parse_peer(
         ttl_security,
         ebgp_multihop,
         graceful_restart,
+        bfd,
         communities,
         large_communities,
         med,
@@ -476,4 +500,34 @@ fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<Graceful
         enabled,
         restart_time: u16::try_from(restart_time).ok()?,
     })
+}
+
+/// Interval bounds in milliseconds: 10 ms is as fast as a userspace speaker can keep up
+/// with; a minute is far past any BGP hold time, where BFD stops making sense.
+const BFD_INTERVAL_RULE: &str = "10..60000 milliseconds";
+
+/// `bfd: {enabled, minTx, minRx, multiplier}`; the block's presence turns BFD on unless
+/// `enabled: false`.
+fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["enabled", "minTx", "minRx", "multiplier"], errs);
+    let d = BfdConfig::default();
+    let ms = |key: &str, errs: &mut Errors, default: Duration| {
+        Lookup::of(&obj, key, errs, |n, e| {
+            n.int(10, 60_000, BFD_INTERVAL_RULE, e)
+        })
+        .known(u64::try_from(default.as_millis()).unwrap_or(u64::MAX))
+        .map(Duration::from_millis)
+    };
+    let enabled = Lookup::of(&obj, "enabled", errs, boolean).known(true);
+    let min_tx = ms("minTx", errs, d.min_tx);
+    let min_rx = ms("minRx", errs, d.min_rx);
+    let multiplier = Lookup::of(&obj, "multiplier", errs, |n, e| n.int(1, 255, "1..255", e))
+        .known(u64::from(d.multiplier));
+    let cfg = BfdConfig {
+        min_tx: min_tx?,
+        min_rx: min_rx?,
+        multiplier: u8::try_from(multiplier?).ok()?,
+    };
+    Some(enabled?.then_some(cfg))
 }

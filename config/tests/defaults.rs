@@ -320,3 +320,32 @@ fn duration_keys_take_seconds_or_a_unit() {
     assert_eq!(config.status.min_interval, Duration::from_secs(60));
     assert_eq!(podcidr_config::parse_seconds("90"), Ok(90));
 }
+
+#[test]
+fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
+    use podcidr_config::BfdConfig;
+    let c = valid(&with_peer("bfd: {}"));
+    assert_eq!(
+        c.peers[0].bfd,
+        Some(BfdConfig {
+            min_tx: Duration::from_millis(300),
+            min_rx: Duration::from_millis(300),
+            multiplier: 3
+        })
+    );
+    let c = valid(&with_peer("bfd: {minTx: 100, minRx: 150, multiplier: 5}"));
+    let b = c.peers[0].bfd.unwrap();
+    assert_eq!(
+        (b.min_tx, b.min_rx, b.multiplier),
+        (Duration::from_millis(100), Duration::from_millis(150), 5)
+    );
+    assert_eq!(
+        valid(&with_peer("bfd: {enabled: false, minTx: 100}")).peers[0].bfd,
+        None
+    );
+    assert_eq!(
+        valid(&with_peer("")).peers[0].bfd,
+        None,
+        "off unless configured"
+    );
+}

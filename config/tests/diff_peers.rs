@@ -50,6 +50,7 @@ fn session_settings_reset_only_that_peer() {
         "ttlSecurity: true",
         "ebgpMultihop: 2",
         "gracefulRestart: {enabled: false}",
+        "bfd: {minTx: 100}",
         "passive: true",
         "localAddress: 192.0.2.10",
     ] {

@@ -97,6 +97,11 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "peers[0].localAddress: \"2001:db8::1\" is not allowed (the source of a session on interface \"eth1\" is that interface's link-local address)",
         ),
         (
+            "bfd_is_not_offered_on_an_interface_session_yet",
+            on_interface("peerAddress: \"fe80::2\", bfd: {minTx: 100}"),
+            "peers[0].bfd: BFD over a link-local (interface \"eth1\") session is not supported yet; peer by address to use BFD",
+        ),
+        (
             "extended_next_hop_needs_ipv4_unicast",
             on_interface(
                 "peerAddress: \"fe80::2\", extendedNextHop: true, families: [ipv6-unicast]",

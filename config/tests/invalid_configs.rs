@@ -351,6 +351,37 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_peer("gracefulRestart: {restartTime: 5000}"),
             "peers[0].gracefulRestart.restartTime: 5000 is not allowed (0..4095, a 12-bit field in RFC 4724)",
         ),
+        // BFD (RFC 5880/5881)
+        (
+            "bfd_min_tx_at_least_10ms",
+            with_peer("bfd: {minTx: 5}"),
+            "peers[0].bfd.minTx: 5 is not allowed (10..60000 milliseconds)",
+        ),
+        (
+            "bfd_min_rx_at_most_a_minute",
+            with_peer("bfd: {minRx: 60001}"),
+            "peers[0].bfd.minRx: 60001 is not allowed (10..60000 milliseconds)",
+        ),
+        (
+            "bfd_multiplier_nonzero_rfc5880_6_8_6",
+            with_peer("bfd: {multiplier: 0}"),
+            "peers[0].bfd.multiplier: 0 is not allowed (1..255)",
+        ),
+        (
+            "bfd_multiplier_8_bits",
+            with_peer("bfd: {multiplier: 256}"),
+            "peers[0].bfd.multiplier: 256 is not allowed (1..255)",
+        ),
+        (
+            "bfd_unknown_key",
+            with_peer("bfd: {minTX: 100}"),
+            "peers[0].bfd.minTX: unknown key (did you mean minTx?)",
+        ),
+        (
+            "bfd_single_hop_only_rfc5881",
+            with_peer("ebgpMultihop: 2, bfd: {enabled: true}"),
+            "peers[0].bfd: single-hop BFD (RFC 5881) cannot be combined with ebgpMultihop 2",
+        ),
         // route attributes
         (
             "local_pref_ibgp_only",

@@ -74,6 +74,9 @@ pub struct Metrics {
     /// The label set each peer's info series has now, to remove it.
     peer_info_labels: std::sync::Mutex<std::collections::HashMap<String, PeerInfoLabel>>,
     pub session_flaps: Family<PeerLabel, Counter>,
+    /// BFD Up → Down that took the BGP session down (not a peer's AdminDown).
+    pub bfd_session_down: Family<PeerLabel, Counter>,
+    pub bfd_state: Family<PeerLabel, Gauge>,
     pub config_stale: Gauge,
     pub status_publish_failures: Counter,
     pub status_last_published: Gauge,
@@ -110,6 +113,8 @@ impl Metrics {
             peer_info: Family::default(),
             peer_info_labels: std::sync::Mutex::default(),
             session_flaps: Family::default(),
+            bfd_session_down: Family::default(),
+            bfd_state: Family::default(),
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
@@ -121,6 +126,16 @@ impl Metrics {
             "podcidr_bgp_session_up",
             "1 when the BGP session is Established",
             m.session_up.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_session_down",
+            "BFD sessions that went from Up to Down and took the BGP session down (RFC 5882)",
+            m.bfd_session_down.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_state",
+            "RFC 5880 BFD session state: 0 AdminDown, 1 Down, 2 Init, 3 Up",
+            m.bfd_state.clone(),
         );
         registry.register(
             "podcidr_bgp_session_state",
@@ -314,6 +329,7 @@ impl Metrics {
         self.session_up.remove(&label);
         self.session_state.remove(&label);
         self.updates_sent.remove(&label);
+        self.bfd_state.remove(&label);
         // update_errors stays: its kinds are not known here, and a counter of a removed
         // peer only stops growing.
         for family in ["ipv4-unicast", "ipv6-unicast"] {

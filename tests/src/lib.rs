@@ -21,6 +21,7 @@
 //! # let _ = (peer, routes);
 //! ```
 
+pub mod bfd_topology;
 pub mod bird;
 pub mod bird_config;
 pub mod bird_parse;

@@ -71,13 +71,22 @@ pub enum SessionEvent {
     UpdatesSent {
         messages: usize,
     },
+    /// The BFD session next to this one changed state (sent by the owner that runs BFD,
+    /// through the same channel, so logs and metrics see both in order).
+    Bfd(crate::bfd::driver::BfdEvent),
 }
 
 /// What the owner of a [`SessionTask`] asks of it.
 #[derive(Debug)]
 enum Control {
     Stop(StopReason),
-    SetConnectRetry { base: Duration, max: Duration },
+    /// Stop without ending the task, and stay down until [`Control::Resume`].
+    HoldDown(StopReason),
+    Resume,
+    SetConnectRetry {
+        base: Duration,
+        max: Duration,
+    },
 }
 
 /// Handle to a running session task.
@@ -95,6 +104,11 @@ impl SessionTask {
         let _ = self.control.send(Control::Stop(reason));
     }
 
+    /// A handle that can hold the session down and resume it, from a task of its own.
+    pub fn hold_control(&self) -> HoldControl {
+        HoldControl(self.control.clone())
+    }
+
     /// New ConnectRetry backoff bounds, used from the next retry on; the session is not
     /// reset.
     pub fn set_connect_retry(&self, base: Duration, max: Duration) {
@@ -108,6 +122,23 @@ impl SessionTask {
 
     pub fn is_finished(&self) -> bool {
         self.join.is_finished()
+    }
+}
+
+/// Holds a session down and lets it up again (BFD Down holds BGP down until BFD is Up).
+#[derive(Debug, Clone)]
+pub struct HoldControl(mpsc::UnboundedSender<Control>);
+
+impl HoldControl {
+    /// Takes the session down now (NOTIFICATION per reason) and keeps it down, task
+    /// running, until [`HoldControl::resume`].
+    pub fn hold_down(&self, reason: StopReason) {
+        let _ = self.0.send(Control::HoldDown(reason));
+    }
+
+    /// Starts a held-down session again (ManualStart); nothing if it is running.
+    pub fn resume(&self) {
+        let _ = self.0.send(Control::Resume);
     }
 }
 
@@ -350,6 +381,8 @@ impl<C: Connector> Driver<C> {
                         self.stopping = true;
                         self.process(Input::Stop(reason));
                     }
+                    Control::HoldDown(reason) => self.process(Input::Stop(reason)),
+                    Control::Resume => self.process(Input::Start),
                     Control::SetConnectRetry { base, max } => {
                         self.process(Input::SetConnectRetry { base, max });
                     }

@@ -206,6 +206,7 @@ impl Session {
                 )),
                 // RFC 4724: no NOTIFICATION, so the peer keeps our routes as stale.
                 StopReason::GracefulRestart => None,
+                StopReason::BfdDown(_) => Some(Notification::new(n::CEASE, cease::BFD_DOWN)),
             };
             if let Some(nt) = notification {
                 self.last_sent = Some(nt.clone());

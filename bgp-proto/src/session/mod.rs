@@ -164,6 +164,9 @@ pub enum StopReason {
     /// Our process restarts and wants graceful restart: close without a NOTIFICATION so the
     /// peer keeps our routes as stale.
     GracefulRestart,
+    /// BFD declared the path down (RFC 5882 §3.2): Cease/BFD Down (RFC 9384). The text
+    /// says why (the BFD diagnostic).
+    BfdDown(String),
 }
 
 /// Inputs, with the RFC 4271 §8.1 events they stand for.
@@ -222,6 +225,7 @@ impl std::fmt::Display for DownReason {
                 f.write_str("configuration changed")
             }
             DownReason::Stopped(StopReason::GracefulRestart) => f.write_str("graceful restart"),
+            DownReason::Stopped(StopReason::BfdDown(why)) => write!(f, "BFD down: {why}"),
             DownReason::HoldTimerExpired => f.write_str("hold timer expired"),
             DownReason::SendHoldTimerExpired => {
                 f.write_str("send hold timer expired (peer not reading)")

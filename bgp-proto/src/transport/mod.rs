@@ -11,7 +11,7 @@ mod connect;
 mod error;
 mod listen;
 mod md5;
-mod sys;
+pub(crate) mod sys;
 mod ttl;
 
 use std::io;

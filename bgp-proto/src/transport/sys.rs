@@ -37,12 +37,12 @@ const _: () = assert!(std::mem::offset_of!(TcpMd5Sig, key) == 136);
 const _: () = assert!(std::mem::offset_of!(TcpMd5Sig, ifindex) == 132);
 
 /// Marker for values that may be passed to `setsockopt` byte for byte.
-pub(super) trait SockOptValue: Copy {}
+pub(crate) trait SockOptValue: Copy {}
 impl SockOptValue for c_int {}
 impl SockOptValue for TcpMd5Sig {}
 
 /// `setsockopt(fd, level, name, &value, sizeof value)`.
-pub(super) fn setsockopt<T: SockOptValue>(
+pub(crate) fn setsockopt<T: SockOptValue>(
     fd: BorrowedFd<'_>,
     level: c_int,
     name: c_int,

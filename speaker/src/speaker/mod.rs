@@ -5,6 +5,7 @@
 //! Routes are never dropped by accident: a source that is not ready, an API outage or a bad
 //! reload changes nothing.
 
+mod bfd;
 pub mod cni;
 mod cni_io;
 pub mod core;

@@ -2,6 +2,8 @@
 //! RFC 9003 shutdown message, a reason built from it) is escaped, so it cannot forge lines
 //! in a text log.
 
+use bgp_proto::bfd::BfdState;
+use bgp_proto::bfd::driver::BfdEvent;
 use bgp_proto::session::State as SessionState;
 use bgp_proto::session::driver::SessionEvent;
 
@@ -207,11 +209,54 @@ fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
                 "malformed UPDATEs from the peer handled per RFC 7606 (summary)"
             );
         }
+        SessionEvent::Bfd(ev) => bfd_event(m, peer, ev),
         SessionEvent::Refused(refused) => {
             for (prefix, reason) in refused {
                 tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
             }
         }
+    }
+}
+
+fn bfd_event(m: &Metrics, peer: &str, ev: BfdEvent) {
+    match ev {
+        BfdEvent::StateChanged {
+            from,
+            to,
+            diag,
+            remote_state,
+        } => {
+            let label = Metrics::peer(peer);
+            m.bfd_state.get_or_create(&label).set(to as i64);
+            if from == BfdState::Up && to == BfdState::Down {
+                if remote_state == BfdState::AdminDown {
+                    // RFC 5882 §3.2: the peer stopped BFD on purpose; BGP stays up.
+                    tracing::warn!(
+                        peer,
+                        diag = diag.as_str(),
+                        "BFD session down: the peer signalled AdminDown; the BGP session is kept"
+                    );
+                } else {
+                    m.bfd_session_down.get_or_create(&label).inc();
+                    tracing::warn!(
+                        peer,
+                        diag = diag.as_str(),
+                        "BFD session down: BGP session torn down (Cease/BFD Down)"
+                    );
+                }
+            } else {
+                tracing::info!(
+                    peer,
+                    from = from.as_str(),
+                    to = to.as_str(),
+                    "BFD session state"
+                );
+            }
+        }
+        BfdEvent::Dropped { kind, detail } => {
+            tracing::debug!(peer, kind, detail = %escape(&detail), "BFD packet dropped");
+        }
+        BfdEvent::SendFailed(e) => tracing::debug!(peer, error = %e, "BFD send failed"),
     }
 }
 

@@ -23,7 +23,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::bfd::{self, BfdHandle};
 use super::core::{ListenerLayout, PassiveSpec, PeerSetup};
+use bgp_proto::bfd::driver::StopMode;
 
 /// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
 pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -169,6 +171,9 @@ impl Connector for KeyFileConnector {
 
 struct PeerHandle {
     task: SessionTask,
+    bfd: Option<BfdHandle>,
+    /// Our graceful-restart time: how long a BFD handover must last.
+    restart_time: u16,
     routes: watch::Sender<Option<Arc<RouteSet>>>,
     incoming: Option<mpsc::Sender<TcpStream>>,
     forward: JoinHandle<()>,
@@ -246,6 +251,8 @@ impl PeerManager {
         let forward = tokio::spawn(async {});
         let handle = PeerHandle {
             task,
+            bfd: None,
+            restart_time: 0,
             routes,
             incoming: None,
             forward,
@@ -294,10 +301,26 @@ impl PeerManager {
             events_rx,
             self.events.clone(),
         ));
+        let bfd = match bfd::start(
+            p,
+            setup.restarting,
+            task.hold_control(),
+            self.events.clone(),
+        ) {
+            None => None,
+            Some(Ok(h)) => Some(h),
+            Some(Err(e)) => {
+                // The BGP session runs without BFD: detection falls back to the hold timer.
+                tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
+                None
+            }
+        };
         self.peers.insert(
             p.name.clone(),
             PeerHandle {
                 task,
+                bfd,
+                restart_time: p.graceful_restart.restart_time,
                 routes: routes_tx,
                 incoming,
                 forward,
@@ -325,17 +348,33 @@ impl PeerManager {
         let mut waits = Vec::new();
         for (name, reason) in stops {
             if let Some(h) = self.peers.remove(&name) {
-                h.task.stop(reason);
                 // Destructure so the routes sender lives until the task ends: a closed routes
                 // channel reads as "speaker gone" and would turn this stop into a Cease.
                 let PeerHandle {
                     task,
+                    bfd,
+                    restart_time,
                     forward,
                     routes,
                     ..
                 } = h;
                 waits.push(async move {
+                    // BFD AdminDown first (RFC 5882 §4.3): a planned stop, graceful restart
+                    // included, must not look like a path failure to the peer.
+                    // Graceful restart: hand BFD over first (the peer's detection time
+                    // grows to the restart time), then close BGP without a NOTIFICATION.
+                    // Otherwise BGP's Cease goes first, then BFD AdminDown.
+                    let mut bfd = bfd;
+                    if let StopMode::Handover(window) = bfd::stop_mode(&reason, restart_time)
+                        && let Some(b) = bfd.take()
+                    {
+                        b.stop(StopMode::Handover(window)).await;
+                    }
+                    task.stop(reason);
                     task.wait().await;
+                    if let Some(b) = bfd {
+                        b.stop(StopMode::AdminDown).await;
+                    }
                     forward.abort();
                     drop(routes);
                 });

@@ -1,0 +1,289 @@
+//! The thin tokio driver around [`BfdSession`]: one task per session, generic over a
+//! datagram transport ([`BfdTransport`]) so tests run over in-memory channels with paused
+//! time. The driver enforces the single-hop checks the session cannot see: the packet must
+//! come from the peer's address with TTL / hop limit 255 (RFC 5881 §5, GTSM).
+
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::{Instant, sleep_until};
+
+use super::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
+use super::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
+
+/// AdminDown packets sent on a planned stop (RFC 5880 §6.8.16 asks for a Detection Time's
+/// worth; three at the agreed interval cover the peer's usual multiplier).
+pub const ADMIN_DOWN_PACKETS: usize = 3;
+
+/// One received datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    pub payload: Vec<u8>,
+    pub from: IpAddr,
+    /// TTL / hop limit from the IP header; `None` if the kernel did not report it.
+    pub ttl: Option<u8>,
+}
+
+type IoFuture<'a, T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send + 'a>>;
+
+/// Sends to the peer's control port and receives what arrives on ours.
+pub trait BfdTransport: Send + 'static {
+    fn send<'a>(&'a mut self, packet: &'a [u8]) -> IoFuture<'a, ()>;
+    /// Must be cancel safe (it runs in a `select!`).
+    fn recv(&mut self) -> IoFuture<'_, Datagram>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BfdEvent {
+    StateChanged {
+        from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        remote_state: BfdState,
+    },
+    /// A datagram discarded before or by the session: label and details.
+    Dropped { kind: &'static str, detail: String },
+    /// Sending failed; the session keeps going (its detection timer decides).
+    SendFailed(String),
+}
+
+/// What the owner sees at any time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BfdStatus {
+    pub state: BfdState,
+    pub remote_state: BfdState,
+    pub diag: Diag,
+    pub my_discriminator: u32,
+    pub remote_discriminator: u32,
+    pub detection_time: Option<Duration>,
+    pub tx_interval: Duration,
+}
+
+/// How a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Tell the peer we stop on purpose (AdminDown, RFC 5880 §6.8.16).
+    AdminDown,
+    /// A planned restart of this process: stretch the peer's detection time to about
+    /// `window` (our multiplier 255 and a slower transmit interval, announced with a Poll)
+    /// and fall silent; the next process continues the session ([`BfdSession::resuming`])
+    /// before the peer would declare it down.
+    Handover(Duration),
+    /// Just stop sending.
+    Silent,
+}
+
+/// Our detection multiplier during a handover: the largest the field holds.
+pub const HANDOVER_MULTIPLIER: u8 = 255;
+
+#[derive(Debug)]
+enum Control {
+    Stop(StopMode),
+}
+
+#[derive(Debug)]
+pub struct BfdTask {
+    pub status: watch::Receiver<BfdStatus>,
+    pub events: broadcast::Sender<BfdEvent>,
+    control: mpsc::UnboundedSender<Control>,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl BfdTask {
+    /// Ends the session the way `mode` says.
+    pub fn stop(&self, mode: StopMode) {
+        let _ = self.control.send(Control::Stop(mode));
+    }
+
+    pub async fn wait(self) {
+        let _ = self.join.await;
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+}
+
+fn status_of(s: &BfdSession) -> BfdStatus {
+    BfdStatus {
+        state: s.state(),
+        remote_state: s.remote_state(),
+        diag: s.local_diag(),
+        my_discriminator: s.config().my_discriminator,
+        remote_discriminator: s.remote_discriminator(),
+        detection_time: s.detection_time(),
+        tx_interval: s.tx_interval(),
+    }
+}
+
+/// Starts the session task; `events` should be subscribed to before the call.
+pub fn spawn<T: BfdTransport>(
+    session: BfdSession,
+    peer: IpAddr,
+    transport: T,
+    events: broadcast::Sender<BfdEvent>,
+) -> BfdTask {
+    let (status_tx, status) = watch::channel(status_of(&session));
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let driver = Driver {
+        session,
+        peer,
+        transport,
+        status: status_tx,
+        events: events.clone(),
+        transmit_at: None,
+        detect_at: None,
+    };
+    let join = tokio::spawn(driver.run(control_rx));
+    BfdTask {
+        status,
+        events,
+        control,
+        join,
+    }
+}
+
+struct Driver<T> {
+    session: BfdSession,
+    peer: IpAddr,
+    transport: T,
+    status: watch::Sender<BfdStatus>,
+    events: broadcast::Sender<BfdEvent>,
+    transmit_at: Option<Instant>,
+    detect_at: Option<Instant>,
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<T: BfdTransport> Driver<T> {
+    async fn run(mut self, mut control: mpsc::UnboundedReceiver<Control>) {
+        self.process(BfdInput::Start).await;
+        let mode = loop {
+            tokio::select! {
+                _ = sleep_opt(self.transmit_at), if self.transmit_at.is_some() => {
+                    self.transmit_at = None;
+                    self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
+                }
+                _ = sleep_opt(self.detect_at), if self.detect_at.is_some() => {
+                    self.detect_at = None;
+                    self.process(BfdInput::TimerFired(BfdTimer::Detect)).await;
+                }
+                got = self.transport.recv() => match got {
+                    Ok(d) => self.on_datagram(d).await,
+                    Err(e) => {
+                        self.event(BfdEvent::Dropped { kind: "recv_error", detail: e.to_string() });
+                        // A failing socket must not spin the loop.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+                c = control.recv() => match c {
+                    Some(Control::Stop(mode)) => break mode,
+                    None => break StopMode::Silent,
+                },
+            }
+        };
+        // At the interval the peer agreed to while we were Up, not the idle 1 s, so a
+        // planned stop takes at most a detection time.
+        let spacing = self.session.tx_interval();
+        match mode {
+            StopMode::Silent => return,
+            StopMode::AdminDown => self.process(BfdInput::AdminDown).await,
+            StopMode::Handover(window) => {
+                let cfg = *self.session.config();
+                let slow = (window / u32::from(HANDOVER_MULTIPLIER)).max(cfg.desired_min_tx);
+                self.process(BfdInput::SetIntervals {
+                    desired_min_tx: slow,
+                    required_min_rx: cfg.required_min_rx,
+                    detect_mult: HANDOVER_MULTIPLIER,
+                })
+                .await;
+            }
+        }
+        // A few copies: one lost packet must not decide.
+        for _ in 1..ADMIN_DOWN_PACKETS {
+            tokio::time::sleep(spacing).await;
+            self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
+        }
+    }
+
+    async fn on_datagram(&mut self, d: Datagram) {
+        if d.from != self.peer {
+            self.event(BfdEvent::Dropped {
+                kind: "unknown_source",
+                detail: format!("from {}, the peer is {}", d.from, self.peer),
+            });
+            return;
+        }
+        if d.ttl != Some(SINGLE_HOP_TTL) {
+            self.event(BfdEvent::Dropped {
+                kind: "ttl",
+                detail: format!("TTL {:?}, single hop requires 255", d.ttl),
+            });
+            return;
+        }
+        match ControlPacket::decode(&d.payload) {
+            Ok(p) => self.process(BfdInput::Received(p)).await,
+            Err(e) => self.event(BfdEvent::Dropped {
+                kind: e.kind(),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    fn event(&self, ev: BfdEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    async fn process(&mut self, input: BfdInput) {
+        for out in self.session.handle(input) {
+            match out {
+                BfdOutput::Send(p) => match p.encode() {
+                    Ok(bytes) => {
+                        if let Err(e) = self.transport.send(&bytes).await {
+                            self.event(BfdEvent::SendFailed(e.to_string()));
+                        }
+                    }
+                    Err(e) => self.event(BfdEvent::SendFailed(e.to_string())),
+                },
+                BfdOutput::ArmTimer(BfdTimer::Transmit, d) => {
+                    self.transmit_at = Some(Instant::now() + d);
+                }
+                BfdOutput::ArmTimer(BfdTimer::Detect, d) => {
+                    self.detect_at = Some(Instant::now() + d);
+                }
+                BfdOutput::StopTimer(BfdTimer::Transmit) => self.transmit_at = None,
+                BfdOutput::StopTimer(BfdTimer::Detect) => self.detect_at = None,
+                BfdOutput::StateChanged {
+                    from,
+                    to,
+                    diag,
+                    remote_state,
+                } => self.event(BfdEvent::StateChanged {
+                    from,
+                    to,
+                    diag,
+                    remote_state,
+                }),
+                BfdOutput::Ignored(why) => self.event(BfdEvent::Dropped {
+                    kind: "discriminator",
+                    detail: why.to_string(),
+                }),
+            }
+        }
+        let now = status_of(&self.session);
+        self.status.send_if_modified(|s| {
+            let changed = *s != now;
+            *s = now;
+            changed
+        });
+    }
+}

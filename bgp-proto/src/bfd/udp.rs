@@ -1,0 +1,293 @@
+//! The UDP transport of single-hop BFD (RFC 5881): receive on port 3784 with the TTL /
+//! hop limit of each datagram (`IP_RECVTTL` / `IPV6_RECVHOPLIMIT`), send from a source
+//! port in 49152–65535 with TTL 255.
+//!
+//! The control port of a local address is shared by every session on it: one receive
+//! task per port hands each datagram to the session of its source address.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+use super::driver::{BfdTransport, Datagram};
+use super::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
+use crate::transport::sys::setsockopt;
+
+/// Attempts at a free random source port before giving up.
+const SOURCE_PORT_ATTEMPTS: usize = 64;
+
+/// Per source address, where that peer's datagrams go.
+type Sessions = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<Datagram>>>>;
+
+/// Datagrams queued per session before more are dropped (a session reads them at once).
+const SESSION_QUEUE: usize = 64;
+
+/// Control ports opened by this process, by local address. Kept for the process's life
+/// (there are few local addresses), so closing one session and opening the next never
+/// races the socket's close. Their receive tasks run on the runtime that opened them: one
+/// runtime per process (the speaker's), or distinct addresses per test runtime.
+static CONTROL_PORTS: Mutex<BTreeMap<SocketAddr, Sessions>> = Mutex::new(BTreeMap::new());
+
+#[derive(Debug)]
+pub struct UdpTransport {
+    rx: mpsc::Receiver<Datagram>,
+    tx: UdpSocket,
+    peer: IpAddr,
+    sessions: Sessions,
+}
+
+impl Drop for UdpTransport {
+    fn drop(&mut self) {
+        unregister(&self.sessions, self.peer);
+    }
+}
+
+fn unregister(sessions: &Sessions, peer: IpAddr) {
+    if let Ok(mut s) = sessions.lock() {
+        s.remove(&peer);
+    }
+}
+
+/// The sessions table of the control port on `local`, opening the port the first time.
+fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
+    let mut ports = CONTROL_PORTS
+        .lock()
+        .map_err(|_| io::Error::other("BFD control port table poisoned"))?;
+    if let Some(s) = ports.get(&local) {
+        return Ok(Arc::clone(s));
+    }
+    let rx = std::net::UdpSocket::bind(local)
+        .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
+    ttl_options(&rx, v6)?;
+    rx.set_nonblocking(true)?;
+    let rx = UdpSocket::from_std(rx)?;
+    let sessions: Sessions = Arc::default();
+    tokio::spawn(dispatch(rx, Arc::clone(&sessions)));
+    ports.insert(local, Arc::clone(&sessions));
+    Ok(sessions)
+}
+
+async fn dispatch(rx: UdpSocket, sessions: Sessions) {
+    loop {
+        let Ok(d) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
+            // Errors (ICMP errors reported on the socket, say) belong to no one session.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        let to = sessions.lock().ok().and_then(|s| s.get(&d.from).cloned());
+        if let Some(to) = to {
+            // Full: the session is SESSION_QUEUE packets behind; drop, as a congested
+            // link would.
+            let _ = to.try_send(d);
+        }
+    }
+}
+
+fn unspecified(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+fn ttl_options(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    let ttl = libc::c_int::from(SINGLE_HOP_TTL);
+    let on: libc::c_int = 1;
+    if v6 {
+        setsockopt(
+            sock.as_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_UNICAST_HOPS,
+            &ttl,
+        )?;
+        setsockopt(
+            sock.as_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVHOPLIMIT,
+            &on,
+        )
+    } else {
+        setsockopt(sock.as_fd(), libc::IPPROTO_IP, libc::IP_TTL, &ttl)?;
+        setsockopt(sock.as_fd(), libc::IPPROTO_IP, libc::IP_RECVTTL, &on)
+    }
+}
+
+impl UdpTransport {
+    /// Binds the control port on `local` (or the wildcard of the peer's family) and a
+    /// random source port, and connects the sending socket to the peer's control port.
+    pub fn bind(local: Option<IpAddr>, peer: IpAddr) -> io::Result<Self> {
+        let local = local.unwrap_or_else(|| unspecified(peer));
+        if local.is_ipv4() != peer.is_ipv4() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("BFD local address {local} and peer {peer} differ in family"),
+            ));
+        }
+        let v6 = peer.is_ipv6();
+        let sessions = control_port(SocketAddr::new(local, CONTROL_PORT), v6)?;
+        let (to_session, rx) = mpsc::channel(SESSION_QUEUE);
+        {
+            let mut s = sessions
+                .lock()
+                .map_err(|_| io::Error::other("BFD session table poisoned"))?;
+            if s.contains_key(&peer) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a BFD session with {peer} on {local} already runs"),
+                ));
+            }
+            s.insert(peer, to_session);
+        }
+        // From here on the transport owns the registration (its Drop removes it).
+        let setup = |sessions: Sessions| -> io::Result<Self> {
+            let mut last = None;
+            let mut tx = None;
+            for _ in 0..SOURCE_PORT_ATTEMPTS {
+                let port = fastrand::u16(SOURCE_PORTS);
+                match std::net::UdpSocket::bind(SocketAddr::new(local, port)) {
+                    Ok(s) => {
+                        tx = Some(s);
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            let Some(tx) = tx else {
+                unregister(&sessions, peer);
+                return Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)));
+            };
+            let tx = (|| {
+                ttl_options(&tx, v6)?;
+                tx.connect(SocketAddr::new(peer, CONTROL_PORT))?;
+                tx.set_nonblocking(true)?;
+                UdpSocket::from_std(tx)
+            })();
+            match tx {
+                Ok(tx) => Ok(Self {
+                    rx,
+                    tx,
+                    peer,
+                    sessions,
+                }),
+                Err(e) => {
+                    unregister(&sessions, peer);
+                    Err(e)
+                }
+            }
+        };
+        setup(sessions)
+    }
+
+    pub fn source_port(&self) -> io::Result<u16> {
+        Ok(self.tx.local_addr()?.port())
+    }
+}
+
+impl BfdTransport for UdpTransport {
+    fn send<'a>(
+        &'a mut self,
+        packet: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>> {
+        Box::pin(async move { self.tx.send(packet).await.map(|_| ()) })
+    }
+
+    fn recv(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = io::Result<Datagram>> + Send + '_>> {
+        Box::pin(async move {
+            match self.rx.recv().await {
+                Some(d) => Ok(d),
+                // The dispatch task never ends; were it gone, the detection timer decides.
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// `recvmsg` with the TTL / hop-limit control message.
+fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Datagram> {
+    let mut buf = [0u8; 128];
+    let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    // u64 elements: cmsg headers need pointer alignment.
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths); the fields set
+    // below point at live locals that outlive the recvmsg call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = name.as_mut_ptr().cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control);
+    // SAFETY: every pointer in `msg` refers to a buffer of the stated length that lives
+    // for the call; the kernel writes at most those lengths.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = usize::try_from(n).unwrap_or(0).min(buf.len());
+    let mut ttl = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
+    // msg_controllen; each data read is of one c_int inside its cmsg.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let c = &*cmsg;
+            let is_ttl = (c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_TTL)
+                || (c.cmsg_level == libc::IPPROTO_IPV6 && c.cmsg_type == libc::IPV6_HOPLIMIT);
+            if is_ttl {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                ttl = u8::try_from(v).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    // SAFETY: recvmsg succeeded, so the kernel wrote a sockaddr of the socket's family
+    // (msg_namelen bytes) into `name`, which was zeroed beforehand.
+    let from = unsafe { sockaddr_ip(name.assume_init_ref()) }
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no source address"))?;
+    Ok(Datagram {
+        payload: buf.get(..len).unwrap_or_default().to_vec(),
+        from,
+        ttl,
+    })
+}
+
+/// # Safety
+/// `ss` must hold a valid `sockaddr_in` or `sockaddr_in6` as its family says.
+unsafe fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
+    match libc::c_int::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: family AF_INET: the storage holds a sockaddr_in.
+            let sin = unsafe { &*std::ptr::from_ref(ss).cast::<libc::sockaddr_in>() };
+            let a = SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            );
+            Some(IpAddr::V4(*a.ip()))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: family AF_INET6: the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*std::ptr::from_ref(ss).cast::<libc::sockaddr_in6>() };
+            let a = SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                0,
+                sin6.sin6_scope_id,
+            );
+            Some(IpAddr::V6(*a.ip()))
+        }
+        _ => None,
+    }
+}

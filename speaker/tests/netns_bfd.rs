@@ -1,0 +1,135 @@
+//! BFD against BIRD 2 in network namespaces the test creates (node + ToR, veth): a cut
+//! link or a crashed speaker takes the node's routes off the ToR through BFD, graceful
+//! restart or not; a planned restart (SIGTERM without --final) keeps them, and the ToR's
+//! BFD session never goes down (the handover of docs/bgp.md). Skipped with a message where
+//! namespaces, BIRD or iptables are not available.
+
+mod common;
+
+use std::time::Duration;
+
+use integration_tests::bfd_topology::{BfdTopology, BfdTopologyOptions};
+use integration_tests::netns::netns_permitted;
+
+const WAIT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(20);
+
+fn topology(case: u32) -> Option<BfdTopology> {
+    let tag = format!("pcbfd{}{case}", std::process::id() % 100_000);
+    if !netns_permitted(&format!("{tag}-probe"), &["bird", "iptables"]) {
+        eprintln!("SKIPPED: network namespaces, bird or iptables are not available here");
+        return None;
+    }
+    let opts = BfdTopologyOptions {
+        bfd: Some((100, 100, 3)),
+        hold_time: 90,
+        restart_time: 120,
+    };
+    let mut t = BfdTopology::new(&tag, common::BIN.as_ref(), &opts);
+    t.start_speaker();
+    let up = t.poll_until(POLL, WAIT, |t| {
+        t.tor_has_route() && t.tor_bfd_up() && t.log().contains("BFD session state")
+    });
+    assert!(
+        up.is_some(),
+        "no route or BFD at the ToR\n{}",
+        t.diagnostics()
+    );
+    Some(t)
+}
+
+/// The "Since" column of the ToR's BFD session with the node: when it last changed state.
+fn bfd_since(t: &BfdTopology) -> Option<String> {
+    let out = t.birdc("show bfd sessions");
+    let line = out.lines().find(|l| l.contains("198.18.1.2"))?;
+    line.split_whitespace().nth(3).map(str::to_owned)
+}
+
+fn bird_says_bfd_down(t: &BfdTopology) -> bool {
+    t.birdc("show protocols all node1")
+        .contains("BFD session down")
+}
+
+#[test]
+fn cut_link_withdraws_routes_through_bfd_not_hold_timer_rfc5882_3_2() {
+    let Some(t) = topology(1) else { return };
+    t.cut_link();
+    // Hold time is 90 s: within WAIT only BFD can have taken the session down.
+    let gone = t.poll_until(POLL, WAIT, |t| !t.tor_has_route());
+    assert!(
+        gone.is_some(),
+        "route still at the ToR\n{}",
+        t.diagnostics()
+    );
+    assert!(bird_says_bfd_down(&t), "{}", t.diagnostics());
+    // Our side: BFD Down tears BGP down (Cease/BFD Down cannot reach the ToR over a cut
+    // link, so the log line is the evidence) and holds it down.
+    let logged = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
+    assert!(logged.is_some(), "{}", t.log());
+    assert!(
+        t.log().contains("BFD down: control detection time expired"),
+        "{}",
+        t.log()
+    );
+    // The reason, where operators look: `podcidr-bgp peers` (lastError).
+    let shown = t.poll_until(POLL, WAIT, |t| {
+        t.peers_json()
+            .contains("BFD down: control detection time expired")
+    });
+    assert!(shown.is_some(), "{}", t.peers_json());
+    let m = t.metrics();
+    assert!(
+        m.contains("podcidr_bgp_bfd_session_down_total{peer=\"tor\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("podcidr_bgp_bfd_state{peer=\"tor\"} 1"), "{m}");
+    t.heal_link();
+    let back = t.poll_until(POLL, Duration::from_secs(60), |t| {
+        t.tor_has_route() && t.tor_bgp_established()
+    });
+    assert!(
+        back.is_some(),
+        "not back after healing\n{}",
+        t.diagnostics()
+    );
+}
+
+#[test]
+fn crash_is_not_hidden_behind_graceful_restart_rfc5882_4_3() {
+    let Some(mut t) = topology(2) else { return };
+    t.kill_speaker();
+    // Restart time is 120 s: within WAIT only BFD can have ended the graceful restart.
+    let gone = t.poll_until(POLL, WAIT, |t| !t.tor_has_route());
+    assert!(gone.is_some(), "route kept stale\n{}", t.diagnostics());
+    assert!(bird_says_bfd_down(&t), "{}", t.diagnostics());
+}
+
+#[test]
+fn planned_restart_keeps_routes_and_the_tor_bfd_session_rfc5882_4_3() {
+    let Some(mut t) = topology(3) else { return };
+    let since_before = bfd_since(&t);
+    assert!(since_before.is_some(), "{}", t.diagnostics());
+    t.stop_speaker();
+    // Ten times the 300 ms detection time the ToR had before the handover.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        t.tor_has_route(),
+        "route gone during the restart\n{}",
+        t.diagnostics()
+    );
+    assert!(t.tor_bfd_up(), "ToR BFD left Up\n{}", t.diagnostics());
+    assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
+    t.start_speaker();
+    let resumed = t.poll_until(POLL, WAIT, |t| {
+        t.tor_bgp_established() && t.log().contains("BFD session state")
+    });
+    assert!(resumed.is_some(), "not resumed\n{}", t.diagnostics());
+    assert!(t.tor_has_route());
+    // Same session at the ToR: its "Since" column did not move.
+    assert_eq!(bfd_since(&t), since_before, "{}", t.diagnostics());
+    // And it is fast again: back to 100 ms x 3 (BIRD shows the timeout).
+    let fast = t.poll_until(POLL, WAIT, |t| {
+        t.birdc("show bfd sessions").contains("0.300")
+    });
+    assert!(fast.is_some(), "{}", t.diagnostics());
+}

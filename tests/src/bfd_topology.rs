@@ -1,0 +1,260 @@
+//! One node and its ToR in network namespaces the caller's run owns: BIRD 2 as the ToR
+//! (`protocol bfd`, `bfd on` on the BGP session, graceful restart on), our speaker in the
+//! node's namespace. Shared by speaker/tests/netns_bfd.rs and the bfd_detection bench.
+//!
+//! Addresses: 198.18.1.0/24 on the link, the node's pod CIDR 198.19.1.0/24.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::TempDir;
+use crate::netns::{Netns, in_ns, wire};
+use crate::process::stop_child;
+
+/// The node's pod CIDR, as BIRD shows it.
+pub const POD_CIDR: &str = "198.19.1.0/24";
+
+#[derive(Debug, Clone)]
+pub struct BfdTopologyOptions {
+    /// `bfd: {minTx, minRx, multiplier}` of the speaker (ms); `None`: no BFD anywhere.
+    pub bfd: Option<(u32, u32, u8)>,
+    /// BGP hold time on both sides (s).
+    pub hold_time: u16,
+    /// Speaker's graceful-restart time (s).
+    pub restart_time: u16,
+}
+
+#[derive(Debug)]
+pub struct BfdTopology {
+    pub tor: String,
+    pub node: String,
+    dir: TempDir,
+    sock: String,
+    bird: Child,
+    speaker: Option<Child>,
+    speaker_bin: PathBuf,
+    launches: u32,
+    // Last: namespaces go after the processes inside them.
+    _ns: Netns,
+}
+
+impl BfdTopology {
+    /// Namespaces `<tag>-tor` and `<tag>-n1`, wired, with BIRD running in the ToR.
+    pub fn new(tag: &str, speaker_bin: &Path, o: &BfdTopologyOptions) -> BfdTopology {
+        let tor = format!("{tag}-tor");
+        let node = format!("{tag}-n1");
+        let mut ns = Netns::default();
+        ns.add(&tor);
+        ns.add(&node);
+        wire(&tor, &node, 1);
+        let dir = TempDir::new(tag);
+        let (bfd_proto, bfd_on) = match o.bfd {
+            Some((tx, rx, mult)) => (
+                format!(
+                    "protocol bfd {{ interface \"*\" {{ min rx interval {rx} ms; \
+                     min tx interval {tx} ms; multiplier {mult}; }}; }}\n"
+                ),
+                " bfd on;",
+            ),
+            None => (String::new(), ""),
+        };
+        let conf = format!(
+            "log \"{log}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n{bfd_proto}\
+             protocol bgp node1 {{ local 198.18.1.1 as 65000; neighbor 198.18.1.2 as 64512;\n  \
+             hold time {hold}; graceful restart on;{bfd_on}\n  \
+             error wait time 1, 5;\n  \
+             ipv4 {{ import all; export none; }}; }}\n",
+            log = dir.path("bird.log").display(),
+            hold = o.hold_time,
+        );
+        std::fs::write(dir.path("bird.conf"), conf).unwrap();
+        std::fs::write(
+            dir.path("cidrs.yaml"),
+            format!("nodes:\n  node1: [{POD_CIDR}]\n"),
+        )
+        .unwrap();
+        let bfd_line = o
+            .bfd
+            .map(|(tx, rx, m)| format!("    bfd: {{minTx: {tx}, minRx: {rx}, multiplier: {m}}}\n"))
+            .unwrap_or_default();
+        std::fs::write(
+            dir.path("speaker.yaml"),
+            format!(
+                "nodeName: node1\nasn: 64512\nrouterId: 198.18.1.2\n\
+                 source: {{kind: file, path: {}}}\nadmin: {{listen: 127.0.0.1:9180}}\n\
+                 peers:\n  - name: tor\n    address: 198.18.1.1\n    asn: 65000\n    \
+                 holdTime: {}\n    families: [ipv4-unicast]\n    connectRetry: {{base: 1, max: 2}}\n    \
+                 gracefulRestart: {{enabled: true, restartTime: {}}}\n{bfd_line}",
+                dir.path("cidrs.yaml").display(),
+                o.hold_time,
+                o.restart_time,
+            ),
+        )
+        .unwrap();
+        let sock = dir.path("bird.sock").display().to_string();
+        let bird = Command::new("ip")
+            .args(["netns", "exec", &tor, "bird", "-f", "-c"])
+            .arg(dir.path("bird.conf"))
+            .args(["-s", &sock])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        BfdTopology {
+            tor,
+            node,
+            dir,
+            sock,
+            bird,
+            speaker: None,
+            speaker_bin: speaker_bin.to_owned(),
+            launches: 0,
+            _ns: ns,
+        }
+    }
+
+    /// Starts the speaker (without `--final`: SIGTERM means a graceful restart).
+    pub fn start_speaker(&mut self) {
+        self.launches += 1;
+        let log = std::fs::File::create(self.speaker_log(self.launches)).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.node])
+            .arg(&self.speaker_bin)
+            .args(["speaker", "--config"])
+            .arg(self.dir.path("speaker.yaml"))
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        self.speaker = Some(child);
+    }
+
+    pub fn speaker_log(&self, launch: u32) -> PathBuf {
+        self.dir.path(&format!("speaker{launch}.log"))
+    }
+
+    /// The current speaker's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.speaker_log(self.launches)).unwrap_or_default()
+    }
+
+    /// SIGTERM and wait: a planned restart (graceful restart, BFD handover).
+    pub fn stop_speaker(&mut self) {
+        if let Some(mut c) = self.speaker.take() {
+            stop_child(&mut c, Duration::from_secs(15));
+        }
+    }
+
+    /// SIGKILL: the speaker crashes.
+    pub fn kill_speaker(&mut self) {
+        if let Some(mut c) = self.speaker.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Drops everything on the node's link to the ToR (`eth0`), both ways; the node's
+    /// loopback (its admin port) keeps working.
+    pub fn cut_link(&self) {
+        for rule in [["INPUT", "-i"], ["OUTPUT", "-o"]] {
+            let args = ["iptables", "-I", rule[0], rule[1], "eth0", "-j", "DROP"];
+            let out = in_ns(&self.node, &args);
+            assert!(
+                out.status.success(),
+                "iptables: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    pub fn heal_link(&self) {
+        for rule in [["INPUT", "-i"], ["OUTPUT", "-o"]] {
+            let args = ["iptables", "-D", rule[0], rule[1], "eth0", "-j", "DROP"];
+            let _ = in_ns(&self.node, &args);
+        }
+    }
+
+    /// The speaker's `/metrics` (admin port 127.0.0.1:9180 in the node's namespace).
+    pub fn metrics(&self) -> String {
+        let get = "import sys, urllib.request; \
+                   sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())";
+        let out = in_ns(
+            &self.node,
+            &["python3", "-c", get, "http://127.0.0.1:9180/metrics"],
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `podcidr-bgp peers -o json` against the speaker's admin endpoint, in the node's
+    /// namespace.
+    pub fn peers_json(&self) -> String {
+        let bin = self.speaker_bin.display().to_string();
+        let args = [
+            bin.as_str(),
+            "peers",
+            "--admin",
+            "http://127.0.0.1:9180",
+            "-o",
+            "json",
+        ];
+        String::from_utf8_lossy(&in_ns(&self.node, &args).stdout).into_owned()
+    }
+
+    pub fn birdc(&self, cmd: &str) -> String {
+        String::from_utf8_lossy(&in_ns(&self.tor, &["birdc", "-s", &self.sock, cmd]).stdout)
+            .into_owned()
+    }
+
+    /// True while BIRD has the node's pod CIDR in its table (stale or not).
+    pub fn tor_has_route(&self) -> bool {
+        self.birdc("show route").contains(POD_CIDR)
+    }
+
+    pub fn tor_bfd_up(&self) -> bool {
+        self.birdc("show bfd sessions")
+            .lines()
+            .any(|l| l.contains("198.18.1.2") && l.contains(" Up "))
+    }
+
+    pub fn tor_bgp_established(&self) -> bool {
+        self.birdc("show protocols node1").contains("Established")
+    }
+
+    /// Polls `f` every `poll` until true, at most `timeout`; the time it took.
+    pub fn poll_until(
+        &self,
+        poll: Duration,
+        timeout: Duration,
+        mut f: impl FnMut(&Self) -> bool,
+    ) -> Option<Duration> {
+        let start = Instant::now();
+        loop {
+            if f(self) {
+                return Some(start.elapsed());
+            }
+            if start.elapsed() > timeout {
+                return None;
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// BIRD's log and the speaker's, for failure messages.
+    pub fn diagnostics(&self) -> String {
+        format!(
+            "BIRD protocols:\n{}\nBIRD bfd:\n{}\nBIRD log:\n{}\nspeaker log:\n{}",
+            self.birdc("show protocols all node1"),
+            self.birdc("show bfd sessions"),
+            std::fs::read_to_string(self.dir.path("bird.log")).unwrap_or_default(),
+            self.log()
+        )
+    }
+}
+
+impl Drop for BfdTopology {
+    fn drop(&mut self) {
+        self.kill_speaker();
+        stop_child(&mut self.bird, Duration::from_secs(5));
+    }
+}
