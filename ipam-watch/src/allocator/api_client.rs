@@ -37,7 +37,11 @@ use kube::client::Body;
 use super::metrics::AllocatorMetrics;
 use super::throttle::{ApiLimits, TokenBucket, pushback};
 
-/// A token bucket shared by the clients that draw from it; waiters are served in order.
+/// A token bucket shared by the clients that draw from it.
+///
+/// Waiters hold no lock while they wait: a waiter inside a watch stream that its task
+/// stops polling (the allocator's loop runs a pass instead) would otherwise hold every
+/// other waiter of that task, the pass's writes included, forever.
 #[derive(Clone)]
 pub struct Limiter {
     inner: Arc<LimiterInner>,
@@ -45,8 +49,6 @@ pub struct Limiter {
 
 struct LimiterInner {
     bucket: Mutex<TokenBucket>,
-    /// One waiter at a time takes tokens; tokio's mutex queues the others in order.
-    turn: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -62,7 +64,6 @@ impl Limiter {
         Limiter {
             inner: Arc::new(LimiterInner {
                 bucket: Mutex::new(TokenBucket::new(limits, now)),
-                turn: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -71,7 +72,6 @@ impl Limiter {
     /// takes nothing.
     pub async fn acquire(&self) -> Duration {
         let start = tokio::time::Instant::now();
-        let _turn = self.inner.turn.lock().await;
         loop {
             let now = tokio::time::Instant::now();
             let taken = self
@@ -245,5 +245,28 @@ impl ApiClients {
             },
             lease: throttled(client, &Limiter::new(limits), metrics, false),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::Poll;
+
+    use super::*;
+
+    /// Chaos soak finding (seed 424242, no leader faults): both allocators hung for good
+    /// after losing the Lease. A watch stream's request had started waiting for a token and
+    /// held the bucket's turn; the loop then ran a pass instead of polling the stream, and
+    /// the pass's first write waited for the turn behind a waiter nobody polled.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_is_no_longer_polled_blocks_no_other_waiter() {
+        let l = Limiter::new(ApiLimits::new(1.0, 1).unwrap());
+        l.acquire().await;
+        let mut stalled = pin!(l.acquire());
+        assert!(matches!(futures::poll!(stalled.as_mut()), Poll::Pending));
+        // Same task, `stalled` not polled again.
+        let other = tokio::time::timeout(Duration::from_secs(10), l.acquire()).await;
+        assert_eq!(other.ok(), Some(Duration::from_secs(1)));
     }
 }
