@@ -150,7 +150,10 @@ impl Cluster {
                     .args(&args)
                     .args(["--admin-listen", &format!("127.0.0.1:{}", free_port())])
                     .env("POD_NAME", &name2)
-                    .env("RUST_LOG", "info")
+                    .env(
+                        "RUST_LOG",
+                        std::env::var("CHAOS_ALLOCATOR_LOG").unwrap_or_else(|_| "info".into()),
+                    )
                     .stdout(std::process::Stdio::from(out.try_clone().unwrap()))
                     .stderr(std::process::Stdio::from(out))
                     .kill_on_drop(true)

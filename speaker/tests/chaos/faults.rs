@@ -1,12 +1,13 @@
 //! The randomized fault schedule (seeded): every kind once in a shuffled order, then random
 //! kinds until the time is up; node churn runs beside it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
+use ipnet::IpNet;
 
 use crate::cluster::{Cluster, node_json, speaker_node};
 use crate::invariants::{NOT_WITHDRAWN, TorView, Violations};
@@ -329,29 +330,52 @@ impl Schedule {
 
     /// A speaker's Node is deleted (its NodePodCIDR goes with it): its route must leave the
     /// ToR (the one withdrawal that is not a violation), within [`REMOVAL_BOUND`]; then the
-    /// Node comes back and gets an allocation again.
+    /// Node comes back and gets an allocation again. "Left the ToR" needs two polls of one
+    /// BIRD process after the Node is deleted: a BIRD restarted meanwhile has no routes yet.
     async fn node_removed(&mut self, c: &Cluster) {
         // Speaker 0 keeps its Node: its process and allocation live through the run.
         let i = usize::try_from(self.rng.range(1, c.speakers.len() as u64 - 1)).unwrap();
         let node = speaker_node(i);
-        self.view.removed.lock().unwrap().insert(node.clone());
+        let mut old: BTreeSet<IpNet> = c
+            .allocations()
+            .get(&node)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        old.extend(
+            self.view
+                .routes
+                .lock()
+                .unwrap()
+                .get(&node)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        self.view
+            .removed
+            .lock()
+            .unwrap()
+            .insert(node.clone(), old.clone());
         let start = tokio::time::Instant::now();
         if c.fake.delete(&Gvr::nodes(), None, &node).is_err() {
             self.view.removed.lock().unwrap().remove(&node);
             return;
         }
         let mut gone = false;
+        let mut since = self.view.clean_polls.load(Ordering::SeqCst);
         while start.elapsed() < REMOVAL_BOUND {
             // The ToR view is refreshed by the poller every 200 ms.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if self
+            let at_tor = self
                 .view
                 .routes
                 .lock()
                 .unwrap()
                 .get(&node)
-                .is_none_or(|r| r.is_empty())
-            {
+                .cloned()
+                .unwrap_or_default();
+            if !at_tor.is_disjoint(&old) {
+                since = self.view.clean_polls.load(Ordering::SeqCst);
+            } else if self.view.clean_polls.load(Ordering::SeqCst) >= since + 2 {
                 gone = true;
                 break;
             }
@@ -367,6 +391,27 @@ impl Schedule {
             );
         }
         let _ = c.fake.insert(&Gvr::nodes(), node_json(&node));
+        // The old prefixes stay expected-to-go until the new incarnation is announced.
+        let back = tokio::time::Instant::now();
+        while back.elapsed() < REMOVAL_BOUND {
+            let alloc: BTreeSet<IpNet> = c
+                .allocations()
+                .get(&node)
+                .map(|v| v.iter().copied().collect())
+                .unwrap_or_default();
+            let at_tor = self
+                .view
+                .routes
+                .lock()
+                .unwrap()
+                .get(&node)
+                .cloned()
+                .unwrap_or_default();
+            if !alloc.is_empty() && at_tor == alloc {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         self.view.removed.lock().unwrap().remove(&node);
     }
 

@@ -119,8 +119,11 @@ fn name(o: &serde_json::Value) -> String {
 pub struct TorView {
     pub polls: AtomicU64,
     pub routes: Mutex<BTreeMap<String, BTreeSet<IpNet>>>,
-    /// Speaker nodes whose Node is deleted right now: their withdrawal is the expected one.
-    pub removed: Mutex<BTreeSet<String>>,
+    /// Per speaker node whose Node was deleted: the prefixes of that deleted incarnation,
+    /// whose withdrawal is the expected one (until the node's next allocation is announced).
+    pub removed: Mutex<BTreeMap<String, BTreeSet<IpNet>>>,
+    /// Bumped after each poll whose table came from one BIRD process throughout.
+    pub clean_polls: AtomicU64,
 }
 
 /// Polls BIRD's table every 200 ms on a thread: every prefix must be inside the pool (the
@@ -172,17 +175,19 @@ pub fn spawn_tor_poller(
                 let had = seen.get(&node).cloned().unwrap_or_default();
                 let has = now.get(&node).cloned().unwrap_or_default();
                 // A deleted Node's withdrawal is the one that is expected.
-                let lost = if removed.contains(&node) {
-                    BTreeSet::new()
-                } else {
-                    &had - &has
-                };
+                let mut lost = &had - &has;
+                if let Some(expected) = removed.get(&node) {
+                    lost.retain(|p| !expected.contains(p));
+                }
                 for p in &lost {
                     v.record(WITHDRAWN, format!("{p} of {node}"));
                 }
                 seen.insert(node, has);
             }
             *view.routes.lock().unwrap() = now;
+            if bird_epoch.load(Ordering::SeqCst) == before {
+                view.clean_polls.fetch_add(1, Ordering::SeqCst);
+            }
         }
     })
 }
