@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use bgp_proto::session::{Negotiated, SessionStatus, State};
-use bgp_proto::{Asn, Family, HoldTime, RouterId};
+use bgp_proto::session::{SessionStatus, State};
 use podcidr_config::Config;
 
 use super::super::default_route::{DefaultRoutes, Gateway, resolve_config};
@@ -98,21 +97,7 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
 fn established(asn: u32) -> SessionStatus {
     let mut s = SessionStatus::new(0);
     s.state = State::Established;
-    s.negotiated = Some(Negotiated {
-        peer_asn: Asn(asn),
-        peer_router_id: RouterId::new("198.18.1.1".parse().unwrap()).unwrap(),
-        hold_time: HoldTime::new(90).unwrap(),
-        keepalive: Duration::from_secs(30),
-        families: vec![Family::IPV4_UNICAST],
-        four_octet_as: true,
-        route_refresh: true,
-        enhanced_route_refresh: false,
-        extended_next_hop_ipv4: false,
-        extended_message: false,
-        peer_graceful_restart: None,
-        ibgp: false,
-        peer_capabilities: Vec::new(),
-    });
+    s.negotiated = Some(crate::speaker::report::tests::negotiated(asn));
     s
 }
 

@@ -15,6 +15,7 @@ mod gateway_watch;
 pub mod guard;
 mod kube_events;
 pub mod neighbors;
+mod netlink;
 pub mod netlink_route;
 pub mod node;
 mod notice;

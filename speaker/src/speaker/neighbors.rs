@@ -5,10 +5,9 @@
 use std::io;
 use std::net::Ipv6Addr;
 
-const NLMSG_HDR_LEN: usize = 16;
+use super::netlink::{self, u16_at, u32_at};
+
 const NDMSG_LEN: usize = 12;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const RTM_NEWNEIGH: u16 = 28;
 const RTM_GETNEIGH: u16 = 30;
 const NDA_DST: u16 = 1;
@@ -28,7 +27,8 @@ pub struct Neighbor {
     pub router: bool,
 }
 
-/// What one buffer of a dump held.
+/// What one buffer of a dump held (the tests' view of [`netlink::walk`] with this parser).
+#[cfg(test)]
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct DumpChunk {
     pub neighbors: Vec<Neighbor>,
@@ -36,51 +36,18 @@ pub struct DumpChunk {
     pub done: bool,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
 /// Parses one `recv` buffer of an RTM_GETNEIGH dump (host byte order, as the kernel
 /// writes it). Errors name what was malformed; an NLMSG_ERROR is returned as the errno.
+#[cfg(test)]
 pub fn parse_dump(buf: &[u8]) -> Result<DumpChunk, io::Error> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("netlink: {what}"));
     let mut chunk = DumpChunk::default();
-    let mut at = 0;
-    while at + NLMSG_HDR_LEN <= buf.len() {
-        let len = u32_at(buf, at).ok_or_else(|| bad("truncated header"))? as usize;
-        let kind = u16_at(buf, at + 4).ok_or_else(|| bad("truncated header"))?;
-        if len < NLMSG_HDR_LEN || at + len > buf.len() {
-            return Err(bad("message length out of bounds"));
+    chunk.done = netlink::walk(buf, |kind, body| {
+        if kind == RTM_NEWNEIGH
+            && let Some(n) = parse_neighbor(body)
+        {
+            chunk.neighbors.push(n);
         }
-        let body = buf.get(at + NLMSG_HDR_LEN..at + len).unwrap_or_default();
-        match kind {
-            NLMSG_DONE => {
-                chunk.done = true;
-                return Ok(chunk);
-            }
-            NLMSG_ERROR => {
-                let errno = u32_at(body, 0).ok_or_else(|| bad("truncated error"))? as i32;
-                if errno != 0 {
-                    return Err(io::Error::from_raw_os_error(-errno));
-                }
-            }
-            RTM_NEWNEIGH => {
-                if let Some(n) = parse_neighbor(body) {
-                    chunk.neighbors.push(n);
-                }
-            }
-            _ => {}
-        }
-        at += align4(len);
-    }
+    })?;
     Ok(chunk)
 }
 
@@ -109,7 +76,7 @@ fn parse_neighbor(body: &[u8]) -> Option<Neighbor> {
                 router: flags & NTF_ROUTER != 0,
             });
         }
-        at += align4(len);
+        at += netlink::align4(len);
     }
     None
 }
@@ -128,56 +95,20 @@ pub fn pick_peer(neighbors: &[Neighbor], ifindex: u32) -> Option<Ipv6Addr> {
 
 /// The RTM_GETNEIGH dump request for IPv6.
 fn dump_request(seq: u32) -> Vec<u8> {
-    let len = (NLMSG_HDR_LEN + NDMSG_LEN) as u32;
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-    let mut req = Vec::with_capacity(len as usize);
-    req.extend_from_slice(&len.to_ne_bytes());
-    req.extend_from_slice(&RTM_GETNEIGH.to_ne_bytes());
-    req.extend_from_slice(&flags.to_ne_bytes());
-    req.extend_from_slice(&seq.to_ne_bytes());
-    req.extend_from_slice(&0u32.to_ne_bytes());
-    req.push(AF_INET6);
-    req.extend_from_slice(&[0; NDMSG_LEN - 1]);
-    req
+    netlink::dump_request(RTM_GETNEIGH, AF_INET6, NDMSG_LEN, seq)
 }
 
-/// Dumps the IPv6 neighbor table (bounded: at most 64 reads of 32 KiB).
+/// Dumps the IPv6 neighbor table.
 pub fn dump() -> io::Result<Vec<Neighbor>> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: plain socket(2); the result is checked and owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let req = dump_request(1);
-    // SAFETY: `req` is valid for `req.len()` bytes; no destination address (the kernel).
-    let sent = unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut buf = vec![0u8; 32 * 1024];
     let mut out = Vec::new();
-    for _ in 0..64 {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+    netlink::dump(&dump_request(1), |kind, body| {
+        if kind == RTM_NEWNEIGH
+            && let Some(n) = parse_neighbor(body)
+        {
+            out.push(n);
         }
-        let chunk = parse_dump(buf.get(..n as usize).unwrap_or_default())?;
-        out.extend(chunk.neighbors);
-        if chunk.done || n == 0 {
-            return Ok(out);
-        }
-    }
-    Err(io::Error::other("netlink neighbor dump did not end"))
+    })?;
+    Ok(out)
 }
 
 /// The link-local neighbor to connect to on `ifindex`, from the kernel's table.
@@ -187,6 +118,7 @@ pub fn discover(ifindex: u32) -> io::Result<Option<Ipv6Addr>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::netlink::{NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN as NLMSG_HDR_LEN};
     use super::*;
 
     /// An RTM_NEWNEIGH message as the kernel writes it.

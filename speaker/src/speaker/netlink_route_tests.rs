@@ -1,3 +1,4 @@
+use super::super::netlink::{NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN};
 use super::*;
 
 fn attr(kind: u16, data: &[u8]) -> Vec<u8> {

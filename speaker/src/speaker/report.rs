@@ -419,11 +419,30 @@ impl ReportInputs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bgp_proto::session::{Negotiated, RouteAttributes, State};
     use bgp_proto::{HoldTime, RouterId};
     use std::time::Duration;
+
+    /// An Established session's negotiated parameters: IPv4 unicast with `peer_asn`.
+    pub(crate) fn negotiated(peer_asn: u32) -> Negotiated {
+        Negotiated {
+            peer_asn: Asn(peer_asn),
+            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
+            hold_time: HoldTime::new(90).unwrap(),
+            keepalive: Duration::from_secs(30),
+            families: vec![Family::IPV4_UNICAST],
+            four_octet_as: true,
+            route_refresh: true,
+            enhanced_route_refresh: false,
+            extended_next_hop_ipv4: false,
+            extended_message: false,
+            peer_graceful_restart: None,
+            ibgp: false,
+            peer_capabilities: Vec::new(),
+        }
+    }
 
     #[test]
     fn report_lists_what_the_adj_rib_out_holds_up_to_the_cap() {
@@ -448,21 +467,7 @@ mod tests {
         );
         let mut status = SessionStatus::new(0);
         status.state = State::Established;
-        status.negotiated = Some(Negotiated {
-            peer_asn: Asn(65000),
-            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
-            hold_time: HoldTime::new(90).unwrap(),
-            keepalive: Duration::from_secs(30),
-            families: vec![Family::IPV4_UNICAST],
-            four_octet_as: true,
-            route_refresh: true,
-            enhanced_route_refresh: false,
-            extended_next_hop_ipv4: false,
-            extended_message: false,
-            peer_graceful_restart: None,
-            ibgp: false,
-            peer_capabilities: Vec::new(),
-        });
+        status.negotiated = Some(negotiated(65000));
         // What the session applied: the IPv6 route is refused (family not negotiated), so
         // the peer holds 300 routes, not 301.
         let mut desired = (*routes).clone();
@@ -503,21 +508,7 @@ mod tests {
             refused: Arc::new([]),
         };
         assert_eq!(peer_report(Asn(65010), &view).asn, 0, "nothing learned yet");
-        view.status.negotiated = Some(Negotiated {
-            peer_asn: Asn(65042),
-            peer_router_id: RouterId::new("192.0.2.1".parse().unwrap()).unwrap(),
-            hold_time: HoldTime::new(90).unwrap(),
-            keepalive: Duration::from_secs(30),
-            families: vec![Family::IPV4_UNICAST],
-            four_octet_as: true,
-            route_refresh: true,
-            enhanced_route_refresh: false,
-            extended_next_hop_ipv4: false,
-            extended_message: false,
-            peer_graceful_restart: None,
-            ibgp: false,
-            peer_capabilities: Vec::new(),
-        });
+        view.status.negotiated = Some(negotiated(65042));
         assert_eq!(peer_report(Asn(65010), &view).asn, 65042);
     }
 
