@@ -45,10 +45,7 @@ fn parse_cases(s: &str) -> Option<Vec<(usize, f64)>> {
 fn parse_args() -> Option<Args> {
     let mut argv = std::env::args().skip(1);
     let mut a = Args {
-        allocator: std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("target"))
-            .join("release/podcidr-bgp"),
+        allocator: integration_tests::release_binary(),
         cases: vec![(5000, 20.0), (5000, 200.0), (50_000, 1000.0)],
         burst: 30,
         restart_qps: 20.0,

@@ -24,10 +24,7 @@ struct Args {
 fn parse_args() -> Option<Args> {
     let mut argv = std::env::args().skip(1);
     let mut a = Args {
-        speaker: std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("target"))
-            .join("release/podcidr-bgp"),
+        speaker: integration_tests::release_binary(),
         runs: 10,
     };
     let mut bench = false;

@@ -82,6 +82,15 @@ pub(crate) fn find_bin(name: &str) -> Option<PathBuf> {
 }
 
 /// True when `bird` and `birdc` are installed.
+/// The release build of `podcidr-bgp` the bench binaries run by default
+/// (`$CARGO_TARGET_DIR/release/podcidr-bgp`, else `target/release/podcidr-bgp`).
+pub fn release_binary() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("target"))
+        .join("release/podcidr-bgp")
+}
+
 pub fn bird_available() -> bool {
     find_bin("bird").is_some() && find_bin("birdc").is_some()
 }
