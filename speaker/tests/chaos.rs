@@ -180,7 +180,16 @@ async fn run(p: Params) {
     // Recovery from a last blow with nothing else going on: BIRD restarted, every session
     // re-established and every table re-sent.
     tokio::task::block_in_place(|| c.kill_and_restart_bird());
-    let recovery = wait_converged(&c, &view, p.bound, true).await;
+    // Timed from the restart, judged on the new BIRD's table only.
+    let restarted = Instant::now();
+    let polls = view.clean_polls.load(Ordering::SeqCst);
+    while view.clean_polls.load(Ordering::SeqCst) < polls + 2 && restarted.elapsed() < p.bound {
+        // The poller has no event to await; it polls every 200 ms.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recovery = wait_converged(&c, &view, p.bound, true)
+        .await
+        .map(|_| restarted.elapsed());
     if recovery.is_none() {
         violations.record(
             invariants::UNCONVERGED,

@@ -391,9 +391,10 @@ impl Schedule {
             );
         }
         let _ = c.fake.insert(&Gvr::nodes(), node_json(&node));
-        // The old prefixes stay expected-to-go until the new incarnation is announced.
+        // The old prefixes stay expected-to-go until they are gone and the new incarnation
+        // is announced (a late withdrawal is this removal's, already counted if too late).
         let back = tokio::time::Instant::now();
-        while back.elapsed() < REMOVAL_BOUND {
+        while back.elapsed() < 2 * REMOVAL_BOUND {
             let alloc: BTreeSet<IpNet> = c
                 .allocations()
                 .get(&node)
@@ -407,7 +408,7 @@ impl Schedule {
                 .get(&node)
                 .cloned()
                 .unwrap_or_default();
-            if !alloc.is_empty() && at_tor == alloc {
+            if !alloc.is_empty() && at_tor == alloc && (alloc == old || at_tor.is_disjoint(&old)) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
