@@ -283,11 +283,12 @@ async fn wait_converged(
         let ok = allocs.keys().all(|n| n.starts_with("node-"))
             && (0..c.speakers.len()).all(|i| {
                 let node = speaker_node(i);
+                // One list per check, not one per node.
                 let want: BTreeSet<IpNet> = allocs
                     .get(&node)
                     .map(|v| v.iter().copied().collect())
                     .unwrap_or_default();
-                !want.is_empty() && view.routes.lock().unwrap().get(&node) == Some(&want)
+                !want.is_empty() && view.routes_of(&node) == want
             });
         if ok && !diff {
             return Some(start.elapsed());

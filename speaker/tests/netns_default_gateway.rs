@@ -79,6 +79,21 @@ fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
     (Daemon(child), sock)
 }
 
+/// Waits for the speaker to log the AS it learned from the ToR's OPEN (`asn: auto`), then
+/// stops it.
+fn learned_as_then_stop(dir: &TempDir, speaker: &mut Proc, asn: u32) {
+    let line =
+        format!("peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn={asn}");
+    wait_until(
+        dir,
+        "the learned AS in the speaker's log",
+        || speaker.log(),
+        |l| l.contains(&line),
+    );
+    speaker.signal(libc::SIGTERM);
+    assert!(speaker.wait_exit(Duration::from_secs(20)).is_some());
+}
+
 fn birdc(ns: &str, sock: &str, cmd: &str) -> String {
     String::from_utf8_lossy(&in_ns(ns, &["birdc", "-s", sock, cmd]).stdout).into_owned()
 }
@@ -214,18 +229,7 @@ fn default_gateway_and_asn_auto_peer_with_bird_neighbor_range() {
     // BIRD's dynamic protocols saw our AS; we learned theirs (65042) from the OPEN.
     let protos = birdc(&tor, &sock, "show protocols all");
     assert!(protos.contains("Neighbor AS:      64512"), "{protos}");
-    wait_until(
-        &dir,
-        "the learned AS in the speaker's log",
-        || speaker.log(),
-        |l| {
-            l.contains(
-                "peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn=65042",
-            )
-        },
-    );
-    speaker.signal(libc::SIGTERM);
-    assert!(speaker.wait_exit(Duration::from_secs(20)).is_some());
+    learned_as_then_stop(&dir, &mut speaker, 65042);
 }
 
 #[test]
@@ -318,18 +322,7 @@ fn default_gateway_peers_with_gobgp_dynamic_neighbors() {
         |r| r.contains("198.19.1.0/24"),
     );
     assert!(rib.contains("198.18.1.2"), "next hop self:\n{rib}");
-    wait_until(
-        &dir,
-        "the learned AS in the speaker's log",
-        || speaker.log(),
-        |l| {
-            l.contains(
-                "peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn=65010",
-            )
-        },
-    );
-    speaker.signal(libc::SIGTERM);
-    assert!(speaker.wait_exit(Duration::from_secs(20)).is_some());
+    learned_as_then_stop(&dir, &mut speaker, 65010);
 }
 
 #[test]

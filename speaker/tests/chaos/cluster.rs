@@ -1,7 +1,7 @@
 //! The system under test: the fake API server, two allocator replicas run as a Deployment
 //! would (restarted when they exit), N speakers on their own loopback addresses, one BIRD ToR.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -242,6 +242,14 @@ impl Cluster {
                 (name, cidrs_of(o))
             })
             .collect()
+    }
+
+    /// One node's allocation as a set (empty without a record).
+    pub fn allocation_of(&self, node: &str) -> BTreeSet<IpNet> {
+        self.allocations()
+            .get(node)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     pub fn pids(&self) -> Vec<(String, i32)> {

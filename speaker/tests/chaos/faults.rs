@@ -1,13 +1,12 @@
 //! The randomized fault schedule (seeded): every kind once in a shuffled order, then random
 //! kinds until the time is up; node churn runs beside it.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
-use ipnet::IpNet;
 
 use crate::cluster::{Cluster, node_json, speaker_node};
 use crate::invariants::{NOT_WITHDRAWN, TorView, Violations};
@@ -336,20 +335,8 @@ impl Schedule {
         // Speaker 0 keeps its Node: its process and allocation live through the run.
         let i = usize::try_from(self.rng.range(1, c.speakers.len() as u64 - 1)).unwrap();
         let node = speaker_node(i);
-        let mut old: BTreeSet<IpNet> = c
-            .allocations()
-            .get(&node)
-            .map(|v| v.iter().copied().collect())
-            .unwrap_or_default();
-        old.extend(
-            self.view
-                .routes
-                .lock()
-                .unwrap()
-                .get(&node)
-                .cloned()
-                .unwrap_or_default(),
-        );
+        let mut old = c.allocation_of(&node);
+        old.extend(self.view.routes_of(&node));
         self.view
             .removed
             .lock()
@@ -365,14 +352,7 @@ impl Schedule {
         while start.elapsed() < REMOVAL_BOUND {
             // The ToR view is refreshed by the poller every 200 ms.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let at_tor = self
-                .view
-                .routes
-                .lock()
-                .unwrap()
-                .get(&node)
-                .cloned()
-                .unwrap_or_default();
+            let at_tor = self.view.routes_of(&node);
             if !at_tor.is_disjoint(&old) {
                 since = self.view.clean_polls.load(Ordering::SeqCst);
             } else if self.view.clean_polls.load(Ordering::SeqCst) >= since + 2 {
@@ -395,19 +375,8 @@ impl Schedule {
         // is announced (a late withdrawal is this removal's, already counted if too late).
         let back = tokio::time::Instant::now();
         while back.elapsed() < 2 * REMOVAL_BOUND {
-            let alloc: BTreeSet<IpNet> = c
-                .allocations()
-                .get(&node)
-                .map(|v| v.iter().copied().collect())
-                .unwrap_or_default();
-            let at_tor = self
-                .view
-                .routes
-                .lock()
-                .unwrap()
-                .get(&node)
-                .cloned()
-                .unwrap_or_default();
+            let alloc = c.allocation_of(&node);
+            let at_tor = self.view.routes_of(&node);
             if !alloc.is_empty() && at_tor == alloc && (alloc == old || at_tor.is_disjoint(&old)) {
                 break;
             }

@@ -126,6 +126,18 @@ pub struct TorView {
     pub clean_polls: AtomicU64,
 }
 
+impl TorView {
+    /// What the ToR had for `node` at the last poll.
+    pub fn routes_of(&self, node: &str) -> BTreeSet<IpNet> {
+        self.routes
+            .lock()
+            .unwrap()
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// Polls BIRD's table every 200 ms on a thread: every prefix must be inside the pool (the
 /// speakers' `allowedPrefixes`), and a route of a stable node, once seen, must stay (stale
 /// over a speaker restart is fine: graceful restart) unless BIRD itself was restarted.
