@@ -22,6 +22,11 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The real control plane (tests/src/control_plane.rs): etcd, etcdctl for compactions, openssl
+# for the API server's certificates and service-account keys. kube-apiserver is built below.
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 
 # kubectl (its built-in kustomize renders deploy/ in speaker/tests/manifests_kustomize.rs).
 # There is no Debian package for a current one: bookworm's kubernetes-client is kubectl 1.20
@@ -61,3 +66,12 @@ if ! "$kv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$kv_version"
   python3 -m venv "$kv"
   "$kv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$kv_version"
 fi
+
+# kube-apiserver 1.20.2, built once from Debian's `kubernetes` source package and cached by
+# version and patch set (about 4 minutes on 2 cores the first time; see the script). The tests
+# find it through target/test-tools/kube-apiserver.
+start=$(date +%s)
+apiserver="$(bash scripts/build-kube-apiserver.sh)"
+mkdir -p target/test-tools
+ln -sfn "$apiserver" target/test-tools/kube-apiserver
+echo "install-test-deps: kube-apiserver ready in $(( $(date +%s) - start )) s: $apiserver" >&2

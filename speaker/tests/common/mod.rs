@@ -25,9 +25,21 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(args: &[&str], log: &Path) -> Proc {
+        Self::spawn_with_env(args, &[], log)
+    }
+
+    /// As [`Proc::spawn`], with extra environment variables.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)], log: &Path) -> Proc {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).envs(env.iter().copied());
+        Self::spawn_command(cmd, log)
+    }
+
+    /// Starts `cmd` (the binary, or a wrapper such as `ip netns exec` or `setpriv` around
+    /// it) with `RUST_LOG=info` and its output in `log`.
+    pub fn spawn_command(mut cmd: Command, log: &Path) -> Proc {
         let out = std::fs::File::create(log).unwrap();
-        let child = Command::new(BIN)
-            .args(args)
+        let child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(out.try_clone().unwrap()))
             .stderr(Stdio::from(out))
@@ -155,6 +167,8 @@ where
     }
 }
 pub mod kustomize;
+pub mod rbac;
+pub mod real_api;
 pub mod speaker;
 
 /// `podcidr-bgp allocator` arguments against a fake API: an IPv4 pool 10.20.0.0/16 of /24s,

@@ -31,8 +31,11 @@
 //! - HTTP creates drop `.status` except for types set with
 //!   [`FakeKubeBuilder::keep_status_on_create`] (`v1/nodes` by default); direct
 //!   [`FakeKube::insert`] keeps everything. Every type behaves as if it had a status subresource.
-//! - Server-side apply is a JSON merge patch (no field ownership, so fields dropped from an
-//!   apply body are not removed); strategic merge is a merge patch too (lists are replaced).
+//! - Server-side apply merges the body and keeps field ownership per manager and subresource
+//!   (`metadata.managedFields`, `Apply` entries only): fields a manager applied before and
+//!   leaves out now are removed unless another applier owns them or another writer changed
+//!   them since. Lists are atomic and conflicts are never reported (see `ownership`).
+//!   Strategic merge is a merge patch (lists are replaced).
 //! - Metadata-only requests (`Accept: application/json;as=PartialObjectMetadata[List];
 //!   g=meta.k8s.io;v=v1`, what `Api<PartialObjectMeta<K>>` sends) get `PartialObjectMetadata`
 //!   objects on GET, LIST and WATCH.
@@ -50,6 +53,7 @@ mod error;
 mod faults;
 mod gc;
 mod meta;
+mod ownership;
 mod patch;
 mod resource;
 mod router;

@@ -15,6 +15,7 @@ use crate::discovery;
 use crate::error::ApiError;
 use crate::faults::{FaultAction, Verb};
 use crate::meta::meta_str;
+use crate::ownership;
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::{Target, parse_path};
 use crate::selector::Selectors;
@@ -489,20 +490,24 @@ impl Call {
                 })?;
                 Ok(json_response(StatusCode::OK, &obj))
             }
-            // Server-side apply, approximated as a merge patch that may create.
+            // Server-side apply: a merge that may create, with field ownership.
             "application/apply-patch+yaml" => {
                 let patch = patch.map_err(|_| {
                     ApiError::unsupported_media("fake-kube accepts apply bodies in JSON only")
                 })?;
-                if self.query.get("fieldManager").is_none_or(String::is_empty) {
-                    return Err(ApiError::invalid(
-                        "fieldManager: Required value: is required for apply patch",
-                    ));
-                }
+                let manager = match self.query.get("fieldManager") {
+                    Some(m) if !m.is_empty() => m.clone(),
+                    _ => {
+                        return Err(ApiError::invalid(
+                            "fieldManager: Required value: is required for apply patch",
+                        ));
+                    }
+                };
                 let (obj, created) = store.upsert_with(gvr, &key, scope, |old| {
                     check_precondition(gvr, &key, old, &patch)?;
                     let mut new = old.clone();
                     merge_patch(&mut new, &patch);
+                    ownership::apply(old, &mut new, &patch, &manager, scope);
                     Ok(new)
                 })?;
                 if created {

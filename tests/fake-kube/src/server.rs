@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::server::conn::http1;
+
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -33,6 +33,35 @@ pub(crate) struct Shared {
     pub bookmark_interval: Option<Duration>,
 }
 
+/// Serves one connection: HTTP/1.1, or with the `http2` feature HTTP/2 too.
+async fn serve_connection<S>(
+    stream: tokio::net::TcpStream,
+    svc: S,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<Body>,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    #[cfg(feature = "http2")]
+    {
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), svc)
+            .await
+    }
+    #[cfg(not(feature = "http2"))]
+    {
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), svc)
+            .await
+            .map_err(Into::into)
+    }
+}
+
 /// Accepts connections until `shutdown` flips (or its sender is dropped); then every
 /// connection, open watches included, is aborted.
 pub(crate) async fn serve(
@@ -55,7 +84,7 @@ pub(crate) async fn serve(
                 let shared = shared.clone();
                 conns.spawn(async move {
                     let svc = service_fn(move |req| router::handle(shared.clone(), req));
-                    if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await {
+                    if let Err(err) = serve_connection(stream, svc).await {
                         tracing::debug!(%err, "fake-kube: connection ended with an error");
                     }
                 });

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::error::ApiError;
 use crate::meta::{finalizers, make_uid, meta_str, metadata_mut, name_suffix, now_rfc3339};
+use crate::ownership;
 use crate::resource::Gvr;
 use crate::selector::Selectors;
 use crate::validate;
@@ -280,7 +281,8 @@ impl Store {
             if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
                 return Err(ApiError::conflict(&gvr.plural, &key.1));
             }
-            let new = merge_subresource(&old, body, scope);
+            let mut new = merge_subresource(&old, body, scope);
+            ownership::update(&old, &mut new);
             st.commit_update(gvr, key, &old, new)
         })
     }
@@ -291,7 +293,11 @@ impl Store {
             let ns = meta_str(&body, "namespace").to_owned();
             let key = (ns.clone(), meta_str(&body, "name").to_owned());
             match st.objects.get(gvr).and_then(|m| m.get(&key)).cloned() {
-                Some(old) => st.commit_update(gvr, &key, &old, body),
+                Some(old) => {
+                    let mut new = body;
+                    ownership::update(&old, &mut new);
+                    st.commit_update(gvr, &key, &old, new)
+                }
                 None => st.create(gvr, Some(ns.as_str()).filter(|n| !n.is_empty()), body, true),
             }
         })
@@ -307,12 +313,14 @@ impl Store {
     ) -> Result<Value, ApiError> {
         self.mutate(|st| {
             let old = st.get_or_404(gvr, key)?;
-            let new = merge_subresource(&old, f(&old)?, scope);
+            let mut new = merge_subresource(&old, f(&old)?, scope);
+            ownership::update(&old, &mut new);
             st.commit_update(gvr, key, &old, new)
         })
     }
 
-    /// Like [`Store::update_with`] but creates from `f(empty)` when absent (server-side apply).
+    /// Like [`Store::update_with`] but creates from `f(empty)` when absent (server-side apply:
+    /// `f` records field ownership itself).
     pub(crate) fn upsert_with(
         &self,
         gvr: &Gvr,
@@ -393,6 +401,13 @@ fn merge_subresource(old: &Value, mut new: Value, scope: Scope) -> Value {
                 out.as_object_mut().map(|m| m.remove("status"));
             }
         }
+        // A status write records who owns what, like any write.
+        if let (Some(fields), Some(meta)) = (
+            new["metadata"].get_mut("managedFields").map(Value::take),
+            metadata_mut(&mut out),
+        ) {
+            meta.insert("managedFields".into(), fields);
+        }
         return out;
     }
     match (old.get("status"), new.as_object_mut()) {
@@ -423,9 +438,11 @@ impl State {
             .map_or_else(|| gvr.guess_kind(), |t| t.kind.clone())
     }
 
+    /// A watch from before the history answers what kube-apiserver's does: 410 with reason
+    /// Expired (`NewResourceExpired`), from the watch cache and from etcd alike.
     fn check_not_compacted(&self, rv: u64) -> Result<(), ApiError> {
         if rv < self.compacted_rv {
-            return Err(ApiError::gone(format!(
+            return Err(ApiError::expired(format!(
                 "too old resource version: {rv} ({})",
                 self.compacted_rv
             )));

@@ -191,7 +191,8 @@ impl WatchState {
             self.done = true;
         } else if now.expire != self.seen.expire {
             self.buf.clear();
-            let err = ApiError::gone("too old resource version: the watch was expired by the test");
+            let err =
+                ApiError::expired("too old resource version: the watch was expired by the test");
             self.buf.push_back(error_line(&err));
             self.done = true;
         } else if now.bookmark != self.seen.bookmark && self.req.bookmarks {

@@ -242,7 +242,7 @@ async fn json_patch_applies_and_failed_test_op_is_422_without_change() {
 }
 
 #[tokio::test]
-async fn server_side_apply_creates_then_merges() {
+async fn server_side_apply_creates_then_sets_what_its_manager_applies() {
     let fake = FakeKube::start().await.unwrap();
     let leases: Api<Lease> = Api::namespaced(fake.client(), "kube-system");
     let params = PatchParams::apply("podcidr-allocator").force();
@@ -270,12 +270,9 @@ async fn server_side_apply_creates_then_merges() {
         .unwrap();
     let spec = merged.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("pod-2"));
-    assert_eq!(
-        spec.lease_duration_seconds,
-        Some(15),
-        "apply is a merge here"
-    );
-    assert_eq!(merged.metadata.labels.unwrap()["app"], "podcidr");
+    // What the same manager applied before and leaves out now is removed (tests/apply.rs).
+    assert_eq!(spec.lease_duration_seconds, None);
+    assert_eq!(merged.metadata.labels, None);
     assert_eq!(merged.metadata.generation, Some(2));
     assert_eq!(fake.list(&Gvr::leases(), Some("kube-system")).len(), 1);
 }

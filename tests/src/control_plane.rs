@@ -1,0 +1,599 @@
+//! A real Kubernetes control plane for tests: etcd 3.4 (Debian's `etcd-server`) and
+//! kube-apiserver 1.20.2 built from Debian's `kubernetes` source package by
+//! `scripts/build-kube-apiserver.sh`, both on free loopback ports, each test's own.
+//!
+//! The API server runs with RBAC, a token file for the admin identity, and service-account
+//! signing keys, so every shipped ServiceAccount gets a real token through the TokenRequest
+//! API (`kubectl create token`) and its own kubeconfig. No controller-manager, scheduler or
+//! kubelet runs: no pods, no garbage collection, no namespace finalization. What needs those
+//! stays with the in-process fake API (`tests/fake-kube`).
+//!
+//! Processes are ours, stopped by PID on drop; every wait is bounded.
+//!
+//! Where the binaries come from: `$PODCIDR_KUBE_APISERVER`, else
+//! `target/test-tools/kube-apiserver` (a link `scripts/install-test-deps.sh` makes to the
+//! cached build); etcd and etcdctl from `PATH`. Without them [`ControlPlane::start`] returns
+//! `None` after saying why, except under CI (`CI` set), where it panics.
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::kustomize;
+use crate::process::{Daemon, WorkDir, run_bounded, tail};
+
+/// The service-account issuer and audience of the tokens (what a real cluster uses).
+const ISSUER: &str = "https://kubernetes.default.svc";
+/// A range for Service ClusterIPs: the API server allocates from it, nothing is routed.
+const SERVICE_RANGE: &str = "198.18.255.0/24";
+/// Every request once answered, at Metadata level (user, verb, object, response code).
+/// The kube-apiserver version this harness is built for.
+pub const KUBE_VERSION: &str = "1.20.2";
+
+fn loopback() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+fn missing(what: &str) -> Option<ControlPlane> {
+    let advice = format!(
+        "{what}; run `scripts/install-test-deps.sh` (as root): it installs etcd and builds \
+         kube-apiserver {KUBE_VERSION} once (cached)"
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("real control plane unavailable under CI: {advice}");
+    }
+    eprintln!("SKIPPED: real control plane unavailable: {advice}");
+    None
+}
+
+fn find_kube_apiserver() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PODCIDR_KUBE_APISERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let link = workspace_root().join("target/test-tools/kube-apiserver");
+    link.exists().then_some(link)
+}
+
+/// An identity's kubeconfig and token.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub kubeconfig: PathBuf,
+    pub token: String,
+    /// `system:serviceaccount:<ns>:<name>`, or the admin's user name.
+    pub username: String,
+}
+
+/// What a test may change about the control plane; `Default` is what [`ControlPlane::start`]
+/// runs.
+#[derive(Debug, Clone, Default)]
+pub struct ControlPlaneOptions {
+    /// Extra kube-apiserver flags, after the harness's own (so a repeated flag overrides it),
+    /// kept across [`ControlPlane::restart_apiserver`]. E.g. `--watch-cache=false`: every
+    /// watch then reads etcd directly, so one resumed from a compacted revision gets 410 Gone
+    /// from etcd, not from the watch cache's own window.
+    pub apiserver_args: Vec<String>,
+}
+
+/// etcd + kube-apiserver, stopped on drop.
+#[derive(Debug)]
+pub struct ControlPlane {
+    dir: WorkDir,
+    etcd: Daemon,
+    apiserver: Option<Daemon>,
+    kube_apiserver: PathBuf,
+    etcd_port: u16,
+    api_port: u16,
+    admin: Identity,
+    starts: u32,
+    options: ControlPlaneOptions,
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver and waits (bounded) until the API server is ready.
+    /// `None` (after saying why) when the binaries are missing outside CI.
+    pub fn start() -> Option<ControlPlane> {
+        Self::start_with(ControlPlaneOptions::default())
+    }
+
+    /// As [`ControlPlane::start`], with `options`.
+    pub fn start_with(options: ControlPlaneOptions) -> Option<ControlPlane> {
+        let Some(kube_apiserver) = find_kube_apiserver() else {
+            return missing("no kube-apiserver build found");
+        };
+        for tool in ["etcd", "etcdctl", "openssl", "kubectl"] {
+            if crate::find_bin(tool).is_none() {
+                return missing(&format!("{tool} not found"));
+            }
+        }
+        let dir = WorkDir::new("cp");
+        Self::make_credentials(&dir);
+        let etcd_port = crate::net::free_port(loopback());
+        let etcd = Self::spawn_etcd(&dir, etcd_port);
+        let api_port = crate::net::free_port(loopback());
+        let admin_token = "podcidr-test-admin-token".to_owned();
+        fs::write(
+            dir.file("tokens.csv"),
+            format!("{admin_token},kubernetes-admin,admin-uid,\"system:masters\"\n"),
+        )
+        .expect("write token file");
+        fs::write(
+            dir.file("audit-policy.yaml"),
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n\
+             rules:\n- level: Metadata\n",
+        )
+        .expect("write audit policy");
+        let admin_kubeconfig = dir.file("admin.kubeconfig");
+        let mut cp = ControlPlane {
+            admin: Identity {
+                kubeconfig: admin_kubeconfig.clone(),
+                token: admin_token.clone(),
+                username: "kubernetes-admin".into(),
+            },
+            dir,
+            etcd,
+            apiserver: None,
+            kube_apiserver,
+            etcd_port,
+            api_port,
+            starts: 0,
+            options,
+        };
+        cp.write_kubeconfig(&admin_kubeconfig, "kubernetes-admin", &admin_token);
+        cp.start_apiserver();
+        Some(cp)
+    }
+
+    /// A CA, the API server's serving certificate for 127.0.0.1, and the service-account
+    /// signing key pair, with openssl.
+    fn make_credentials(dir: &WorkDir) {
+        let openssl = |args: &[&str]| {
+            let mut cmd = Command::new("openssl");
+            cmd.args(args).current_dir(dir.path());
+            let out = run_bounded(cmd, Duration::from_secs(60)).expect("openssl runs");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "7",
+            "-subj",
+            "/CN=podcidr-test-ca",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=kube-apiserver",
+        ]);
+        fs::write(
+            dir.file("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write server.ext");
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "7",
+            "-extfile",
+            "server.ext",
+        ]);
+        openssl(&["genrsa", "-out", "sa.key", "2048"]);
+        openssl(&["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+    }
+
+    fn spawn_etcd(dir: &WorkDir, port: u16) -> Daemon {
+        let peer = crate::net::free_port(loopback());
+        // On tmpfs when there is one: etcd fsyncs every write, and a test needs no durability
+        // beyond the process (an API server restart keeps etcd running).
+        let shm = Path::new("/dev/shm");
+        let data = if shm.is_dir() {
+            shm.join(format!(
+                "podcidr-etcd-{}-{}",
+                std::process::id(),
+                dir.path().file_name().unwrap_or_default().to_string_lossy()
+            ))
+        } else {
+            dir.file("etcd")
+        };
+        let _ = fs::remove_dir_all(&data);
+        fs::write(dir.file("etcd-data-dir"), data.to_string_lossy().as_bytes())
+            .expect("record etcd data dir");
+        let mut cmd = Command::new("etcd");
+        cmd.args([
+            "--name=podcidr-test",
+            &format!("--data-dir={}", data.display()),
+            &format!("--listen-client-urls=http://127.0.0.1:{port}"),
+            &format!("--advertise-client-urls=http://127.0.0.1:{port}"),
+            &format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+            &format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+            &format!("--initial-cluster=podcidr-test=http://127.0.0.1:{peer}"),
+            "--log-level=warn",
+        ]);
+        Daemon::spawn("etcd", cmd, &dir.file("etcd.log"))
+    }
+
+    fn write_kubeconfig(&self, path: &Path, user: &str, token: &str) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    \
+             certificate-authority: {}\nusers:\n- name: {user}\n  user:\n    token: {token}\n\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: {user}\n    \
+             namespace: default\ncurrent-context: test\n",
+            self.url(),
+            self.dir.file("ca.crt").display()
+        );
+        fs::write(path, text).expect("write kubeconfig");
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.api_port)
+    }
+
+    /// The etcd client URL (for `etcdctl`).
+    pub fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_port)
+    }
+
+    /// The CA that signed the API server's certificate.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.file("ca.crt")
+    }
+
+    /// The cluster admin (group `system:masters`).
+    pub fn admin(&self) -> &Identity {
+        &self.admin
+    }
+
+    /// A file in the control plane's own directory (logs: `apiserver.log`, `etcd.log`).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.file(name)
+    }
+
+    fn start_apiserver(&mut self) {
+        let d = |f: &str| self.dir.file(f).display().to_string();
+        let mut cmd = Command::new(&self.kube_apiserver);
+        cmd.args([
+            format!("--etcd-servers={}", self.etcd_url()),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", self.api_port),
+            "--advertise-address=127.0.0.1".into(),
+            // No insecure port (1.20 still has the flag).
+            "--insecure-port=0".into(),
+            format!("--tls-cert-file={}", d("server.crt")),
+            format!("--tls-private-key-file={}", d("server.key")),
+            format!("--token-auth-file={}", d("tokens.csv")),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-key-file={}", d("sa.pub")),
+            format!("--service-account-signing-key-file={}", d("sa.key")),
+            format!("--service-account-issuer={ISSUER}"),
+            format!("--api-audiences={ISSUER}"),
+            format!("--service-cluster-ip-range={SERVICE_RANGE}"),
+            // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints refuse.
+            "--endpoint-reconciler-type=none".into(),
+            // Every request's user, verb, object and answer: what tests read to tell which
+            // calls a component made and what the authorizer decided (`audit_events()`).
+            format!("--audit-policy-file={}", d("audit-policy.yaml")),
+            format!("--audit-log-path={}", d("audit.log")),
+            "--audit-log-format=json".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ]);
+        cmd.args(&self.options.apiserver_args);
+        self.starts += 1;
+        let log = self.dir.file("apiserver.log");
+        let _ = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| {
+                use std::io::Write;
+                writeln!(f, "=== start #{} ===", self.starts)
+            });
+        self.apiserver = Some(Daemon::spawn("kube-apiserver", cmd, &log));
+        self.wait_ready(Duration::from_secs(90));
+    }
+
+    /// Polls `/readyz` (bounded) until the API server answers `ok`.
+    fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Some(a) = self.apiserver.as_mut()
+                && !a.is_running()
+            {
+                panic!(
+                    "kube-apiserver exited while starting:\n{}",
+                    tail(&self.dir.file("apiserver.log"), 40)
+                );
+            }
+            match self.kubectl_as(&self.admin, &["get", "--raw=/readyz"]) {
+                Ok(out) if out.trim() == "ok" => return,
+                Ok(out) => last = out,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!(
+            "kube-apiserver not ready within {timeout:?} (last: {last}):\n{}",
+            tail(&self.dir.file("apiserver.log"), 40)
+        );
+    }
+
+    /// Stops the API server (SIGTERM, bounded) and starts it again on the same port and etcd;
+    /// returns once it is ready. Clients see their connections and watches drop.
+    pub fn restart_apiserver(&mut self) {
+        if let Some(mut a) = self.apiserver.take() {
+            a.stop();
+        }
+        self.start_apiserver();
+    }
+
+    /// Compacts etcd at its current revision, so every watch the API server resumes from an
+    /// older resourceVersion gets 410 Gone. Returns the revision compacted at.
+    pub fn compact_etcd(&self) -> i64 {
+        let rev = self.etcd_revision();
+        self.etcdctl(&["compaction", "--physical", &rev.to_string()]);
+        rev
+    }
+
+    /// etcd's current revision: every resourceVersion the API server hands out is one.
+    pub fn etcd_revision(&self) -> i64 {
+        let status = self.etcdctl(&["endpoint", "status", "--write-out=json"]);
+        let v: Value = serde_json::from_str(&status).expect("etcdctl endpoint status JSON");
+        v[0]["Status"]["header"]["revision"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no revision in {status}"))
+    }
+
+    /// Runs etcdctl (v3 API) against this etcd; panics on failure.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.etcd_url()))
+            .args(args);
+        let out = run_bounded(cmd, Duration::from_secs(60)).expect("etcdctl runs");
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl with `identity`'s kubeconfig (bounded); stdout, or stderr as the error.
+    pub fn kubectl_as(&self, identity: &Identity, args: &[&str]) -> Result<String, String> {
+        self.kubectl_with_input(identity, args, None)
+    }
+
+    /// As [`Self::kubectl_as`], with `input` as the file `-` names (for `-f -`).
+    pub fn kubectl_with_input(
+        &self,
+        identity: &Identity,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<String, String> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        if let Some(text) = input {
+            let file = self.dir.file(&format!(
+                "input-{}.yaml",
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            fs::write(&file, text).map_err(|e| format!("write {}: {e}", file.display()))?;
+            for a in args.iter_mut().filter(|a| *a == "-") {
+                *a = file.display().to_string();
+            }
+        }
+        let mut cmd = Command::new("kubectl");
+        // Discovery cached per control plane: kubectl's shared cache is keyed by address,
+        // and a port reused by a later control plane would get stale API versions.
+        cmd.env("KUBECONFIG", &identity.kubeconfig)
+            .arg(format!(
+                "--cache-dir={}",
+                self.dir.file("kubectl-cache").display()
+            ))
+            .arg("--request-timeout=30s")
+            .args(&args);
+        let out = run_bounded(cmd, Duration::from_secs(60))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// kubectl as the admin; panics on failure.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_as(&self.admin, args)
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+    }
+
+    /// `kubectl apply -f -` of `yaml` as the admin; panics on failure.
+    pub fn apply(&self, yaml: &str) -> String {
+        self.kubectl_with_input(&self.admin, &["apply", "-f", "-"], Some(yaml))
+            .unwrap_or_else(|e| panic!("kubectl apply: {e}\n{yaml}"))
+    }
+
+    /// A kubeconfig and token for ServiceAccount `ns/name` (which must exist), issued by the
+    /// TokenRequest API as a pod's projected token would be.
+    pub fn service_account(&self, ns: &str, name: &str) -> Identity {
+        let token = self
+            .kubectl(&["create", "token", name, "-n", ns, "--duration=24h"])
+            .trim()
+            .to_owned();
+        let kubeconfig = self.dir.file(&format!("{ns}.{name}.kubeconfig"));
+        let username = format!("system:serviceaccount:{ns}:{name}");
+        self.write_kubeconfig(&kubeconfig, &username, &token);
+        Identity {
+            kubeconfig,
+            token,
+            username,
+        }
+    }
+
+    /// Creates a Node object (no kubelet behind it) with an InternalIP, labels and, when
+    /// given, `spec.podCIDRs`.
+    pub fn create_node(&self, name: &str, internal_ip: &str, pod_cidrs: &[&str]) -> String {
+        let mut node = serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name}},
+            "spec": {},
+        });
+        if !pod_cidrs.is_empty() {
+            node["spec"]["podCIDR"] = pod_cidrs[0].into();
+            node["spec"]["podCIDRs"] = pod_cidrs.into();
+        }
+        self.kubectl_with_input(&self.admin, &["create", "-f", "-"], Some(&node.to_string()))
+            .unwrap_or_else(|e| panic!("create Node {name}: {e}"));
+        // A Node's addresses live in its status (a kubelet would write them).
+        let status = serde_json::json!({
+            "status": {"addresses": [{"type": "InternalIP", "address": internal_ip},
+                                     {"type": "Hostname", "address": name}]}
+        });
+        self.kubectl(&[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ]);
+        self.kubectl(&["get", "node", name, "-o", "jsonpath={.metadata.uid}"])
+    }
+
+    /// Renders deploy/ as a 1.20 cluster can take it and applies it as the admin: the CRDs
+    /// first (waiting until they are Established), then everything else. Returns what was
+    /// applied.
+    ///
+    /// Version rules of 1.20 (the shipped minimum is newer): no ValidatingAdmissionPolicy
+    /// (the `no-admission-policy` component removes it), no `policy/v1`
+    /// PodDisruptionBudget (left out), and kubectl's client-side validation of CRDs against
+    /// 1.20's schema refuses `x-kubernetes-validations` (CEL, 1.25+), so CRDs are applied
+    /// with `--validate=false`; the 1.20 server drops the key it does not know.
+    pub fn install_deploy(&self) -> Vec<Value> {
+        let tmp = crate::TempDir::new("cp-deploy");
+        let docs = kustomize::render(&kustomize::with_component(&tmp, "no-admission-policy"));
+        let (crds, rest): (Vec<Value>, Vec<Value>) = docs
+            .iter()
+            .cloned()
+            .partition(|d| d["kind"] == "CustomResourceDefinition");
+        let rest: Vec<Value> = rest
+            .into_iter()
+            .filter(|d| !(d["kind"] == "PodDisruptionBudget" && d["apiVersion"] == "policy/v1"))
+            .collect();
+        let list = |docs: &[Value]| {
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
+        };
+        self.kubectl_with_input(
+            &self.admin,
+            &["apply", "--validate=false", "-f", "-"],
+            Some(&list(&crds)),
+        )
+        .unwrap_or_else(|e| panic!("applying the CRDs: {e}"));
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+        self.apply(&list(&rest));
+        docs
+    }
+
+    /// The API server's own metrics (Prometheus text), as the admin.
+    pub fn metrics(&self) -> String {
+        self.kubectl(&["get", "--raw=/metrics"])
+    }
+
+    /// Resident memory (KiB) of the API server and of etcd, from /proc.
+    pub fn rss_kib(&self) -> (u64, u64) {
+        let of = |pid: u32| {
+            fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                })
+                .unwrap_or(0)
+        };
+        (
+            self.apiserver.as_ref().map_or(0, |a| of(a.pid())),
+            of(self.etcd.pid()),
+        )
+    }
+
+    /// The API server's audit events so far (`audit.k8s.io/v1` Event, level Metadata, one
+    /// per request and stage: `ResponseStarted` for watches, `ResponseComplete` for all):
+    /// `user.username`, `verb`, `objectRef` {resource, subresource, namespace, name},
+    /// `responseStatus.code`. Requests the authorizer refuses are in it too (403). Oldest
+    /// first.
+    pub fn audit_events(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.file("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The last lines of the API server's log, for failure messages.
+    pub fn apiserver_log_tail(&self, lines: usize) -> String {
+        tail(&self.dir.file("apiserver.log"), lines)
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Some(mut a) = self.apiserver.take() {
+            a.stop();
+        }
+        self.etcd.stop();
+        if let Ok(data) = fs::read_to_string(self.dir.file("etcd-data-dir"))
+            && std::env::var_os("PODCIDR_KEEP_TEST_DIRS").is_none_or(|v| v != "1")
+        {
+            let _ = fs::remove_dir_all(data.trim());
+        }
+    }
+}
