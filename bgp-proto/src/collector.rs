@@ -40,6 +40,9 @@ pub struct PeerTable {
     pub routes: BTreeMap<IpNet, CollectedRoute>,
     pub end_of_rib: BTreeSet<Family>,
     pub updates: u64,
+    /// Prefixes withdrawn on this session so far: a withdrawal a watcher of the table missed
+    /// (announced again before it looked) still counts here.
+    pub withdrawn: u64,
 }
 
 /// The collector's table: BGP Identifier → routes.
@@ -144,6 +147,7 @@ impl Collector {
 fn apply(table: &mut PeerTable, u: &Update, opts: &WireOptions) {
     table.updates += 1;
     for p in u.withdrawn_prefixes() {
+        table.withdrawn += 1;
         table.routes.remove(&p);
     }
     if let Some(f) = u.end_of_rib_family() {
@@ -231,6 +235,7 @@ async fn serve(
                 routes: BTreeMap::new(),
                 end_of_rib: BTreeSet::new(),
                 updates: 0,
+                withdrawn: 0,
             },
         );
     });

@@ -57,6 +57,7 @@ async fn session_announces_changes_and_withdraws_into_the_collector() {
         collector.rib()
     );
     let rib = collector.rib();
+    assert_eq!(rib[&id].withdrawn, 0);
     let v6 = &rib[&id].routes[&"fd00:19:1::/64".parse::<IpNet>().unwrap()];
     assert_eq!(v6.next_hop, Some("2001:db8::10".parse().unwrap()));
     assert_eq!(v6.as_path, vec![4_200_000_001]);
@@ -69,6 +70,11 @@ async fn session_announces_changes_and_withdraws_into_the_collector() {
                 .keys()
                 .eq([&"198.19.2.0/24".parse::<IpNet>().unwrap()])))
             .await
+    );
+    assert_eq!(
+        collector.rib()[&id].withdrawn,
+        2,
+        "both old prefixes withdrawn"
     );
     task.stop(StopReason::Shutdown("test done".into()));
     task.wait().await;

@@ -44,7 +44,9 @@ pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::parse_seconds;
 pub use local_asn::{AsnOrigin, NodeAsnError, NodeMeta, ResolvedAsn};
-pub use md5::{MD5_KEY_FILE_MAX_LEN, Md5KeyError, load_md5_key};
+pub use md5::{
+    MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError, load_md5_key, md5_key_from_bytes,
+};
 pub use model::*;
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
 
@@ -65,6 +67,40 @@ impl Config {
             serde_saphyr::from_str_with_options(text, options).map_err(syntax_error)?;
         let mut errs = Errors::default();
         let config = validate::validate(&root, &mut errs);
+        if errs.0.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors::new(errs.0))
+        }
+    }
+
+    /// A node that no configuration object selects: no source, no peer, nothing announced;
+    /// the process (its status and Lease) goes on.
+    pub fn unconfigured() -> Config {
+        Config {
+            node_name: None,
+            asn: bgp_proto::Asn(0),
+            local_asn: LocalAsn::Fixed(bgp_proto::Asn(0)),
+            asn_overrides: Vec::new(),
+            graceful_shutdown: GracefulShutdownConfig::default(),
+            router_id: None,
+            source: SourceConfig::Unconfigured,
+            allowed_prefixes: Vec::new(),
+            min_prefix_length: MinPrefixLength::default(),
+            next_hop: NextHops::default(),
+            peers: Vec::new(),
+            admin: AdminConfig::default(),
+            status: StatusConfig::default(),
+            log: LogConfig::default(),
+            cni: CniConfig::default(),
+        }
+    }
+
+    /// Validates a config document assembled from configuration objects (already parsed
+    /// JSON): the same rules as a file, except that it may have no peer.
+    pub fn from_objects_document(root: &serde_json::Value) -> Result<Config, ConfigErrors> {
+        let mut errs = Errors::default();
+        let config = validate::validate_with(root, &mut errs, validate::Require { peers: false });
         if errs.0.is_empty() {
             Ok(config)
         } else {

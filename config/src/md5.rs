@@ -51,11 +51,34 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     Ok((len <= MD5_KEY_FILE_MAX_LEN).then(|| buf[..len].to_vec()))
 }
 
-/// The key bytes, less one trailing newline (`\n` or `\r\n`) as editors and `echo` add.
+/// Why key bytes (a file's, a Secret's) are not a usable key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Md5KeyBytesError {
+    #[error("TCP MD5 key is empty")]
+    Empty,
+    #[error("TCP MD5 key is {0} bytes, the limit is {MD5_KEY_MAX_LEN} (TCP_MD5SIG_MAXKEYLEN)")]
+    TooLong(usize),
+}
+
+/// The key in `key`, less one trailing newline (`\n` or `\r\n`) as editors and `echo` add.
 /// Everything else, including inner or other trailing whitespace, is part of the key.
+pub fn md5_key_from_bytes(mut key: Vec<u8>) -> Result<Vec<u8>, Md5KeyBytesError> {
+    if key.ends_with(b"\r\n") {
+        key.truncate(key.len() - 2);
+    } else if key.ends_with(b"\n") {
+        key.truncate(key.len() - 1);
+    }
+    match key.len() {
+        0 => Err(Md5KeyBytesError::Empty),
+        len if len > MD5_KEY_MAX_LEN => Err(Md5KeyBytesError::TooLong(len)),
+        _ => Ok(key),
+    }
+}
+
+/// The key in the file at `path` (see [`md5_key_from_bytes`]).
 pub fn load_md5_key(path: impl AsRef<Path>) -> Result<Vec<u8>, Md5KeyError> {
     let path = path.as_ref();
-    let mut key = read_bounded(path)
+    let key = read_bounded(path)
         .map_err(|source| Md5KeyError::Read {
             path: path.to_owned(),
             source,
@@ -64,19 +87,13 @@ pub fn load_md5_key(path: impl AsRef<Path>) -> Result<Vec<u8>, Md5KeyError> {
             path: path.to_owned(),
             limit: MD5_KEY_FILE_MAX_LEN,
         })?;
-    if key.ends_with(b"\r\n") {
-        key.truncate(key.len() - 2);
-    } else if key.ends_with(b"\n") {
-        key.truncate(key.len() - 1);
-    }
-    match key.len() {
-        0 => Err(Md5KeyError::Empty {
+    md5_key_from_bytes(key).map_err(|e| match e {
+        Md5KeyBytesError::Empty => Md5KeyError::Empty {
             path: path.to_owned(),
-        }),
-        len if len > MD5_KEY_MAX_LEN => Err(Md5KeyError::TooLong {
+        },
+        Md5KeyBytesError::TooLong(len) => Md5KeyError::TooLong {
             path: path.to_owned(),
             len,
-        }),
-        _ => Ok(key),
-    }
+        },
+    })
 }

@@ -129,6 +129,9 @@ pub enum SourceConfig {
     CiliumNode,
     /// A YAML file `{nodes: {<node>: [<cidr>, …]}}`, reloaded on change.
     File { path: PathBuf },
+    /// No source: the node is not configured (no configuration object selects it). Never
+    /// written in a config; see [`Config::unconfigured`].
+    Unconfigured,
 }
 
 impl SourceConfig {
@@ -139,6 +142,7 @@ impl SourceConfig {
             SourceConfig::IpamCrd => "ipam-crd",
             SourceConfig::CiliumNode => "cilium-node",
             SourceConfig::File { .. } => "file",
+            SourceConfig::Unconfigured => "none",
         }
     }
 
@@ -508,6 +512,17 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
+}
+
+impl LogFormat {
+    /// `text` or `json`, as `log.format` and the allocator's `--log-format` spell it.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

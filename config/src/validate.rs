@@ -41,7 +41,19 @@ const TOP_KEYS: &[&str] = &[
 pub(crate) const NODE_NAME_RULE: &str =
     "is not a valid node name (a DNS subdomain: lowercase a-z, 0-9, '-' and '.', up to 253)";
 
+/// What a document must hold besides the schema.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Require {
+    /// A file runs a speaker: at least one peer. Configuration objects may select no peer
+    /// for a node (it then announces nothing).
+    pub peers: bool,
+}
+
 pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
+    validate_with(root, errs, Require { peers: true })
+}
+
+pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -> Config {
     let empty = Map::new();
     let root = match root {
         Value::Null => Obj {
@@ -114,10 +126,11 @@ pub(crate) fn validate(root: &Value, errs: &mut Errors) -> Config {
     };
     let mut peers = Vec::new();
     match root.get("peers") {
-        None => errs.push("peers", "required (at least one peer)"),
+        None if require.peers => errs.push("peers", "required (at least one peer)"),
+        None => {}
         Some(pair) => {
             if let Some(items) = node(&pair).list(errs) {
-                if items.is_empty() {
+                if items.is_empty() && require.peers {
                     errs.push("peers", "must not be empty (at least one peer)");
                 }
                 let valid: Vec<_> = items
@@ -388,10 +401,8 @@ fn parse_log(n: Node<'_, '_>, errs: &mut Errors) -> Option<LogConfig> {
     let obj = Obj::of(n, errs)?;
     obj.check_keys(&["format", "level"], errs);
     let format = Lookup::of(&obj, "format", errs, |n, e| {
-        n.parse("text or json", e, |s| match s {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err("is not one of text, json".to_owned()),
+        n.parse("text or json", e, |s| {
+            LogFormat::parse(s).ok_or_else(|| "is not one of text, json".to_owned())
         })
     });
     let level = Lookup::of(&obj, "level", errs, |n, e| {

@@ -719,3 +719,57 @@ async fn lease_clock_skew_standby_ahead_never_takes_over_a_live_leader() {
     assert_eq!(all_cidrs_unique(&fake).len(), 25, "a CIDR in two records");
     within("b stops", b.stop()).await.unwrap();
 }
+
+/// A 410 Gone on the record watch means the cache missed events: nothing is planned from it
+/// until the relist is in. Here a record moves, while the record LIST fails, to the block
+/// the allocator hands out next; a new node planned from the stale cache got it too (found
+/// against the real kube-apiserver after an etcd compaction: speaker/tests/real_api_faults.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_allocated_from_a_record_cache_that_got_410_until_it_relisted() {
+    let fake = FakeKube::start().await.unwrap();
+    add_pool(&fake, "main", "10.0.0.0/24", 28);
+    add_node(&fake, "a");
+    add_node(&fake, "b");
+    let inst = Instance::start(fake.client(), options("solo", 15));
+    assert_eq!(cidrs(&wait_allocated(&fake, "a").await), ["10.0.0.0/28"]);
+    assert_eq!(cidrs(&wait_allocated(&fake, "b").await), ["10.0.0.16/28"]);
+    within("three watches", fake.wait_for_open_watches(3, WAIT))
+        .await
+        .unwrap();
+
+    let lists = fake.requests(Verb::List, "nodepodcidrs");
+    fake.inject(
+        Fault::fail(500)
+            .verb(Verb::List)
+            .resource("nodepodcidrs")
+            .times(1000),
+    );
+    fake.expire_watches();
+    within("watches ended", fake.wait_for_open_watches(0, WAIT))
+        .await
+        .unwrap();
+    fake.update(&records(), None, "b", |r| {
+        r["spec"]["podCIDRs"] = json!(["10.0.0.32/28"]);
+    })
+    .unwrap();
+    add_node(&fake, "c");
+    // Nodes and pools relisted (c included) and watch again; the records cannot relist.
+    within("relists", fake.wait_for_open_watches(2, WAIT))
+        .await
+        .unwrap();
+    fake.wait_for(WAIT, |f| {
+        f.requests(Verb::List, "nodepodcidrs") >= lists + 2
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the record relist never failed twice"));
+    fake.clear_faults();
+
+    let c = cidrs(&wait_allocated(&fake, "c").await);
+    assert_ne!(c, ["10.0.0.32/28"], "b's block handed to c too");
+    assert_eq!(
+        cidrs(&fake.get(&records(), None, "b").unwrap()),
+        ["10.0.0.32/28"]
+    );
+    all_cidrs_unique(&fake);
+    within("stop", inst.stop()).await.unwrap();
+}

@@ -383,3 +383,73 @@ async fn cluster_mode_maps_every_node_and_its_mismatch() {
     );
     assert!(!set.mismatches.contains_key("node-a"));
 }
+
+fn labelled(name: &str, cidrs: &[&str], label: &str) -> Node {
+    let mut n = node(name, cidrs);
+    n.metadata.uid = Some(format!("uid-{name}"));
+    n.metadata.labels = Some([("rack".to_owned(), label.to_owned())].into());
+    n
+}
+
+/// One Node watch feeds both the CIDRs and the speaker's facts about its Node: a Node update
+/// that changes both arrives as one published set (a second watch made them two unordered
+/// updates, each running the speaker's whole pipeline).
+#[test]
+fn one_node_update_publishes_its_cidrs_and_its_facts_together() {
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(labelled(
+        "node-a",
+        &["10.5.112.0/24"],
+        "r1",
+    ))));
+    let set = h.send(Ok(Event::InitDone));
+    let facts = set.node.as_ref().expect("the Node's facts");
+    assert_eq!(facts.uid.as_deref(), Some("uid-node-a"));
+    assert_eq!(facts.labels.get("rack").map(String::as_str), Some("r1"));
+    let before = h.history.len();
+    let set = h.send(Ok(Event::Apply(labelled(
+        "node-a",
+        &["10.5.113.0/24"],
+        "r2",
+    ))));
+    assert_eq!(h.history.len(), before + 1, "one update for both changes");
+    assert_eq!(set.cidrs, nets(&["10.5.113.0/24"]));
+    assert_eq!(set.node.as_ref().unwrap().labels["rack"], "r2");
+    // Another node's object changes nothing; a deleted Node's facts are kept.
+    h.send(Ok(Event::Apply(labelled(
+        "node-b",
+        &["10.5.114.0/24"],
+        "r9",
+    ))));
+    let set = h.send(Ok(Event::Delete(labelled(
+        "node-a",
+        &["10.5.113.0/24"],
+        "r2",
+    ))));
+    assert!(set.cidrs.is_empty());
+    assert_eq!(set.node.as_ref().unwrap().labels["rack"], "r2");
+}
+
+/// With a second view (ipam-crd), the Node's facts come from that view's watch.
+#[test]
+fn the_node_view_of_a_crd_source_carries_the_nodes_facts() {
+    let mut h = ipam_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(npc("node-a", &["10.5.113.0/24"]))));
+    let set = h.send(Ok(Event::InitDone));
+    assert!(set.node.is_none(), "not seen yet");
+    h.send_node(Ok(Event::Init));
+    h.send_node(Ok(Event::InitApply(labelled(
+        "node-a",
+        &["10.5.113.0/24"],
+        "r1",
+    ))));
+    let set = h.send_node(Ok(Event::InitDone));
+    assert_eq!(
+        set.node.as_ref().unwrap().uid.as_deref(),
+        Some("uid-node-a")
+    );
+    let set = h.send_node(Err(watcher::Error::NoResourceVersion));
+    assert!(set.node.is_some(), "kept through a watch error");
+}

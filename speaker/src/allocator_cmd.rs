@@ -18,7 +18,7 @@ use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, ApiLimits, ApiLimitsError, DEFAULT_API_BURST,
     DEFAULT_API_QPS, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr, PodCidrPool,
 };
-use podcidr_config::{LogConfig, LogLevel};
+use podcidr_config::{LogConfig, LogFormat, LogLevel};
 use tokio::net::TcpListener;
 
 use crate::process::http::{self, HttpLimits};
@@ -26,12 +26,6 @@ use crate::process::{ProcessError, kube_config_in_context, logging, signals};
 
 /// `/livez` fails when the main loop has not ticked for this long.
 const LIVENESS_WINDOW: u64 = 30;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
 
 /// Flags of `podcidr-bgp allocator`.
 #[derive(Debug, clap::Args)]
@@ -101,8 +95,8 @@ pub struct AllocatorArgs {
     /// Kubeconfig context (default: the current context).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format: text or json (the config's `log.format` spelling).
+    #[arg(long, default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
 }
 
@@ -246,12 +240,13 @@ pub fn options(args: &AllocatorArgs) -> Result<AllocatorOptions, FlagError> {
 
 fn log_config(format: LogFormat) -> LogConfig {
     LogConfig {
-        format: match format {
-            LogFormat::Text => podcidr_config::LogFormat::Text,
-            LogFormat::Json => podcidr_config::LogFormat::Json,
-        },
+        format,
         level: LogLevel::Info,
     }
+}
+
+fn log_format(value: &str) -> Result<LogFormat, String> {
+    LogFormat::parse(value).ok_or_else(|| format!("{value:?} is not one of text, json"))
 }
 
 fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::cli::render::count;
 use crate::cli::{self, DiffOptions, TableStyle};
-use crate::speaker::{RunOptions, Speaker};
+use crate::daemon::{RunOptions, Speaker};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {

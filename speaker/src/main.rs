@@ -4,15 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod admin;
-mod allocator_cmd;
-mod cli;
-mod decode;
-mod demo;
-mod logging;
-mod metrics;
-mod process;
-mod speaker;
+use podcidr_bgp::{allocator_cmd, cli, daemon, decode, demo};
 
 /// `podcidr-bgp --version`: version, git commit, build date.
 const VERSION: &str = concat!(
@@ -38,7 +30,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the per-node BGP speaker (a DaemonSet next to the CNI).
-    Speaker(speaker::SpeakerArgs),
+    Speaker(daemon::SpeakerArgs),
     /// Run the cluster-pool allocator (a Deployment with leader election).
     Allocator(allocator_cmd::AllocatorArgs),
     /// Decode hex-encoded BGP messages into one JSON object per message.
@@ -76,7 +68,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Speaker(args) => runtime().block_on(speaker::run(args)),
+        Command::Speaker(args) => runtime().block_on(daemon::run(args)),
         Command::Allocator(args) => runtime().block_on(allocator_cmd::run(args)),
         Command::Decode(args) => decode::run(&args),
         Command::Diff(args) => runtime().block_on(cli::run_diff(args)),

@@ -14,6 +14,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
 use super::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
+pub use super::{BfdEvent, StopMode};
 
 /// AdminDown packets sent on a planned stop (RFC 5880 §6.8.16 asks for a Detection Time's
 /// worth; three at the agreed interval cover the peer's usual multiplier).
@@ -37,20 +38,6 @@ pub trait BfdTransport: Send + 'static {
     fn recv(&mut self) -> IoFuture<'_, Datagram>;
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BfdEvent {
-    StateChanged {
-        from: BfdState,
-        to: BfdState,
-        diag: Diag,
-        remote_state: BfdState,
-    },
-    /// A datagram discarded before or by the session: label and details.
-    Dropped { kind: &'static str, detail: String },
-    /// Sending failed; the session keeps going (its detection timer decides).
-    SendFailed(String),
-}
-
 /// What the owner sees at any time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BfdStatus {
@@ -61,20 +48,6 @@ pub struct BfdStatus {
     pub remote_discriminator: u32,
     pub detection_time: Option<Duration>,
     pub tx_interval: Duration,
-}
-
-/// How a session ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopMode {
-    /// Tell the peer we stop on purpose (AdminDown, RFC 5880 §6.8.16).
-    AdminDown,
-    /// A planned restart of this process: stretch the peer's detection time to about
-    /// `window` (our multiplier 255 and a slower transmit interval, announced with a Poll)
-    /// and fall silent; the next process continues the session ([`BfdSession::resuming`])
-    /// before the peer would declare it down.
-    Handover(Duration),
-    /// Just stop sending.
-    Silent,
 }
 
 /// Our detection multiplier during a handover: the largest the field holds.

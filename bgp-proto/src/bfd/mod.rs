@@ -10,5 +10,36 @@ pub mod packet;
 pub mod session;
 pub mod udp;
 
+use std::time::Duration;
+
 pub use packet::{BfdState, ControlPacket, Diag, PacketEncodeError, PacketError};
 pub use session::{BfdInput, BfdOutput, BfdSession, BfdSessionConfig, BfdTimer};
+
+/// What a BFD session reports, for its owner (the gate, logs, metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BfdEvent {
+    StateChanged {
+        from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        remote_state: BfdState,
+    },
+    /// A datagram discarded before or by the session: label and details.
+    Dropped { kind: &'static str, detail: String },
+    /// Sending failed; the session keeps going (its detection timer decides).
+    SendFailed(String),
+}
+
+/// How a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Tell the peer we stop on purpose (AdminDown, RFC 5880 §6.8.16).
+    AdminDown,
+    /// A planned restart of this process: stretch the peer's detection time to about
+    /// `window` (our multiplier 255 and a slower transmit interval, announced with a Poll)
+    /// and fall silent; the next process continues the session ([`BfdSession::resuming`])
+    /// before the peer would declare it down.
+    Handover(Duration),
+    /// Just stop sending.
+    Silent,
+}

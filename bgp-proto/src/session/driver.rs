@@ -25,16 +25,15 @@ use tokio_util::codec::FramedRead;
 
 use crate::codec::{BgpCodec, CodecError};
 use crate::error::DecodeError;
-use crate::message::notification::Notification;
 use crate::message::{Message, WireOptions};
 use crate::types::Family;
 
-use super::rib_out::{Refusal, RouteSet};
+use super::rib_out::RouteSet;
 use super::second_conn::{SecondConnection, SecondEvent, close_second, second_event};
 use super::status::{NotificationRecord, SessionStatus};
 pub use super::update_errors::UPDATE_ERROR_EVENT_INTERVAL;
 use super::update_errors::{Summary, UpdateErrorWindow};
-use super::{DownReason, Input, Output, Session, State, StopReason, Timer};
+use super::{Input, Output, Session, State, StopReason, Timer};
 
 /// Opens the TCP (or test) connection for active sessions.
 pub trait Connector: Send + 'static {
@@ -48,33 +47,7 @@ pub trait Connector: Send + 'static {
     }
 }
 
-/// What happened, for logs and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionEvent {
-    StateChanged {
-        from: State,
-        to: State,
-        reason: Option<DownReason>,
-    },
-    NotificationSent(Notification),
-    NotificationReceived(Notification),
-    /// RFC 7606 non-fatal errors in received UPDATEs, at most one event per
-    /// [`UPDATE_ERROR_EVENT_INTERVAL`]: the first at once, the rest summed up at the end of
-    /// the interval.
-    UpdateErrors {
-        /// Errors per `DecodeError::kind` since the last event.
-        counts: BTreeMap<&'static str, u64>,
-        /// The first error of those, in words.
-        example: String,
-    },
-    Refused(Vec<(ipnet::IpNet, Refusal)>),
-    UpdatesSent {
-        messages: usize,
-    },
-    /// The BFD session next to this one changed state (sent by the owner that runs BFD,
-    /// through the same channel, so logs and metrics see both in order).
-    Bfd(crate::bfd::driver::BfdEvent),
-}
+pub use super::status::SessionEvent;
 
 /// What the owner of a [`SessionTask`] asks of it.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 pub use fsm::Session;
 pub use open::Negotiated;
 pub use rib_out::{AdjRibOut, ExportContext, OriginKind, Plan, Refusal, RouteAttributes, RouteSet};
-pub use status::{Counters, NotificationRecord, RibSnapshot, SessionStatus};
+pub use status::{Counters, NotificationRecord, RibSnapshot, SessionEvent, SessionStatus};
 
 use crate::error::DecodeError;
 use crate::message::notification::Notification;

@@ -6,7 +6,7 @@ use crate::message::Message;
 use crate::message::notification::Notification;
 
 use super::rib_out::AdjRibOut;
-use super::{Negotiated, State};
+use super::{DownReason, Negotiated, Refusal, State};
 
 /// What the session's Adj-RIB-Out holds, shared (not copied) with the session. Reports are
 /// rendered from this, so they say what the peer was sent, not a re-derivation.
@@ -108,4 +108,32 @@ impl SessionStatus {
             adj_rib_out: RibSnapshot::default(),
         }
     }
+}
+
+/// What happened, for logs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    StateChanged {
+        from: State,
+        to: State,
+        reason: Option<DownReason>,
+    },
+    NotificationSent(Notification),
+    NotificationReceived(Notification),
+    /// RFC 7606 non-fatal errors in received UPDATEs, at most one event per
+    /// `UPDATE_ERROR_EVENT_INTERVAL` (the driver's): the first at once, the rest summed up at the end of
+    /// the interval.
+    UpdateErrors {
+        /// Errors per `DecodeError::kind` since the last event.
+        counts: BTreeMap<&'static str, u64>,
+        /// The first error of those, in words.
+        example: String,
+    },
+    Refused(Vec<(ipnet::IpNet, Refusal)>),
+    UpdatesSent {
+        messages: usize,
+    },
+    /// The BFD session next to this one changed state (sent by the owner that runs BFD,
+    /// through the same channel, so logs and metrics see both in order).
+    Bfd(crate::bfd::BfdEvent),
 }

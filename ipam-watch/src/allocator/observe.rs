@@ -64,6 +64,9 @@ impl<V: PartialEq> Cache<V> {
         let name = |o: &K| o.meta().name.clone().unwrap_or_default();
         match ev {
             Event::Init => {
+                // A relist: the watch could not resume, so events may be missing until
+                // InitDone. Nothing is planned from the cache meanwhile.
+                self.synced = false;
                 self.init = Some(BTreeMap::new());
                 self.init_high_water = 0;
                 false
@@ -102,6 +105,22 @@ impl<V: PartialEq> Cache<V> {
 }
 
 impl<V> Cache<V> {
+    /// A watch error: one after which kube's watcher relists (410 Gone after a compaction
+    /// or a restarted watch cache) means events were missed, so the cache stops counting as
+    /// synced now, not only at the relist's `Init`, which comes after the watcher's backoff.
+    /// Returns whether it was such an error.
+    pub(crate) fn watch_failed(&mut self, e: &watcher::Error) -> bool {
+        let relists = match e {
+            watcher::Error::WatchError(status) => status.code == 410,
+            watcher::Error::NoResourceVersion => true,
+            _ => false,
+        };
+        if relists {
+            self.synced = false;
+        }
+        relists
+    }
+
     /// Moves a part of every item out (in name order), leaving `take`'s placeholder.
     pub(crate) fn lend<T>(&mut self, take: impl FnMut(&mut V) -> T) -> Vec<T> {
         self.items.values_mut().map(take).collect()
@@ -243,14 +262,31 @@ mod tests {
         assert_eq!(c.high_water, 9);
         assert!(c.apply(Event::Apply(node("a", "10", true)), observed_node));
         assert!(c.items["a"].deleting);
-        // A relist replaces everything at once: "a" is gone only after InitDone.
+        // A relist replaces everything at once: "a" is gone only after InitDone, and the
+        // cache is not synced in between (events may be missing).
         c.apply(Event::Init, observed_node);
         c.apply(Event::InitApply(node("b", "12", false)), observed_node);
-        assert!(c.items.contains_key("a"));
+        assert!(c.items.contains_key("a") && !c.synced);
         c.apply(Event::InitDone, observed_node);
-        assert!(!c.items.contains_key("a") && c.items.contains_key("b"));
+        assert!(!c.items.contains_key("a") && c.items.contains_key("b") && c.synced);
         assert!(c.apply(Event::Delete(node("b", "13", false)), observed_node));
         assert_eq!(c.high_water, 13);
+    }
+
+    #[test]
+    fn a_410_unsyncs_the_cache_a_dropped_connection_does_not() {
+        let mut c: Cache<ObservedNode> = Cache::default();
+        c.apply(Event::Init, observed_node);
+        c.apply(Event::InitDone, observed_node);
+        let status = |code| {
+            let mut s = kube::core::Status::failure("too old resource version", "Expired");
+            s.code = code;
+            Box::new(s)
+        };
+        assert!(!c.watch_failed(&watcher::Error::WatchError(status(500))));
+        assert!(c.synced, "a resumable watch error keeps the cache");
+        assert!(c.watch_failed(&watcher::Error::WatchError(status(410))));
+        assert!(!c.synced, "410: events were missed");
     }
 
     #[test]

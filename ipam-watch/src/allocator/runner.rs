@@ -2,7 +2,8 @@
 //!
 //! A process leads at most one term: it waits for the Lease, then LISTs (quorum read) and
 //! watches Nodes, `NodePodCIDR`s and `PodCIDRPool`s, and reconciles only once every initial
-//! LIST finished (restore before allocate). Passes run on changes (debounced), on retry
+//! LIST finished (restore before allocate), and again after a 410 Gone only once that
+//! relist finished. Passes run on changes (debounced), on retry
 //! after failed writes, when a quarantine ends, and every `resync`. Before a pass it waits
 //! (bounded) until the watch has shown its own last writes, so it never plans from a cache
 //! older than what it wrote. Losing the Lease ends the term with [`RunError::LeaseLost`].
@@ -17,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -269,14 +271,18 @@ impl<'a> Term<'a> {
             Ev::Node(e) => match *e {
                 Ok(e) => self.nodes.apply(e, observed_node),
                 Err(e) => {
-                    tracing::warn!("node watch error (retrying with backoff): {e}");
+                    watch_failed(&mut self.nodes, "Node", &e);
                     false
                 }
             },
             Ev::Record(Ok(e)) => self.records.apply(e, record_entry),
             Ev::Pool(Ok(e)) => self.pools.apply(e, pool_entry),
-            Ev::Record(Err(e)) | Ev::Pool(Err(e)) => {
-                tracing::warn!("watch error (retrying with backoff): {e}");
+            Ev::Record(Err(e)) => {
+                watch_failed(&mut self.records, "NodePodCIDR", &e);
+                false
+            }
+            Ev::Pool(Err(e)) => {
+                watch_failed(&mut self.pools, "PodCIDRPool", &e);
                 false
             }
         };
@@ -695,6 +701,20 @@ impl<'a> Term<'a> {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
+/// Logs a watch error. One that makes the watcher relist (410 Gone) stops the passes until
+/// the relist is complete: planning from a cache that missed events hands out CIDRs that
+/// records written meanwhile hold.
+fn watch_failed<V>(cache: &mut Cache<V>, kind: &str, e: &watcher::Error) {
+    if cache.watch_failed(e) {
+        tracing::warn!(
+            kind,
+            "watch error, relisting; no pass until the relist is complete: {e}"
+        );
+    } else {
+        tracing::warn!(kind, "watch error (retrying with backoff): {e}");
+    }
+}
+
 fn truncate(text: &str, limit: usize) -> String {
     let mut end = text.len().min(limit);
     while !text.is_char_boundary(end) {

@@ -115,6 +115,11 @@ impl TokenBucket {
         }
     }
 
+    /// Every token is there (nothing taken within the last `burst` intervals).
+    pub fn is_full(&self, now: Instant) -> bool {
+        self.tat <= now
+    }
+
     /// Server pushback: no token before `until`, and the bucket is empty then (requests
     /// resume at the configured rate, not with a burst).
     pub fn pause_until(&mut self, until: Instant) {

@@ -111,12 +111,15 @@ impl PodCidrSource for NodeSpecSource {
     }
 
     fn watch_node(&self, node: &str) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
-        per_node(
-            node,
-            node_events(&self.client, Some(node)),
-            desired_from_node,
-            None,
-        )
+        self.watch_node_with(node, node_events(&self.client, Some(node)))
+    }
+
+    fn watch_node_with(
+        &self,
+        node: &str,
+        node_events: NodeEvents,
+    ) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
+        per_node(node, node_events, desired_from_node, None)
     }
 
     fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver) {
@@ -149,9 +152,16 @@ impl PodCidrSource for IpamCrdSource {
     }
 
     fn watch_node(&self, node: &str) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
+        self.watch_node_with(node, node_events(&self.client, Some(node)))
+    }
+
+    fn watch_node_with(
+        &self,
+        node: &str,
+        node_events: NodeEvents,
+    ) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
         let source = events(Api::<NodePodCIDR>::all(self.client.clone()), Some(node));
-        let node_spec = node_events(&self.client, Some(node));
-        per_node(node, source, desired_from_node_pod_cidr, Some(node_spec))
+        per_node(node, source, desired_from_node_pod_cidr, Some(node_events))
     }
 
     fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver) {
@@ -190,9 +200,16 @@ impl PodCidrSource for CiliumNodeSource {
     }
 
     fn watch_node(&self, node: &str) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
+        self.watch_node_with(node, node_events(&self.client, Some(node)))
+    }
+
+    fn watch_node_with(
+        &self,
+        node: &str,
+        node_events: NodeEvents,
+    ) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
         let source = events(self.api(), Some(node));
-        let node_spec = node_events(&self.client, Some(node));
-        per_node(node, source, desired_from_cilium_node, Some(node_spec))
+        per_node(node, source, desired_from_cilium_node, Some(node_events))
     }
 
     fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver) {

@@ -16,8 +16,8 @@ use kube::ResourceExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-use super::parse::desired_from_node;
-use super::{ClusterSet, DesiredSet, NodeCidrs, SourceError, View, mismatch};
+use super::parse::{desired_from_node, node_facts};
+use super::{ClusterSet, DesiredSet, NodeCidrs, NodeFacts, SourceError, View, mismatch};
 
 /// Watch events for the Node objects that form a source's second view.
 pub type NodeEvents = BoxStream<'static, Result<Event<Node>, watcher::Error>>;
@@ -27,6 +27,8 @@ pub type NodeEvents = BoxStream<'static, Result<Event<Node>, watcher::Error>>;
 pub(super) struct Observed {
     pub name: String,
     pub cidrs: NodeCidrs,
+    /// When the object is a Node, in per-node mode: its facts for the speaker.
+    pub facts: Option<NodeFacts>,
 }
 
 /// A watch event (or failure) on one view, with the object already reduced.
@@ -106,14 +108,28 @@ impl ViewState {
 pub(super) struct Tracker {
     source: ViewState,
     node_spec: ViewState,
+    /// The node's Node as last seen, from whichever view watches Nodes (per-node mode).
+    node: Option<NodeFacts>,
 }
 
 impl Tracker {
     fn handle(&mut self, (view, item): Observation) -> bool {
-        match view {
+        // A Node's facts are kept through its deletion and through watch errors.
+        let facts_changed = match &item {
+            Ok(Event::InitApply(o) | Event::Apply(o)) => match &o.facts {
+                Some(f) if self.node.as_ref() != Some(f) => {
+                    self.node = Some(f.clone());
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let changed = match view {
             View::Source => self.source.handle(view, item),
             View::NodeSpec => self.node_spec.handle(view, item),
-        }
+        };
+        changed || facts_changed
     }
 
     /// The source's own error first: it is the one that matters for announcing.
@@ -145,6 +161,7 @@ impl Tracker {
             invalid: object.map(|o| o.invalid.clone()).unwrap_or_default(),
             mismatch: self.mismatch(node),
             last_error: self.last_error(),
+            node: self.node.clone(),
         }
     }
 
@@ -176,14 +193,23 @@ fn observe<K, S>(
     only: Option<String>,
 ) -> impl Stream<Item = Observation>
 where
-    K: kube::Resource,
+    K: kube::Resource + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
+    let per_node = only.is_some();
     let keep = move |name: &str| only.as_deref().is_none_or(|n| n == name);
     events.filter_map(move |item| {
         let reduce = |object: K| Observed {
             name: object.name_any(),
             cidrs: extract(&object),
+            // Whichever view watches Nodes gives the speaker its Node's facts.
+            facts: per_node
+                .then(|| {
+                    (&object as &dyn std::any::Any)
+                        .downcast_ref::<Node>()
+                        .map(node_facts)
+                })
+                .flatten(),
         };
         let mapped = match item {
             Err(error) => Some(Err(error.to_string())),
@@ -205,7 +231,7 @@ fn merge<K, S>(
     only: Option<String>,
 ) -> impl Stream<Item = Observation>
 where
-    K: kube::Resource,
+    K: kube::Resource + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     let source = observe(View::Source, source, extract, only.clone())
@@ -263,7 +289,7 @@ pub async fn run_node<K, S>(
     node_spec: Option<NodeEvents>,
     tx: watch::Sender<Arc<DesiredSet>>,
 ) where
-    K: kube::Resource,
+    K: kube::Resource + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     let events = merge(source, extract, node_spec, Some(node.clone()));
@@ -277,7 +303,7 @@ pub async fn run_cluster<K, S>(
     node_spec: Option<NodeEvents>,
     tx: watch::Sender<Arc<ClusterSet>>,
 ) where
-    K: kube::Resource,
+    K: kube::Resource + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     drive(
@@ -292,11 +318,14 @@ pub async fn run_cluster<K, S>(
 /// is one relist.
 pub(super) fn snapshot(objects: BTreeMap<String, NodeCidrs>) -> Vec<Observation> {
     let mut out = vec![(View::Source, Ok(Event::Init))];
-    out.extend(
-        objects
-            .into_iter()
-            .map(|(name, cidrs)| (View::Source, Ok(Event::InitApply(Observed { name, cidrs })))),
-    );
+    out.extend(objects.into_iter().map(|(name, cidrs)| {
+        let observed = Observed {
+            name,
+            cidrs,
+            facts: None,
+        };
+        (View::Source, Ok(Event::InitApply(observed)))
+    }));
     out.push((View::Source, Ok(Event::InitDone)));
     out
 }

@@ -278,6 +278,15 @@ impl PodCidrSource for FileSource {
         (rx, Box::pin(drive(events, tx, move |t| t.desired(&node))))
     }
 
+    /// A file has no Node view: the events are not read.
+    fn watch_node_with(
+        &self,
+        node: &str,
+        _node_events: super::NodeEvents,
+    ) -> (watch::Receiver<Arc<DesiredSet>>, Driver) {
+        self.watch_node(node)
+    }
+
     fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver) {
         let (tx, rx) = watch::channel(Arc::default());
         let events = self.observations();

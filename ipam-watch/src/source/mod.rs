@@ -32,7 +32,8 @@ pub use api::{CiliumNodeSource, IpamCrdSource, NodeSpecSource, cilium_node_resou
 pub use drive::{NodeEvents, run_cluster, run_node};
 pub use file::{FileError, FileSource, MAX_FILE_BYTES, parse_file, read_file};
 pub use parse::{
-    desired_from_cilium_node, desired_from_node, desired_from_node_pod_cidr, parse_cidrs,
+    desired_from_cilium_node, desired_from_node, desired_from_node_pod_cidr, node_facts,
+    parse_cidrs,
 };
 
 /// Which IPAM a speaker trusts for its pod CIDRs.
@@ -181,6 +182,21 @@ pub struct SourceError {
     pub message: String,
 }
 
+/// What a speaker needs to know about its own Node besides its pod CIDRs: read from the same
+/// watch as them (the Node is the source object, or its second view), so one change arrives
+/// as one update.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFacts {
+    pub uid: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.unschedulable`: cordoned or drained.
+    pub unschedulable: bool,
+    /// The first InternalIP of each family.
+    pub internal_v4: Option<std::net::Ipv4Addr>,
+    pub internal_v6: Option<std::net::Ipv6Addr>,
+}
+
 /// What one node should announce, as published by a per-node source.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DesiredSet {
@@ -195,6 +211,9 @@ pub struct DesiredSet {
     /// The latest watch failure or bad file. Cleared by the next event that proves delivery
     /// (an object event or a completed relist); a watch that resumes silently leaves it set.
     pub last_error: Option<SourceError>,
+    /// The node's Node as last seen (kept when it is deleted or the watch fails); `None`
+    /// until it is seen, and always for the `file` source.
+    pub node: Option<NodeFacts>,
 }
 
 /// Every node's CIDRs, as published by a cluster-wide source (allocator, `diff`).
@@ -221,6 +240,16 @@ pub trait PodCidrSource: fmt::Debug + Send + Sync {
 
     /// Watch only `node`'s objects (field selector `metadata.name=<node>`).
     fn watch_node(&self, node: &str) -> (watch::Receiver<Arc<DesiredSet>>, Driver);
+
+    /// As [`PodCidrSource::watch_node`], with the events of `node`'s own Node from the
+    /// caller's watch instead of a watch of the source's own: one watch of the Node can feed
+    /// several readers (the speaker also needs the Node's labels). Sources without a Node
+    /// view ignore them.
+    fn watch_node_with(
+        &self,
+        node: &str,
+        node_events: NodeEvents,
+    ) -> (watch::Receiver<Arc<DesiredSet>>, Driver);
 
     /// Watch every node.
     fn watch_cluster(&self) -> (watch::Receiver<Arc<ClusterSet>>, Driver);

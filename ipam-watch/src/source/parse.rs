@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{InvalidCidr, InvalidReason, NodeCidrs};
+use super::{InvalidCidr, InvalidReason, NodeCidrs, NodeFacts};
 use crate::crd::{AllocatedReason, NodePodCIDR, condition};
 
 /// Parse CIDR strings, keeping usable ones and reporting the rest. Families come from parsing,
@@ -43,6 +43,39 @@ fn check(value: &str, seen: impl Fn(&IpNet) -> bool) -> Result<IpNet, InvalidRea
         return Err(InvalidReason::Duplicate);
     }
     Ok(net)
+}
+
+/// What a speaker reads from its own Node besides CIDRs.
+pub fn node_facts(node: &Node) -> NodeFacts {
+    use kube::ResourceExt;
+    use std::net::IpAddr;
+    let internal: Vec<IpAddr> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|a| a.type_ == "InternalIP")
+        .filter_map(|a| a.address.parse().ok())
+        .collect();
+    NodeFacts {
+        uid: node.uid(),
+        labels: node.labels().clone(),
+        annotations: node.annotations().clone(),
+        unschedulable: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        internal_v4: internal.iter().find_map(|a| match a {
+            IpAddr::V4(v) => Some(*v),
+            IpAddr::V6(_) => None,
+        }),
+        internal_v6: internal.iter().find_map(|a| match a {
+            IpAddr::V6(v) => Some(*v),
+            IpAddr::V4(_) => None,
+        }),
+    }
 }
 
 /// `node-spec`: `Node.spec.podCIDRs`, or the legacy single `spec.podCIDR` when the list is empty

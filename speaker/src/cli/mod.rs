@@ -6,8 +6,8 @@
 //!
 //! Exit status of `diff`: 0 every row ok, 1 drift found, 2 could not run (reason on stderr).
 
+mod admin_client;
 pub mod diff;
-mod http;
 pub mod liveness;
 pub mod load;
 mod peers;
@@ -175,17 +175,13 @@ impl DiffReport {
     }
 }
 
+/// Now, as the API's timestamps count (signed seconds).
 pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    i64::try_from(crate::time::unix_now()).unwrap_or(i64::MAX)
 }
 
 pub fn rfc3339(unix: i64) -> String {
-    k8s_openapi::jiff::Timestamp::from_second(unix)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    crate::daemon::core::report::rfc3339(u64::try_from(unix).unwrap_or(0))
 }
 
 /// Lists everything `diff` needs through `client` and compares it now.

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::load::{KubeArgs, LoadError, speaker_reports};
 use super::render::{Cell, human_secs, table};
-use super::{Output, fail, http, unix_now, use_color};
+use super::{Output, admin_client, fail, unix_now, use_color};
 
 #[derive(Debug, clap::Args)]
 pub struct PeersArgs {
@@ -85,7 +85,7 @@ struct AdminRoutesPeer {
 async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<NodePeers>, String> {
     let timeout = args.kube.timeout();
     let node = if routes {
-        let doc = http::get_json(url, "/debug/routes", timeout).await?;
+        let doc = admin_client::get_json(url, "/debug/routes", timeout).await?;
         let r: AdminRoutes =
             serde_json::from_value(doc).map_err(|e| format!("{url}/debug/routes: {e}"))?;
         NodePeers {
@@ -105,7 +105,7 @@ async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<Node
                 .collect(),
         }
     } else {
-        let doc = http::get_json(url, "/debug/peers", timeout).await?;
+        let doc = admin_client::get_json(url, "/debug/peers", timeout).await?;
         let r: AdminPeers =
             serde_json::from_value(doc).map_err(|e| format!("{url}/debug/peers: {e}"))?;
         NodePeers {

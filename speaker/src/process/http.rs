@@ -570,5 +570,4 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 mod tests;

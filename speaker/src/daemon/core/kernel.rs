@@ -1,0 +1,142 @@
+//! The kernel as the core sees it: facts that arrive as events ([`KernelFacts`], read by
+//! `host::kernel`), what the core needs read ([`KernelQuery`]), and the peers they resolve
+//! to. Pure: the default routes, the neighbour table and the source addresses are data here.
+//!
+//! Resolution: an `address: default-gateway` peer becomes one peer per next hop of the default
+//! route of its family (see [`super::gateways`]); an `interface` peer without `peerAddress`
+//! becomes a peer on the link-local neighbour the kernel knows on that interface. A peer that
+//! cannot be resolved has no session and is named in the `PeersResolved` condition.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv6Addr};
+
+use podcidr_config::{Config, PeerAddress};
+
+use super::gateways::{
+    DefaultRoutes, Unresolved, UnresolvedCause, resolve_peers, uses_default_gateway,
+};
+
+/// What the core needs read from the kernel for a config as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelQuery {
+    /// Read the default routes (a peer has `address: default-gateway`).
+    pub default_routes: bool,
+    /// Interfaces whose link-local neighbour names a peer (`interface` without `peerAddress`).
+    pub neighbours: BTreeSet<String>,
+    /// Peer addresses whose source address matters (`nextHop: self`, the derived router ID,
+    /// an interface peer's own link-local address). Resolved addresses are added by the reader.
+    pub destinations: BTreeSet<PeerAddress>,
+}
+
+impl KernelQuery {
+    pub fn for_config(config: &Config) -> Self {
+        let mut q = KernelQuery {
+            default_routes: uses_default_gateway(config),
+            ..KernelQuery::default()
+        };
+        for p in &config.peers {
+            match &p.address {
+                PeerAddress::DefaultGateway(_) => {}
+                PeerAddress::Interface { name, peer: None } => {
+                    q.neighbours.insert(name.clone());
+                }
+                a => {
+                    q.destinations.insert(a.clone());
+                }
+            }
+        }
+        q
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.default_routes && self.neighbours.is_empty() && self.destinations.is_empty()
+    }
+}
+
+/// What the kernel said, at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelFacts {
+    /// The default routes' next hops (read only when a peer needs them).
+    pub default_routes: DefaultRoutes,
+    /// The link-local neighbour to peer with on each queried interface, if any.
+    pub neighbours: BTreeMap<String, Option<Ipv6Addr>>,
+    /// The source address the kernel would use towards each peer address (`None`: no route).
+    pub sources: BTreeMap<PeerAddress, Option<IpAddr>>,
+}
+
+impl KernelFacts {
+    /// The source address towards `peer`, as last read.
+    pub fn source(&self, peer: &PeerAddress) -> Option<IpAddr> {
+        self.sources.get(peer).copied().flatten()
+    }
+
+    /// The addresses whose source address the reader should look up, beyond the query's:
+    /// the resolved gateways and neighbours.
+    pub fn resolved_destinations(&self) -> Vec<PeerAddress> {
+        let gateways = self
+            .default_routes
+            .ipv4
+            .iter()
+            .chain(&self.default_routes.ipv6)
+            .map(|g| match g.via {
+                IpAddr::V6(v6) if v6.is_unicast_link_local() => PeerAddress::Interface {
+                    name: g.dev.clone(),
+                    peer: Some(v6),
+                },
+                via => PeerAddress::Fixed(via),
+            });
+        let neighbours = self.neighbours.iter().filter_map(|(name, n)| {
+            n.map(|peer| PeerAddress::Interface {
+                name: name.clone(),
+                peer: Some(peer),
+            })
+        });
+        gateways.chain(neighbours).collect()
+    }
+}
+
+/// The config with every peer the kernel decides resolved: `default-gateway` peers to their
+/// gateways, `interface` peers without `peerAddress` to their neighbour. What cannot be
+/// resolved is left out and said why.
+pub fn resolve(written: &Config, facts: &KernelFacts) -> (Config, Vec<Unresolved>) {
+    let (peers, mut problems) = resolve_peers(&written.peers, &facts.default_routes);
+    let mut out = Vec::with_capacity(peers.len());
+    for mut p in peers {
+        if let PeerAddress::Interface { name, peer: None } = &p.address {
+            match facts.neighbours.get(name).copied().flatten() {
+                Some(n) => {
+                    p.address = PeerAddress::Interface {
+                        name: name.clone(),
+                        peer: Some(n),
+                    };
+                }
+                None => {
+                    problems.push(Unresolved {
+                        peer: p.name.clone(),
+                        cause: UnresolvedCause::NoNeighbor,
+                        reason: format!(
+                            "no IPv6 link-local neighbor on {name} in the kernel's neighbor \
+                             table yet; set peerAddress, or let the ToR connect or send \
+                             Router Advertisements"
+                        ),
+                    });
+                    continue;
+                }
+            }
+        }
+        out.push(p);
+    }
+    (
+        Config {
+            peers: out,
+            ..written.clone()
+        },
+        problems,
+    )
+}
+
+/// Whether the `PeersResolved` condition applies: the config has a peer the kernel resolves.
+pub fn resolves_peers(written: &Config) -> bool {
+    let q = KernelQuery::for_config(written);
+    q.default_routes || !q.neighbours.is_empty()
+}

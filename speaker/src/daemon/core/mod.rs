@@ -1,0 +1,976 @@
+//! The speaker's announce core, pure: [`Core::handle`] takes an [`Event`] and returns
+//! [`Effect`]s, as `Session::handle` does for one BGP session. It owns what the process knows
+//! (identity, node name, source readiness, config, the routes offered to each peer) and
+//! decides; the async loop in `mod.rs` only moves events in and carries effects out. No I/O,
+//! no clock, no tokio: times come in with the events, the routing lookup is injected.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bfd_gate::GateAction;
+use bgp_proto::Asn;
+use bgp_proto::bfd::BfdEvent;
+use bgp_proto::bfd::{BfdState, Diag};
+use bgp_proto::session::SessionEvent;
+use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
+use ipam_watch::source::DesiredSet;
+use ipnet::IpNet;
+use podcidr_config::{Config, PeerAddress, PeerConfig, SourceConfig};
+
+use cni::{CniFile, CniState};
+use errors::{ApiWriteError, CniWriteError, ConfigError, Shared};
+use gateways::Unresolved;
+use guard::{GuardPolicy, GuardRefusal, Guarded, guard};
+use kernel::{KernelFacts, resolve, resolves_peers};
+use node::NodeFacts;
+use routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
+use session_setup::LocalIdentity;
+
+/// With nothing changed the report is re-written this often: an `updatedAt` much older than
+/// this, beside a live Lease, is a speaker whose status writes do not land. Liveness is the
+/// Lease's job, not this (a status write per node per minute was 80-170 writes/s into etcd
+/// at 5,000 nodes, for nothing that changed).
+pub const STATUS_REFRESH: Duration = Duration::from_secs(3600);
+/// The node's Lease (`coordination.k8s.io/v1`, named after the node) is renewed this often:
+/// one small write per node per minute, 83 writes/s at 5,000 nodes.
+pub const LEASE_RENEW: Duration = Duration::from_secs(60);
+/// `leaseDurationSeconds`: three missed renewals before `diff` calls the speaker dead.
+pub const LEASE_DURATION: Duration = Duration::from_secs(180);
+/// A failed renewal is retried after this long (a failed write reaches no etcd).
+pub const LEASE_RETRY: Duration = Duration::from_secs(10);
+
+pub use vocab::*;
+
+mod asn;
+pub mod bfd_gate;
+pub mod cni;
+pub mod errors;
+pub mod gateways;
+pub mod guard;
+pub mod kernel;
+pub mod node;
+mod node_events;
+mod origin;
+mod publishing;
+pub mod report;
+pub mod routes;
+pub mod session_setup;
+mod vocab;
+
+pub use asn::AsnResolution;
+
+/// The routes offered to one peer and what it refuses (sorted by prefix).
+type PeerRoutes = (Arc<RouteSet>, Vec<(IpNet, PeerRefusal)>);
+
+#[derive(Debug, Clone)]
+struct Peer {
+    config: PeerConfig,
+    routes: Option<Arc<RouteSet>>,
+    refused: Arc<[(IpNet, PeerRefusal)]>,
+    /// BFD went Up → Down: the BGP session is held down (see [`bfd_gate`]).
+    bfd_held: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PublishState {
+    /// Fingerprint and monotonic time of the last successful write.
+    last: Option<(u64, Duration)>,
+    /// Monotonic time of the last render (rendering is rate limited too).
+    rendered_at: Option<Duration>,
+    in_flight: bool,
+}
+
+/// The node's Lease: renewed every [`LEASE_RENEW`], one renewal at a time.
+#[derive(Debug, Default, Clone, Copy)]
+struct LeaseState {
+    /// Monotonic time of the last successful renewal.
+    renewed: Option<Duration>,
+    /// Monotonic time of the last failed renewal.
+    failed: Option<Duration>,
+    in_flight: bool,
+}
+
+impl LeaseState {
+    fn due(&self, now: Duration, owner_changed: bool) -> bool {
+        let since = |t: Option<Duration>| t.map(|t| now.saturating_sub(t));
+        !self.in_flight
+            && since(self.failed).is_none_or(|a| a >= LEASE_RETRY)
+            && (owner_changed || since(self.renewed).is_none_or(|a| a >= LEASE_RENEW))
+    }
+}
+
+#[derive(Debug)]
+pub struct Core {
+    /// The config as the operator wrote it.
+    written: Config,
+    /// `written` with every kernel-resolved peer resolved (see [`kernel::resolve`]): what
+    /// runs.
+    config: Config,
+    /// What the kernel said last: default routes, neighbours, source addresses.
+    kernel: KernelFacts,
+    node_name: String,
+    /// The Node as last seen; `None` until then. File mode has no Node to wait for: known at
+    /// once, without facts.
+    node: Option<NodeFacts>,
+    /// The Node is watched (API present); without it (file mode) the node is known at once.
+    identity: Option<LocalIdentity>,
+    desired: Arc<DesiredSet>,
+    /// The first guarded set; `None` until the source is ready once.
+    guarded: Option<Arc<Guarded>>,
+    peers: BTreeMap<String, Peer>,
+    /// Sessions started before this flips are the process's first: they set the R bit.
+    started_once: bool,
+    /// Graceful-restart peers not started yet: the process restarted and has no routes to
+    /// send (see [`Core::holds_for_routes`]). Started with the R bit once released.
+    held: BTreeSet<String>,
+    /// Monotonic time since the process started (from [`Event::Tick`]).
+    now: Duration,
+    listeners: ListenerLayout,
+    refusals_seen: BTreeSet<(String, GuardRefusal)>,
+    mismatch_seen: Option<String>,
+    statuses: BTreeMap<String, SessionStatus>,
+    publish: PublishState,
+    lease: LeaseState,
+    /// The Node UID the Lease was last renewed with (its owner reference).
+    lease_owner: Option<String>,
+    /// `node` describes the Node of the name before a rename (until the new one is seen).
+    node_renamed: bool,
+    /// The API is reachable: status can be published.
+    api: bool,
+    stopping: bool,
+    cni: CniState,
+    /// When each status condition last changed (for `lastTransitionTime`).
+    transitions: Arc<report::Transitions>,
+    /// Peers the kernel could not resolve (`None`: the config has no such peer).
+    unresolved: Option<Vec<Unresolved>>,
+    /// The node's local AS, once the Node is known.
+    node_asn: Option<AsnResolution>,
+    /// A final stop is waiting with GRACEFUL_SHUTDOWN on every route (RFC 8326).
+    final_wait: bool,
+    /// Why the last config reload was rejected (`None` once one is applied).
+    config_rejected: Option<Shared<ConfigError>>,
+    /// Why the last Lease renewal failed (`None` once one succeeds).
+    lease_error: Option<ApiWriteError>,
+    /// Wall-clock seconds at the last tick.
+    unix: u64,
+    /// Where the config comes from (a file, or configuration objects and which).
+    origin: ConfigOrigin,
+}
+
+impl Core {
+    /// `written` as the operator wrote it; `kernel` the facts read for it. `api`: a
+    /// Kubernetes client exists (status publishing, Node watch). Without it the Node counts
+    /// as known at once (file mode).
+    pub fn new(written: Config, node_name: String, api: bool, kernel: KernelFacts) -> Self {
+        let node = (!watches_node(api, &written)).then(NodeFacts::default);
+        let (config, problems) = resolve(&written, &kernel);
+        let unresolved = resolves_peers(&written).then_some(problems);
+        Core {
+            written,
+            config,
+            kernel,
+            node_name,
+            node,
+            identity: None,
+            desired: Arc::new(DesiredSet::default()),
+            guarded: None,
+            peers: BTreeMap::new(),
+            started_once: false,
+            held: BTreeSet::new(),
+            now: Duration::ZERO,
+            listeners: ListenerLayout::new(),
+            refusals_seen: BTreeSet::new(),
+            mismatch_seen: None,
+            statuses: BTreeMap::new(),
+            publish: PublishState::default(),
+            lease: LeaseState::default(),
+            lease_owner: None,
+            node_renamed: false,
+            api,
+            stopping: false,
+            cni: CniState::default(),
+            transitions: Arc::default(),
+            unresolved,
+            node_asn: None,
+            final_wait: false,
+            config_rejected: None,
+            lease_error: None,
+            unix: 0,
+            origin: ConfigOrigin::File,
+        }
+    }
+
+    /// A core whose config comes from configuration objects (`origin`), not a file.
+    pub fn with_origin(mut self, origin: ConfigOrigin) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// The core has stopped every session: the process can end.
+    pub fn stopped(&self) -> bool {
+        self.stopping
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The first effects after start: with no Node to wait for, sessions start now.
+    pub fn start(&mut self) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for p in self.unresolved.iter().flatten() {
+            out.push(Effect::Notice(Notice::PeerUnresolved(p.clone())));
+        }
+        if self.node.is_some() {
+            self.reconcile_peers(&mut out);
+        }
+        out
+    }
+
+    /// The Node's facts (empty before it is seen).
+    fn node(&self) -> &NodeFacts {
+        self.node.as_ref().unwrap_or(&node::UNKNOWN)
+    }
+
+    pub fn handle(&mut self, event: Event) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.stopping {
+            return out;
+        }
+        match event {
+            Event::Desired(d) => self.on_desired(&mut out, d),
+            Event::ConfigReloaded {
+                config,
+                node_name,
+                kernel,
+                why,
+                origin,
+            } => {
+                self.kernel = kernel;
+                self.written = *config;
+                self.resolve_and_apply(&mut out, node_name, why);
+                self.set_origin(&mut out, origin);
+            }
+            Event::Kernel(kernel) => self.on_kernel(&mut out, kernel),
+            Event::ConfigRejected { why, error } => {
+                self.config_rejected = Some(error.clone());
+                out.push(Effect::Notice(Notice::ReloadRejected { why, error }));
+            }
+            Event::Session(peer, ev) => {
+                if !self.peers.contains_key(&peer) {
+                    return out;
+                }
+                if let SessionEvent::Bfd(BfdEvent::StateChanged {
+                    from,
+                    to,
+                    diag,
+                    remote_state,
+                }) = ev
+                {
+                    self.bfd_state_changed(&mut out, &peer, (from, to, diag, remote_state));
+                    return out;
+                }
+                self.session_event(&mut out, &peer, &ev);
+                out.push(Effect::Notice(Notice::Session(peer, ev)));
+            }
+            Event::Tick {
+                now,
+                unix,
+                statuses,
+            } => self.on_tick(&mut out, now, unix, statuses),
+            Event::Published {
+                fingerprint,
+                at,
+                result,
+            } => {
+                self.publish.in_flight = false;
+                if result.is_ok() {
+                    self.publish.last = Some((fingerprint, at));
+                }
+                out.push(Effect::Notice(Notice::StatusWritten {
+                    unix: self.unix,
+                    result,
+                }));
+            }
+            Event::LeaseRenewed {
+                node,
+                at,
+                unix,
+                result,
+            } => {
+                self.lease.in_flight = false;
+                if node != self.node_name {
+                    // The old node's Lease, from before a rename: it expires on its own.
+                    return out;
+                }
+                match &result {
+                    Ok(()) => self.lease.renewed = Some(at),
+                    Err(_) => {
+                        self.lease.failed = Some(at);
+                        // Not written: the owner reference is not there either.
+                        self.lease_owner = None;
+                    }
+                }
+                self.lease_error = result.as_ref().err().cloned();
+                out.push(Effect::Notice(Notice::LeaseRenewed { unix, result }));
+            }
+            Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
+            Event::Shutdown { final_stop } => {
+                // RFC 8326: warn the peers first; the loop asks again when the wait is over.
+                if final_stop && self.begin_final_wait(&mut out) {
+                    return out;
+                }
+                self.stopping = true;
+                let stops = self
+                    .peers
+                    .values()
+                    .map(|p| {
+                        let reason = if !final_stop && p.config.graceful_restart.enabled {
+                            StopReason::GracefulRestart
+                        } else {
+                            StopReason::Shutdown("podcidr-bgp speaker stopping".into())
+                        };
+                        (p.config.name.clone(), reason)
+                    })
+                    .collect();
+                out.push(Effect::StopAll(stops));
+            }
+        }
+        out
+    }
+
+    /// A new set from the source: its CIDRs and, from the same watch, the Node's facts. One
+    /// update runs the pipeline once, whatever changed.
+    fn on_desired(&mut self, out: &mut Vec<Effect>, desired: Arc<DesiredSet>) {
+        out.push(Effect::SetReady(self.ready(&desired)));
+        // A set without facts (the Node not seen yet, a file source) keeps what is known.
+        let node_changed = match &desired.node {
+            Some(f) if self.node.as_ref() != Some(f) => {
+                self.node = Some(f.clone());
+                self.node_renamed = false;
+                true
+            }
+            _ => false,
+        };
+        let mismatch = desired
+            .mismatch
+            .as_ref()
+            .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
+        if mismatch != self.mismatch_seen {
+            out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
+            self.mismatch_event(out, &mismatch);
+            self.mismatch_seen = mismatch;
+        }
+        self.desired = desired;
+        if node_changed {
+            self.reconcile_peers(out);
+        }
+        if !self.regard(out) && node_changed {
+            // Not ready: the last guarded set stays, with the Node's new attributes.
+            self.push_routes(out);
+        }
+    }
+
+    /// Re-runs the guard on the current desired set; a set that is not ready changes nothing
+    /// (the last guarded set stays announced): `false` then.
+    fn regard(&mut self, out: &mut Vec<Effect>) -> bool {
+        let Some(g) = guard(&self.desired, &GuardPolicy::from_config(&self.config)) else {
+            return false;
+        };
+        let now: BTreeSet<(String, GuardRefusal)> = g
+            .refused
+            .iter()
+            .map(|r| (r.value.clone(), r.reason))
+            .collect();
+        let new: Vec<&(String, GuardRefusal)> = now.difference(&self.refusals_seen).collect();
+        for (cidr, reason) in &new {
+            out.push(Effect::Notice(Notice::GuardRefused {
+                cidr: cidr.clone(),
+                reason: *reason,
+            }));
+        }
+        self.refusal_events(out, &new);
+        self.refusals_seen = now;
+        // The same verdict keeps its Arc: peers' routes are rebuilt only when it changes.
+        if self.guarded.as_deref() != Some(&g) {
+            self.guarded = Some(Arc::new(g));
+        }
+        self.push_routes(out);
+        self.release_held(out);
+        self.plan_cni(out);
+        true
+    }
+
+    /// The conflist follows the guarded set: pods get addresses only from announced CIDRs.
+    fn plan_cni(&mut self, out: &mut Vec<Effect>) {
+        if let Some(file) = self.cni.plan(&self.config.cni, self.guarded.as_deref()) {
+            out.push(Effect::WriteCni(file));
+        }
+    }
+
+    fn on_cni_written(
+        &mut self,
+        out: &mut Vec<Effect>,
+        file: CniFile,
+        result: Result<bool, Shared<CniWriteError>>,
+    ) {
+        let path = file.path.clone();
+        out.push(Effect::Notice(match &result {
+            Ok(changed) => Notice::CniWritten {
+                path,
+                changed: *changed,
+            },
+            Err(error) => Notice::CniFailed {
+                path,
+                error: error.clone(),
+            },
+        }));
+        self.cni
+            .finished(file, result.map(|_| ()).map_err(|e| e.to_string()));
+        self.plan_cni(out);
+    }
+
+    fn addresses(&self) -> NodeAddresses {
+        NodeAddresses {
+            internal_v4: self.node().internal_v4,
+            internal_v6: self.node().internal_v6,
+        }
+    }
+
+    /// The routes one peer gets now, or `None` before the first guarded set.
+    fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
+        let g = self.guarded.as_ref()?;
+        let source = |a: &PeerAddress| self.kernel.source(a);
+        let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
+        let (set, refused) = peer_routes(&g.announce, &self.announce_config(cfg), nhs);
+        Some((Arc::new(set), refused))
+    }
+
+    fn push_routes(&mut self, out: &mut Vec<Effect>) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            self.push_peer_routes(out, &name);
+        }
+    }
+
+    fn push_peer_routes(&mut self, out: &mut Vec<Effect>, name: &str) {
+        let Some(cfg) = self.peers.get(name).map(|p| p.config.clone()) else {
+            return;
+        };
+        let Some((set, refused)) = self.routes_for(&cfg) else {
+            return;
+        };
+        let Some(peer) = self.peers.get_mut(name) else {
+            return;
+        };
+        // Both lists are sorted by prefix: new refusals by binary search, not a scan.
+        for (prefix, reason) in &refused {
+            if peer.refused.binary_search(&(*prefix, *reason)).is_err() {
+                out.push(Effect::Notice(Notice::PeerRefused {
+                    peer: name.to_owned(),
+                    prefix: *prefix,
+                    reason: *reason,
+                }));
+            }
+        }
+        peer.refused = refused.into();
+        if peer.routes.as_deref() != Some(&*set) {
+            peer.routes = Some(Arc::clone(&set));
+            out.push(Effect::SetRoutes {
+                name: name.to_owned(),
+                routes: set,
+            });
+        }
+    }
+
+    /// `routerId`, else the Node's IPv4 InternalIP, else the local IPv4 towards the first
+    /// IPv4 peer.
+    fn resolve_identity(&self, asn: Asn) -> Option<LocalIdentity> {
+        let session_local = self
+            .config
+            .peers
+            .iter()
+            .find(|p| p.address.fixed().is_some_and(|a| a.is_ipv4()))
+            .and_then(|p| {
+                p.local_address
+                    .filter(IpAddr::is_ipv4)
+                    .or_else(|| self.kernel.source(&p.address))
+            });
+        let router_id = self
+            .config
+            .resolve_router_id(&node::internal_ips(self.node()), session_local)?;
+        Some(LocalIdentity { asn, router_id })
+    }
+
+    fn setup(&self, cfg: &PeerConfig, identity: LocalIdentity, restarting: bool) -> PeerSetup {
+        PeerSetup {
+            config: cfg.clone(),
+            node_name: self.node_name.clone(),
+            identity,
+            restarting: restarting && cfg.graceful_restart.enabled,
+            routes: self.routes_for(cfg).map(|(set, _)| set),
+            link_local_next_hop: self.link_local_source(&cfg.address),
+        }
+    }
+
+    /// Our link-local address on an interface peer's link, as the kernel picks it.
+    fn link_local_source(&self, address: &PeerAddress) -> Option<Ipv6Addr> {
+        address.interface()?;
+        match self.kernel.source(address)? {
+            IpAddr::V6(a) if a.is_unicast_link_local() => Some(a),
+            _ => None,
+        }
+    }
+
+    fn add_peer(
+        &mut self,
+        out: &mut Vec<Effect>,
+        cfg: &PeerConfig,
+        identity: LocalIdentity,
+        restarting: bool,
+    ) {
+        let setup = self.setup(cfg, identity, restarting);
+        let refused = self
+            .routes_for(cfg)
+            .map(|(_, r)| r.into())
+            .unwrap_or_else(|| Arc::from([]));
+        self.peers.insert(
+            cfg.name.clone(),
+            Peer {
+                config: cfg.clone(),
+                routes: setup.routes.clone(),
+                refused,
+                bfd_held: false,
+            },
+        );
+        out.push(peer_started(cfg, identity));
+        out.push(Effect::StartPeer(Box::new(setup)));
+    }
+
+    /// The BFD gate (RFC 5882 §3.2): BFD Up → Down holds the BGP session down until BFD is
+    /// Up again; a peer's AdminDown does not.
+    fn bfd_state_changed(
+        &mut self,
+        out: &mut Vec<Effect>,
+        peer: &str,
+        (from, to, diag, remote_state): (BfdState, BfdState, Diag, BfdState),
+    ) {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let gate = bfd_gate::gate_action(from, to, diag, remote_state, p.bfd_held);
+        match gate {
+            Some(GateAction::HoldDown(diag)) => {
+                p.bfd_held = true;
+                out.push(Effect::HoldPeer {
+                    name: peer.to_owned(),
+                    reason: StopReason::BfdDown(diag.as_str().to_owned()),
+                });
+            }
+            Some(GateAction::Resume) => {
+                p.bfd_held = false;
+                out.push(Effect::ResumePeer(peer.to_owned()));
+            }
+            None => {}
+        }
+        out.push(Effect::Notice(Notice::BfdStateChanged {
+            peer: peer.to_owned(),
+            from,
+            to,
+            diag,
+            gate,
+        }));
+    }
+
+    fn remove_peer(&mut self, out: &mut Vec<Effect>, name: &str, why: &'static str) {
+        if self.peers.remove(name).is_some() {
+            self.statuses.remove(name);
+            out.push(Effect::Notice(Notice::PeerStopped {
+                peer: name.to_owned(),
+                why,
+            }));
+            out.push(Effect::StopPeer {
+                name: name.to_owned(),
+                reason: StopReason::Deconfigured,
+            });
+        }
+    }
+
+    /// Makes the running sessions match the peers that select this node, with the current
+    /// identity (a changed identity resets every kept session: it is in every OPEN).
+    /// A node whose local AS cannot be resolved runs no session.
+    fn reconcile_peers(&mut self, out: &mut Vec<Effect>) {
+        let view = self.node_view(&self.config);
+        let Some((node_config, resolved)) = self.apply_node_view(out, view) else {
+            return;
+        };
+        let Some(identity) = self.resolve_identity(resolved.asn) else {
+            if self.identity.is_none() {
+                out.push(Effect::Notice(Notice::NoRouterId));
+            }
+            return;
+        };
+        let wanted: Vec<PeerConfig> = node_config.peers;
+        let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
+        let gone: Vec<String> = self
+            .peers
+            .keys()
+            .filter(|n| !names.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.remove_peer(out, &name, "no longer selects this node");
+        }
+        self.held.retain(|n| names.contains(n.as_str()));
+        let identity_changed = self.identity.is_some_and(|i| i != identity);
+        self.identity = Some(identity);
+        for cfg in &wanted {
+            match self.peers.get(&cfg.name) {
+                None if self.holds_for_routes(cfg) => {
+                    if self.held.insert(cfg.name.clone()) {
+                        out.push(Effect::Notice(Notice::PeerHeld {
+                            peer: cfg.name.clone(),
+                            at_most: hold_bound(cfg),
+                        }));
+                    }
+                }
+                None => {
+                    let restarting = !self.started_once || self.held.remove(&cfg.name);
+                    self.add_peer(out, cfg, identity, restarting);
+                }
+                Some(_) if identity_changed => {
+                    self.reset_peer(out, cfg, identity);
+                }
+                Some(_) => {}
+            }
+        }
+        // A node waiting for its configuration objects has started nothing yet: its first
+        // peers are still the process's first (R bit, held for routes).
+        if self.config.source != SourceConfig::Unconfigured {
+            self.started_once = true;
+        }
+        self.sync_listeners(out);
+    }
+
+    /// A restarted speaker opens no graceful-restart session before it has routes to send:
+    /// a helper that sees a second reset before End-of-RIB ends the first restart and drops
+    /// every stale route the short session did not refresh (BIRD does; RFC 4724 §4.2 leaves
+    /// it open). Bounded by half the restart time, so a long wait for the source still
+    /// reconnects before the peer's restart timer drops the routes anyway.
+    fn holds_for_routes(&self, cfg: &PeerConfig) -> bool {
+        cfg.graceful_restart.enabled
+            && self.guarded.is_none()
+            && (!self.started_once || self.held.contains(&cfg.name))
+            && self.now < hold_bound(cfg)
+    }
+
+    /// Starts the held peers whose hold ended (routes known, or the bound passed).
+    fn release_held(&mut self, out: &mut Vec<Effect>) {
+        let ended = self
+            .peers_for_node()
+            .iter()
+            .any(|cfg| self.held.contains(&cfg.name) && !self.holds_for_routes(cfg));
+        if ended {
+            self.reconcile_peers(out);
+        }
+    }
+
+    fn reset_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig, identity: LocalIdentity) {
+        if self.held.contains(&cfg.name) {
+            // Not started yet: it starts with the config and identity of its release.
+            return;
+        }
+        let setup = self.setup(cfg, identity, false);
+        if let Some(p) = self.peers.get_mut(&cfg.name) {
+            p.config = cfg.clone();
+            p.routes = setup.routes.clone();
+            // A new session with a new BFD session.
+            p.bfd_held = false;
+        }
+        self.statuses.remove(&cfg.name);
+        out.push(peer_started(cfg, identity));
+        out.push(Effect::ResetPeer(Box::new(setup)));
+    }
+
+    fn layout(&self) -> ListenerLayout {
+        let mut layout = ListenerLayout::new();
+        for p in self
+            .peers
+            .values()
+            .map(|p| &p.config)
+            .filter(|p| p.accept_incoming)
+        {
+            let Some(address) = p.address.ip() else {
+                continue;
+            };
+            // Unresolved `default-gateway` peers never get here (see `default_route`). An
+            // interface peer is accepted on the IPv6 wildcard: its link-local address
+            // is unique on the node (validated), so the listener tells it apart without a scope.
+            let local = match (p.local_address, address) {
+                (Some(a), _) => a,
+                (None, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                (None, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            };
+            layout
+                .entry(SocketAddr::new(local, p.port))
+                .or_default()
+                .push(PassiveSpec {
+                    name: p.name.clone(),
+                    address,
+                    password_file: p.password_file.clone(),
+                    ttl: p.ttl_security(),
+                });
+        }
+        layout
+    }
+
+    fn sync_listeners(&mut self, out: &mut Vec<Effect>) {
+        let layout = self.layout();
+        if layout != self.listeners {
+            self.listeners = layout.clone();
+            out.push(Effect::SetListeners(layout));
+        }
+    }
+
+    /// Resolves the written config with the kernel facts and applies the result.
+    fn resolve_and_apply(&mut self, out: &mut Vec<Effect>, node_name: String, why: &'static str) {
+        self.config_rejected = None;
+        let (resolved, problems) = resolve(&self.written, &self.kernel);
+        self.note_unresolved(out, problems);
+        self.apply_config(out, resolved, node_name, why);
+    }
+
+    /// New kernel facts: a changed resolution is applied as a reload of the written config
+    /// (only the peers it changes reset); changed source addresses rebuild the identity and
+    /// every route (next hops).
+    fn on_kernel(&mut self, out: &mut Vec<Effect>, kernel: KernelFacts) {
+        if kernel == self.kernel {
+            return;
+        }
+        if kernel.default_routes != self.kernel.default_routes {
+            out.push(Effect::Notice(Notice::DefaultRoutesChanged(
+                kernel.default_routes.clone(),
+            )));
+        }
+        self.kernel = kernel;
+        let (resolved, problems) = resolve(&self.written, &self.kernel);
+        self.note_unresolved(out, problems);
+        if resolved != self.config {
+            self.apply_config(
+                out,
+                resolved,
+                self.node_name.clone(),
+                "default route changed",
+            );
+        } else if self.node.is_some() {
+            self.reconcile_peers(out);
+            self.push_routes(out);
+        }
+    }
+
+    /// Records which peers the kernel cannot resolve; a new one is a warning.
+    fn note_unresolved(&mut self, out: &mut Vec<Effect>, problems: Vec<Unresolved>) {
+        let now = resolves_peers(&self.written).then_some(problems);
+        for p in now.iter().flatten() {
+            if !self.unresolved.iter().flatten().any(|q| q == p) {
+                out.push(Effect::Notice(Notice::PeerUnresolved(p.clone())));
+            }
+        }
+        self.unresolved = now;
+    }
+
+    fn apply_config(
+        &mut self,
+        out: &mut Vec<Effect>,
+        new: Config,
+        node_name: String,
+        why: &'static str,
+    ) {
+        let (changes, new_view) = self.reload_views(&new);
+        let old = std::mem::replace(&mut self.config, new);
+        if changes.settings.log {
+            out.push(Effect::SetLog(self.config.log));
+        }
+        if old.admin.listen != self.config.admin.listen {
+            out.push(Effect::Notice(Notice::NeedsRestart("admin.listen")));
+        }
+        if old.admin.metrics_listen != self.config.admin.metrics_listen {
+            out.push(Effect::Notice(Notice::NeedsRestart("admin.metricsListen")));
+        }
+        let node_changed = node_name != self.node_name;
+        if node_changed {
+            // A different Node: its labels, addresses and source. Sessions and announced
+            // routes stay until the new Node is known and its source is ready.
+            self.node_name = node_name.clone();
+            // The new node's Lease is renewed at the next tick; the old one expires.
+            self.lease.renewed = None;
+            self.lease.failed = None;
+            self.lease_owner = None;
+            // The new source watches the new Node; until it is seen, `node` is the old one.
+            self.node_renamed = watches_node(self.api, &self.config);
+        }
+        if node_changed || old.source != self.config.source {
+            out.push(Effect::RestartSource {
+                source: self.config.source.clone(),
+                node: node_name,
+            });
+            // The old source's set stays announced until the new one is ready.
+            self.desired = Arc::new(DesiredSet {
+                ready: false,
+                ..(*self.desired).clone()
+            });
+        }
+        if self.node.is_none() && !watches_node(self.api, &self.config) {
+            // Objects mode started with no source; a `file` source has no Node to wait for.
+            self.node = Some(NodeFacts::default());
+        }
+        let mut reset = 0;
+        let mut updated = 0;
+        if !self.started_once {
+            // Nothing started yet (objects mode starts unconfigured): the first peers start
+            // as a restarted process's do, and the reload's diff is moot.
+            if self.node.is_some() {
+                self.reconcile_peers(out);
+            }
+            out.push(Effect::Notice(Notice::ReloadApplied {
+                why,
+                added: self.peers.len(),
+                removed: 0,
+                reset: 0,
+                updated: 0,
+            }));
+            self.regard(out);
+            self.plan_cni(out);
+            return;
+        }
+        let view = self
+            .node
+            .is_some()
+            .then(|| self.apply_node_view(out, new_view))
+            .flatten();
+        if let Some((node_config, resolved)) = &view {
+            for name in &changes.removed {
+                self.remove_peer(out, name, "removed from the config");
+            }
+            let identity = self.resolve_identity(resolved.asn);
+            let identity_changed = identity != self.identity;
+            if let Some(identity) = identity {
+                self.identity = Some(identity);
+                let by_name = |names: &[String]| -> Vec<PeerConfig> {
+                    names
+                        .iter()
+                        .filter_map(|n| node_config.peer(n).cloned())
+                        .collect()
+                };
+                let (changed, added, kept_updated, unchanged) = (
+                    by_name(&changes.changed),
+                    by_name(&changes.added),
+                    by_name(&changes.updated),
+                    by_name(&changes.unchanged),
+                );
+                for cfg in &changed {
+                    self.reset_peer(out, cfg, identity);
+                    reset += 1;
+                }
+                if identity_changed {
+                    // A derived router ID can change without `settings.identity`.
+                    for cfg in kept_updated.iter().chain(&unchanged) {
+                        self.reset_peer(out, cfg, identity);
+                        reset += 1;
+                    }
+                }
+                for cfg in &added {
+                    self.add_peer(out, cfg, identity, false);
+                }
+                for cfg in &kept_updated {
+                    if identity_changed {
+                        continue;
+                    }
+                    updated += 1;
+                    let before = self.peers.get(&cfg.name).map(|p| p.config.connect_retry);
+                    if let Some(p) = self.peers.get_mut(&cfg.name) {
+                        p.config = cfg.clone();
+                    }
+                    if before != Some(cfg.connect_retry) {
+                        out.push(Effect::SetConnectRetry {
+                            name: cfg.name.clone(),
+                            base: cfg.connect_retry.base,
+                            max: cfg.connect_retry.max,
+                        });
+                    }
+                }
+            } else {
+                out.push(Effect::Notice(Notice::NoRouterId));
+            }
+            self.sync_listeners(out);
+        }
+        out.push(Effect::Notice(Notice::ReloadApplied {
+            why,
+            added: changes.added.len(),
+            removed: changes.removed.len(),
+            reset,
+            updated,
+        }));
+        // Guard and attributes with the new settings (allowedPrefixes, nextHop, peers).
+        self.regard(out);
+        self.plan_cni(out);
+    }
+
+    fn on_tick(
+        &mut self,
+        out: &mut Vec<Effect>,
+        now: Duration,
+        unix: u64,
+        statuses: BTreeMap<String, SessionStatus>,
+    ) {
+        self.learned_asns(out, &statuses);
+        self.statuses = statuses;
+        self.now = now;
+        self.unix = unix;
+        if !self.held.is_empty() {
+            self.release_held(out);
+        }
+        self.cni.set_now(now);
+        // The conflist is rendered when its inputs change, and otherwise only when the file
+        // on disk is due for a recheck (or a failed write for a retry).
+        if self.cni.due() {
+            self.plan_cni(out);
+        }
+        out.push(Effect::Notice(Notice::SessionMetrics(
+            self.statuses
+                .iter()
+                .map(|(n, s)| (n.clone(), s.clone()))
+                .collect(),
+        )));
+        let inputs = Arc::new(self.report_inputs());
+        out.push(Effect::ReportInputs(SharedInputs(Arc::clone(&inputs))));
+        self.maybe_renew_lease(out, now, unix);
+        self.maybe_publish(out, &inputs, now, unix);
+    }
+}
+
+/// How long [`Core::holds_for_routes`] waits at most: half the advertised restart time.
+fn hold_bound(cfg: &PeerConfig) -> Duration {
+    Duration::from_secs(u64::from(cfg.graceful_restart.restart_time) / 2)
+}
+
+fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
+    Effect::Notice(Notice::PeerStarted {
+        peer: cfg.name.clone(),
+        address: cfg.address.clone(),
+        // 0 until an `asn: auto` peer's OPEN tells.
+        asn: cfg.asn.fixed().map_or(0, |a| a.0),
+        local_asn: identity.asn.0,
+    })
+}
+
+/// The Node is watched when there is an API and the source is not a file (file mode has no
+/// Node to wait for).
+pub fn watches_node(api: bool, config: &Config) -> bool {
+    api && !config.source.is_file()
+}
+
+#[cfg(test)]
+mod tests;

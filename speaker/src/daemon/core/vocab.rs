@@ -1,0 +1,373 @@
+//! The core's vocabulary: the [`Event`]s the loop feeds it and the [`Effect`]s (and typed
+//! [`Notice`]s) it returns. Plain data, no behaviour beyond small helpers.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bgp_proto::session::SessionEvent;
+use bgp_proto::session::{RouteSet, SessionConfig, SessionStatus, StopReason};
+use bgp_proto::transport::TtlSecurity;
+use ipam_watch::crd::SpeakerReport;
+use ipam_watch::source::DesiredSet;
+use ipnet::IpNet;
+use podcidr_config::{Config, LogConfig, PeerAddress, PeerConfig, SourceConfig};
+
+use super::bfd_gate::GateAction;
+use super::cni::CniFile;
+use super::errors::{ApiWriteError, CniWriteError, ConfigError, Shared};
+use super::gateways::{DefaultRoutes, Unresolved};
+use super::guard::GuardRefusal;
+use super::kernel::KernelFacts;
+use super::report::ReportInputs;
+use super::routes::PeerRefusal;
+use super::session_setup::{LocalIdentity, session_config};
+use crate::objects::NodeConfig;
+use bgp_proto::bfd::{BfdState, Diag};
+
+/// What the loop feeds the core.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The source's latest full desired set.
+    Desired(Arc<DesiredSet>),
+    /// A new config file was loaded and validated; `node_name` is its resolved node name,
+    /// `kernel` the facts read for it.
+    ConfigReloaded {
+        config: Box<Config>,
+        node_name: String,
+        kernel: KernelFacts,
+        why: &'static str,
+        origin: ConfigOrigin,
+    },
+    /// The kernel's default routes, neighbours or source addresses changed.
+    Kernel(KernelFacts),
+    /// A new config file was rejected; the running config stays.
+    ConfigRejected {
+        why: &'static str,
+        error: Shared<ConfigError>,
+    },
+    /// Something one session reported.
+    Session(String, SessionEvent),
+    /// Once a second: session snapshots, monotonic time since start and wall-clock seconds.
+    Tick {
+        now: Duration,
+        unix: u64,
+        statuses: BTreeMap<String, SessionStatus>,
+    },
+    /// A status write started at monotonic `at` for `fingerprint` finished.
+    Published {
+        fingerprint: u64,
+        at: Duration,
+        result: Result<(), ApiWriteError>,
+    },
+    /// A renewal of `node`'s Lease started at monotonic `at` (wall clock `unix`) finished.
+    LeaseRenewed {
+        node: String,
+        at: Duration,
+        unix: u64,
+        result: Result<(), ApiWriteError>,
+    },
+    /// SIGTERM/SIGINT: stop every session, for graceful restart unless `final_stop`.
+    Shutdown { final_stop: bool },
+    /// A conflist write finished: `Ok(true)` written, `Ok(false)` already on disk.
+    CniWritten {
+        file: CniFile,
+        result: Result<bool, Shared<CniWriteError>>,
+    },
+}
+
+/// Where the running config comes from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ConfigOrigin {
+    /// A config file (or an in-process config).
+    #[default]
+    File,
+    /// Configuration objects (`--config-source kubernetes`): which the node runs, at which
+    /// generation, and which not; `None` until they are first listed.
+    Objects(Option<Arc<NodeConfig>>),
+}
+
+impl ConfigOrigin {
+    /// Objects are listed and no `BGPSpeakerConfig` selects this node: it announces nothing
+    /// on purpose.
+    pub fn not_selected(&self) -> bool {
+        matches!(self, ConfigOrigin::Objects(Some(c)) if c.config.is_none())
+    }
+
+    /// Objects mode, before the objects are first listed.
+    pub fn waiting(&self) -> bool {
+        matches!(self, ConfigOrigin::Objects(None))
+    }
+}
+
+/// Everything a session needs to start: its config and how the FSM runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSetup {
+    pub config: PeerConfig,
+    /// Seeds the reconnect jitter with the peer name.
+    pub node_name: String,
+    pub identity: LocalIdentity,
+    /// Set the graceful restart R bit in the first OPEN: this process restarted.
+    pub restarting: bool,
+    /// `None` until the first guarded set exists: the session then sends nothing, not even
+    /// End-of-RIB.
+    pub routes: Option<Arc<RouteSet>>,
+    /// RFC 2545 §3: an interface peer also gets our link-local address on that link.
+    pub link_local_next_hop: Option<Ipv6Addr>,
+}
+
+/// One passive peer on a listener. The MD5 key is read from `password_file` when the
+/// listener is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassiveSpec {
+    pub name: String,
+    pub address: IpAddr,
+    pub password_file: Option<PathBuf>,
+    pub ttl: TtlSecurity,
+}
+
+/// Listening sockets by local address, each with the peers it accepts.
+pub type ListenerLayout = BTreeMap<SocketAddr, Vec<PassiveSpec>>;
+
+/// What the loop carries out, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    StartPeer(Box<PeerSetup>),
+    StopPeer {
+        name: String,
+        reason: StopReason,
+    },
+    /// Stop with Cease/Other Configuration Change, then start with the new setup.
+    ResetPeer(Box<PeerSetup>),
+    /// BFD says the path failed: take the session down (Cease/BFD Down) and keep it down.
+    HoldPeer {
+        name: String,
+        reason: StopReason,
+    },
+    /// BFD is Up again: the held session may reconnect.
+    ResumePeer(String),
+    /// Reconnect backoff changed; the session is not reset.
+    SetConnectRetry {
+        name: String,
+        base: Duration,
+        max: Duration,
+    },
+    SetRoutes {
+        name: String,
+        routes: Arc<RouteSet>,
+    },
+    /// Make the listeners match: keep sockets whose address stays (their accepted peers and
+    /// keys updated in place), bind new ones, close the rest. Never closes before binding.
+    SetListeners(ListenerLayout),
+    RestartSource {
+        source: SourceConfig,
+        node: String,
+    },
+    SetLog(LogConfig),
+    SetReady(bool),
+    /// Hand the admin endpoint what it renders `/debug/*` from.
+    ReportInputs(SharedInputs),
+    /// Write this report about `node` (off the loop); answer with [`Event::Published`].
+    Publish {
+        node: String,
+        report: Box<SpeakerReport>,
+        fingerprint: u64,
+        node_uid: Option<String>,
+        at: Duration,
+    },
+    /// Renew the node's Lease (off the loop): holder this process, `renewTime` `unix`,
+    /// `leaseDurationSeconds` `duration`, owned by the Node when its UID is known; answer
+    /// with [`Event::LeaseRenewed`].
+    RenewLease {
+        node: String,
+        node_uid: Option<String>,
+        duration: Duration,
+        unix: u64,
+        at: Duration,
+    },
+    /// RFC 8326: routes now carry GRACEFUL_SHUTDOWN; wait this long (or until a second
+    /// SIGTERM), then feed [`Event::Shutdown`] again for the Cease.
+    GracefulShutdownWait(Duration),
+    /// Stop every session concurrently.
+    StopAll(Vec<(String, StopReason)>),
+    /// Write the node's CNI conflist (off the loop); answer with [`Event::CniWritten`].
+    WriteCni(CniFile),
+    /// Publish a Kubernetes Event about this node (off the loop, best effort).
+    KubeEvent(Box<NodeEvent>),
+    Notice(Notice),
+}
+
+/// Why a Kubernetes Event about this node is raised: its `reason`, a contract operators
+/// filter on (`kubectl events --for node/N`), and its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventReason {
+    /// A BGP session reached Established (Normal).
+    SessionEstablished,
+    /// A BGP session left Established (Warning; Normal when we stopped it on purpose).
+    SessionDown,
+    /// The chosen source and `Node.spec.podCIDRs` began to disagree (Warning).
+    SourceMismatch,
+    /// They agree again (Normal).
+    SourceMismatchResolved,
+    /// The announce guard refused a pod CIDR from the source (Warning).
+    PodCidrRefused,
+    /// The node's local AS cannot be resolved: no session runs (Warning).
+    LocalAsnInvalid,
+    /// It can again (Normal).
+    LocalAsnResolved,
+    /// A configuration object runs its last good version here: the current one is not
+    /// usable on this node (Warning).
+    ConfigObjectLastGood,
+    /// A configuration object selecting this node is not applied here (Warning).
+    ConfigObjectNotApplied,
+    /// Every configuration object selecting this node runs at its current generation again
+    /// (Normal).
+    ConfigObjectsApplied,
+}
+
+impl EventReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::SessionEstablished => "BGPSessionEstablished",
+            EventReason::SessionDown => "BGPSessionDown",
+            EventReason::SourceMismatch => "PodCIDRSourceMismatch",
+            EventReason::SourceMismatchResolved => "PodCIDRSourceMismatchResolved",
+            EventReason::PodCidrRefused => "PodCIDRRefused",
+            EventReason::LocalAsnInvalid => "LocalASNInvalid",
+            EventReason::LocalAsnResolved => "LocalASNResolved",
+            EventReason::ConfigObjectLastGood => "BGPConfigLastGood",
+            EventReason::ConfigObjectNotApplied => "BGPConfigNotApplied",
+            EventReason::ConfigObjectsApplied => "BGPConfigApplied",
+        }
+    }
+}
+
+/// A Kubernetes Event about this node's Node object. Occurrences with the same reason,
+/// type and action are one Event whose series counts them, so `action` names the subject
+/// (`Peer tor1`, `Announce 10.0.0.0/8`) from a bounded set and never carries free text
+/// such as a peer's shutdown message; `note` does (the first occurrence's stays).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEvent {
+    pub node: String,
+    pub node_uid: Option<String>,
+    pub reason: EventReason,
+    pub warning: bool,
+    pub action: String,
+    pub note: String,
+}
+
+/// Report inputs shared with the admin endpoint; equal when they are the same value.
+#[derive(Debug, Clone)]
+pub struct SharedInputs(pub Arc<ReportInputs>);
+
+impl PartialEq for SharedInputs {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Log lines and metric changes, typed so tests can assert them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    GuardRefused {
+        cidr: String,
+        reason: GuardRefusal,
+    },
+    PeerRefused {
+        peer: String,
+        prefix: IpNet,
+        reason: PeerRefusal,
+    },
+    Mismatch(Option<String>),
+    NoRouterId,
+    /// The node's default routes changed (the gateways of `default-gateway` peers).
+    DefaultRoutesChanged(DefaultRoutes),
+    /// A peer the kernel cannot resolve yet (no default route, no neighbour).
+    PeerUnresolved(Unresolved),
+    /// The node's local AS, resolved anew (or why it cannot be).
+    LocalAsn(super::AsnResolution),
+    /// A graceful-restart session waits for the source before it opens (at most `at_most`
+    /// after the process started).
+    PeerHeld {
+        peer: String,
+        at_most: Duration,
+    },
+    /// A session (re)started; the peer's identity for `podcidr_bgp_peer_info`.
+    PeerStarted {
+        peer: String,
+        address: PeerAddress,
+        asn: u32,
+        local_asn: u32,
+    },
+    /// An `asn: auto` peer's OPEN named its AS (first time, or a different one).
+    PeerAsLearned {
+        peer: String,
+        address: PeerAddress,
+        asn: u32,
+        local_asn: u32,
+    },
+    PeerStopped {
+        peer: String,
+        why: &'static str,
+    },
+    ReloadApplied {
+        why: &'static str,
+        added: usize,
+        removed: usize,
+        reset: usize,
+        updated: usize,
+    },
+    ReloadRejected {
+        why: &'static str,
+        error: Shared<ConfigError>,
+    },
+    /// The configuration objects the node runs, as counts for metrics; `new` lists what is
+    /// newly running a last good version or newly not applied, for the log.
+    ConfigObjects {
+        applied: usize,
+        last_good: usize,
+        not_applied: usize,
+        new: Vec<String>,
+    },
+    /// A status write finished (`unix`: when it started, wall clock).
+    StatusWritten {
+        unix: u64,
+        result: Result<(), ApiWriteError>,
+    },
+    /// A Lease renewal finished (`unix`: the `renewTime` it wrote).
+    LeaseRenewed {
+        unix: u64,
+        result: Result<(), ApiWriteError>,
+    },
+    /// A setting that changed and takes effect only after a restart.
+    NeedsRestart(&'static str),
+    SessionMetrics(Vec<(String, SessionStatus)>),
+    /// A BFD session changed state, and what the gate did with its BGP session.
+    BfdStateChanged {
+        peer: String,
+        from: BfdState,
+        to: BfdState,
+        diag: Diag,
+        gate: Option<GateAction>,
+    },
+    Session(String, SessionEvent),
+    CniWritten {
+        path: PathBuf,
+        changed: bool,
+    },
+    CniFailed {
+        path: PathBuf,
+        error: Shared<CniWriteError>,
+    },
+}
+
+impl PeerSetup {
+    pub fn session_config(&self) -> SessionConfig {
+        SessionConfig {
+            link_local_next_hop: self.link_local_next_hop,
+            ..session_config(self.identity, &self.node_name, &self.config)
+        }
+    }
+}

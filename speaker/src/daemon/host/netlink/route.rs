@@ -1,0 +1,135 @@
+//! The default routes from an rtnetlink dump (`RTM_GETROUTE`), which, unlike
+//! `/proc/net/route`, lists every next hop of an IPv4 multipath route (`RTA_MULTIPATH`).
+//! The request builder and the reply parser are pure (checked reads only); [`dump`] is the
+//! thin socket around them.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{self as netlink, align4, attributes, u16_at, u32_at};
+
+/// linux/rtnetlink.h.
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+const RTN_UNICAST: u8 = 1;
+const RT_TABLE_MAIN: u32 = 254;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const RTA_PRIORITY: u16 = 6;
+const RTA_MULTIPATH: u16 = 9;
+const RTA_TABLE: u16 = 15;
+const RTMSG_LEN: usize = 12;
+
+/// One next hop of a default route in the main table, before its interface is named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextHop {
+    pub via: IpAddr,
+    pub ifindex: u32,
+    pub metric: u32,
+}
+
+/// `RTM_GETROUTE` dump request for one address family (`AF_INET`, `AF_INET6`).
+pub fn dump_request(family: u8, seq: u32) -> Vec<u8> {
+    netlink::dump_request(RTM_GETROUTE, family, RTMSG_LEN, seq)
+}
+
+fn address(data: &[u8]) -> Option<IpAddr> {
+    match data.len() {
+        4 => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(data).ok()?))),
+        16 => Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(data).ok()?))),
+        _ => None,
+    }
+}
+
+/// The next hops of one `RTM_NEWROUTE` body (rtmsg + attributes) if it is a unicast
+/// default route of the main table.
+fn default_route(body: &[u8]) -> Vec<NextHop> {
+    let (Some(&dst_len), Some(&table), Some(&rtype)) = (body.get(1), body.get(4), body.get(7))
+    else {
+        return Vec::new();
+    };
+    let attrs = attributes(body.get(RTMSG_LEN..).unwrap_or_default());
+    let find = |t: u16| attrs.iter().find(|(k, _)| *k == t).map(|(_, d)| *d);
+    let table = find(RTA_TABLE)
+        .and_then(|d| u32_at(d, 0))
+        .unwrap_or(u32::from(table));
+    if dst_len != 0 || rtype != RTN_UNICAST || table != RT_TABLE_MAIN {
+        return Vec::new();
+    }
+    let metric = find(RTA_PRIORITY).and_then(|d| u32_at(d, 0)).unwrap_or(0);
+    if let Some(mp) = find(RTA_MULTIPATH) {
+        // struct rtnexthop { u16 len; u8 flags; u8 hops; i32 ifindex; } + attributes.
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(len) = u16_at(mp, at).map(usize::from) {
+            let (Some(ifindex), Some(nh)) = (u32_at(mp, at + 4), mp.get(at + 8..at + len.max(8)))
+            else {
+                break;
+            };
+            if len < 8 {
+                break;
+            }
+            let via = attributes(nh)
+                .into_iter()
+                .find(|(k, _)| *k == RTA_GATEWAY)
+                .and_then(|(_, d)| address(d));
+            if let Some(via) = via {
+                out.push(NextHop {
+                    via,
+                    ifindex,
+                    metric,
+                });
+            }
+            at += align4(len);
+        }
+        return out;
+    }
+    match (
+        find(RTA_GATEWAY).and_then(address),
+        find(RTA_OIF).and_then(|d| u32_at(d, 0)),
+    ) {
+        (Some(via), Some(ifindex)) => vec![NextHop {
+            via,
+            ifindex,
+            metric,
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// One `recv` worth of a dump reply: the default routes' next hops in it, and whether the
+/// dump is complete (`NLMSG_DONE`). `Err`: the kernel's error reply, or a truncated message.
+#[cfg(test)]
+pub fn parse_reply(buf: &[u8]) -> Result<(Vec<NextHop>, bool), String> {
+    netlink::walk_parsed(buf, RTM_NEWROUTE, default_route).map_err(|e| e.to_string())
+}
+
+/// Dumps the routes of `family` (`libc::AF_INET` or `AF_INET6`) and returns the default
+/// routes' next hops with their interface names.
+pub fn dump(family: i32) -> std::io::Result<Vec<(NextHop, String)>> {
+    let family = u8::try_from(family).map_err(std::io::Error::other)?;
+    let hops = netlink::dump_parsed(&dump_request(family, 1), RTM_NEWROUTE, default_route)?;
+    Ok(hops
+        .into_iter()
+        .map(|h| {
+            let name = interface_name(h.ifindex);
+            (h, name)
+        })
+        .collect())
+}
+
+/// `if_indextoname(3)`, or `if<index>` for an interface gone meanwhile.
+fn interface_name(index: u32) -> String {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: the buffer holds IF_NAMESIZE bytes, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return format!("if{index}");
+    }
+    // SAFETY: on success the buffer holds a NUL-terminated name.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,420 @@
+//! Prometheus metrics (text format on `/metrics`). Names are the contract in the issue.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabel {
+    pub peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerFamilyLabel {
+    pub peer: String,
+    pub family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerKindLabel {
+    pub peer: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotificationLabel {
+    pub direction: String,
+    pub code: String,
+    pub subcode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabel {
+    pub version: String,
+    pub commit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerInfoLabel {
+    pub peer: String,
+    pub address: String,
+    pub asn: String,
+    pub local_asn: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectReasonLabel {
+    pub object: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub session_up: Family<PeerLabel, Gauge>,
+    pub session_state: Family<PeerLabel, Gauge>,
+    pub announced_prefixes: Family<PeerFamilyLabel, Gauge>,
+    pub updates_sent: Family<PeerLabel, Counter>,
+    pub notifications: Family<NotificationLabel, Counter>,
+    pub update_errors: Family<PeerKindLabel, Counter>,
+    pub guard_refused: Family<ReasonLabel, Counter>,
+    pub source_mismatch: Gauge,
+    pub source_ready: Gauge,
+    pub config_reloads: Family<ResultLabel, Counter>,
+    pub cni_config_writes: Family<ResultLabel, Counter>,
+    pub cni_config_ok: Gauge,
+    pub build_info: Family<BuildLabel, Gauge>,
+    pub peer_info: Family<PeerInfoLabel, Gauge>,
+    /// The label set each peer's info series has now, to remove it.
+    peer_info_labels: std::sync::Mutex<std::collections::HashMap<String, PeerInfoLabel>>,
+    pub session_flaps: Family<PeerLabel, Counter>,
+    /// BFD Up → Down that took the BGP session down (not a peer's AdminDown).
+    pub bfd_session_down: Family<PeerLabel, Counter>,
+    pub bfd_state: Family<PeerLabel, Gauge>,
+    pub config_stale: Gauge,
+    pub status_publish_failures: Counter,
+    pub status_last_published: Gauge,
+    /// Kubernetes Events about the node by outcome.
+    pub kube_events: Family<ResultLabel, Counter>,
+    pub lease_renew_failures: Counter,
+    pub config_rejections: Family<ReasonLabel, Counter>,
+    pub api_write_failures: Family<ObjectReasonLabel, Counter>,
+    pub lease_last_renewed: Gauge,
+    /// Configuration objects selecting this node by state: applied, last_good, not_applied.
+    pub node_config_objects: Family<StateLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            session_up: Family::default(),
+            session_state: Family::default(),
+            announced_prefixes: Family::default(),
+            updates_sent: Family::default(),
+            notifications: Family::default(),
+            update_errors: Family::default(),
+            guard_refused: Family::default(),
+            source_mismatch: Gauge::default(),
+            source_ready: Gauge::default(),
+            config_reloads: Family::default(),
+            cni_config_writes: Family::default(),
+            cni_config_ok: Gauge::default(),
+            build_info: Family::default(),
+            peer_info: Family::default(),
+            peer_info_labels: std::sync::Mutex::default(),
+            session_flaps: Family::default(),
+            bfd_session_down: Family::default(),
+            bfd_state: Family::default(),
+            config_stale: Gauge::default(),
+            status_publish_failures: Counter::default(),
+            status_last_published: Gauge::default(),
+            kube_events: Family::default(),
+            lease_renew_failures: Counter::default(),
+            config_rejections: Family::default(),
+            api_write_failures: Family::default(),
+            lease_last_renewed: Gauge::default(),
+            node_config_objects: Family::default(),
+        };
+        registry.register(
+            "podcidr_bgp_session_up",
+            "1 when the BGP session is Established",
+            m.session_up.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_session_down",
+            "BFD sessions that went from Up to Down and took the BGP session down (RFC 5882)",
+            m.bfd_session_down.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_state",
+            "RFC 5880 BFD session state: 0 AdminDown, 1 Down, 2 Init, 3 Up",
+            m.bfd_state.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_session_state",
+            "RFC 4271 session state: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established",
+            m.session_state.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_announced_prefixes",
+            "Prefixes advertised to the peer, per family",
+            m.announced_prefixes.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_updates_sent",
+            "UPDATE messages sent",
+            m.updates_sent.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_notifications",
+            "NOTIFICATION messages sent and received",
+            m.notifications.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_update_errors",
+            "Malformed UPDATEs from the peer handled per RFC 7606 (treat-as-withdraw, attribute discard), by error kind; logged as a summary at most every 10 s",
+            m.update_errors.clone(),
+        );
+        registry.register(
+            "podcidr_guard_refused",
+            "Pod CIDRs the announce guard refused, by reason (counted when a refusal appears)",
+            m.guard_refused.clone(),
+        );
+        registry.register(
+            "podcidr_source_mismatch",
+            "1 while the chosen source and Node.spec.podCIDRs disagree",
+            m.source_mismatch.clone(),
+        );
+        registry.register(
+            "podcidr_source_ready",
+            "1 once the pod-CIDR source has synced",
+            m.source_ready.clone(),
+        );
+        registry.register(
+            "podcidr_config_reloads",
+            "Config reloads by result",
+            m.config_reloads.clone(),
+        );
+        registry.register(
+            "podcidr_cni_config_writes",
+            "CNI conflist writes and checks (cni.enabled) by result: written, unchanged (the file already held it), error",
+            m.cni_config_writes.clone(),
+        );
+        registry.register(
+            "podcidr_cni_config_ok",
+            "1 when the last CNI conflist write succeeded (the file hands out the announced CIDRs)",
+            m.cni_config_ok.clone(),
+        );
+        registry.register(
+            "podcidr_build_info",
+            "1, labelled with the version and git commit of this binary",
+            m.build_info.clone(),
+        );
+        m.build_info
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                commit: env!("PODCIDR_GIT_COMMIT").to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "podcidr_bgp_peer_info",
+            "1 per configured session of this node, labelled with the peer's address and AS numbers",
+            m.peer_info.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_session_flaps",
+            "Times the session left Established",
+            m.session_flaps.clone(),
+        );
+        registry.register(
+            "podcidr_api_write_failures",
+            "Failed writes to the API by object (status, lease) and reason: the API's (Forbidden, Conflict, ...), Timeout or Unreachable",
+            m.api_write_failures.clone(),
+        );
+        registry.register(
+            "podcidr_config_rejections",
+            "Config reloads rejected, by reason: Invalid, KeyFile, SourceNeedsApi, NodeName",
+            m.config_rejections.clone(),
+        );
+        registry.register(
+            "podcidr_config_stale",
+            "1 while an older config runs: the config file on disk was rejected, or a configuration object runs its last good version on this node",
+            m.config_stale.clone(),
+        );
+        registry.register(
+            "podcidr_node_config_objects",
+            "Configuration objects selecting this node (--config-source kubernetes), by state: applied (at its current generation), last_good (an older generation runs: the current one is not usable here), not_applied",
+            m.node_config_objects.clone(),
+        );
+        registry.register(
+            "podcidr_status_publish_failures",
+            "NodeBGPStatus writes that failed or timed out (by reason: podcidr_api_write_failures_total)",
+            m.status_publish_failures.clone(),
+        );
+        registry.register(
+            "podcidr_status_last_published_timestamp_seconds",
+            "Unix time of the last successful NodeBGPStatus write (0: none yet)",
+            m.status_last_published.clone(),
+        );
+        registry.register(
+            "podcidr_kube_events",
+            "Kubernetes Events about this node by result: published (created, or a repeat counted in its series), failed, throttled (a repeat beyond the per-Event rate bound), dropped (the queue to the publisher was full)",
+            m.kube_events.clone(),
+        );
+        for result in ["published", "failed", "throttled", "dropped"] {
+            m.kube_event(result, 0);
+        }
+        registry.register(
+            "podcidr_lease_renew_failures",
+            "Renewals of the node's Lease (liveness) that failed or timed out (by reason: podcidr_api_write_failures_total)",
+            m.lease_renew_failures.clone(),
+        );
+        registry.register(
+            "podcidr_lease_last_renewed_timestamp_seconds",
+            "Unix time of the last successful renewal of the node's Lease (0: none yet)",
+            m.lease_last_renewed.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn peer(name: &str) -> PeerLabel {
+        PeerLabel {
+            peer: name.to_owned(),
+        }
+    }
+
+    pub fn notification(&self, direction: &str, code: u8, subcode: u8) {
+        self.notifications
+            .get_or_create(&NotificationLabel {
+                direction: direction.to_owned(),
+                code: code.to_string(),
+                subcode: subcode.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts `n` Kubernetes Events with this result.
+    pub fn kube_event(&self, result: &str, n: u64) {
+        self.kube_events
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc_by(n);
+    }
+
+    pub fn cni_write(&self, result: &str) {
+        self.cni_config_writes
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The info series of a (re)started session.
+    pub fn set_peer_info(
+        &self,
+        peer: &str,
+        address: &dyn std::fmt::Display,
+        asn: u32,
+        local_asn: u32,
+    ) {
+        let label = PeerInfoLabel {
+            peer: peer.to_owned(),
+            address: address.to_string(),
+            asn: asn.to_string(),
+            local_asn: local_asn.to_string(),
+        };
+        let mut labels = self
+            .peer_info_labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(old) = labels.insert(peer.to_owned(), label.clone()) {
+            self.peer_info.remove(&old);
+        }
+        self.peer_info.get_or_create(&label).set(1);
+        // Counters start at 0, so `increase()` sees the first flap.
+        let _ = self.session_flaps.get_or_create(&Self::peer(peer));
+    }
+
+    /// Forgets a removed peer's series.
+    pub fn remove_peer(&self, name: &str) {
+        let label = Self::peer(name);
+        if let Some(old) = self
+            .peer_info_labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name)
+        {
+            self.peer_info.remove(&old);
+        }
+        self.session_up.remove(&label);
+        self.session_state.remove(&label);
+        self.updates_sent.remove(&label);
+        self.bfd_state.remove(&label);
+        // update_errors stays: its kinds are not known here, and a counter of a removed
+        // peer only stops growing.
+        for family in ["ipv4-unicast", "ipv6-unicast"] {
+            self.announced_prefixes.remove(&PeerFamilyLabel {
+                peer: name.to_owned(),
+                family: family.to_owned(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_match_the_contract() {
+        let m = Metrics::new();
+        m.session_up.get_or_create(&Metrics::peer("tor1")).set(1);
+        m.session_state.get_or_create(&Metrics::peer("tor1")).set(6);
+        m.announced_prefixes
+            .get_or_create(&PeerFamilyLabel {
+                peer: "tor1".into(),
+                family: "ipv4-unicast".into(),
+            })
+            .set(2);
+        m.updates_sent.get_or_create(&Metrics::peer("tor1")).inc();
+        m.notification("sent", 6, 2);
+        m.update_errors
+            .get_or_create(&PeerKindLabel {
+                peer: "tor1".into(),
+                kind: "attribute-length".into(),
+            })
+            .inc_by(3);
+        m.guard_refused
+            .get_or_create(&ReasonLabel {
+                reason: "outside-allowed-prefixes".into(),
+            })
+            .inc();
+        let text = m.encode();
+        for line in [
+            "podcidr_bgp_session_up{peer=\"tor1\"} 1",
+            "podcidr_bgp_session_state{peer=\"tor1\"} 6",
+            "podcidr_bgp_announced_prefixes{peer=\"tor1\",family=\"ipv4-unicast\"} 2",
+            "podcidr_bgp_updates_sent_total{peer=\"tor1\"} 1",
+            "podcidr_bgp_notifications_total{direction=\"sent\",code=\"6\",subcode=\"2\"} 1",
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 3",
+            "podcidr_guard_refused_total{reason=\"outside-allowed-prefixes\"} 1",
+            "podcidr_source_mismatch 0",
+            "podcidr_source_ready 0",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}

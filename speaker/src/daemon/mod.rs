@@ -1,0 +1,247 @@
+//! `podcidr-bgp speaker`: the per-node daemon. The pure announce core ([`core::Core`])
+//! decides; this loop moves events in (source, Node, config file, sessions, ticks, signals)
+//! and carries effects out (sessions, listeners, source, status writes, Kubernetes Events,
+//! logs, metrics).
+//! Routes are never dropped by accident: a source that is not ready, an API outage or a bad
+//! reload changes nothing.
+
+mod admin;
+#[cfg(test)]
+mod control_plane_tests;
+pub mod core;
+mod host;
+pub mod kube;
+pub mod metrics;
+mod run;
+mod sessions;
+mod telemetry;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use podcidr_config::Config;
+
+use core::errors::ConfigError;
+
+use crate::process::{self, Signals};
+pub use kube::config_objects::ObjectSettings;
+pub use kube::lease::LEASE_LABEL;
+pub use run::{RunOptions, Speaker};
+
+/// The namespace of the Secrets `BGPPeer.spec.passwordSecretRef` names when the pod's
+/// namespace is not known.
+pub const DEFAULT_SECRET_NAMESPACE: &str = "podcidr-system";
+
+#[derive(Debug, clap::Args)]
+pub struct SpeakerArgs {
+    /// Where the config comes from: `file` (`--config`) or `kubernetes` (the
+    /// `BGPSpeakerConfig` and `BGPPeer` objects that select this node).
+    #[arg(long, value_enum, default_value = "file")]
+    pub config_source: ConfigSource,
+    /// Config file (YAML), with `--config-source file`.
+    #[arg(long, default_value = "/etc/podcidr/config/config.yaml")]
+    pub config: PathBuf,
+    /// Serve the admin endpoint (`/livez`, `/readyz`, `/debug/*`, `/metrics`) here,
+    /// overriding `admin.listen` (the only way to set it with `--config-source kubernetes`).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+    /// With `--config-source kubernetes`: the namespace of the Secrets
+    /// `passwordSecretRef` names [default: $POD_NAMESPACE, else podcidr-system].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub secret_namespace: Option<String>,
+    /// With `--config-source kubernetes`: where the MD5 keys of the Secrets are written for
+    /// the sessions (mode 0400; an in-memory volume in the DaemonSet).
+    #[arg(long, value_name = "DIR", default_value = "/run/podcidr-bgp/keys")]
+    pub key_dir: PathBuf,
+    /// This node's name (default: the config's nodeName, then $NODE_NAME).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Validate the config (and read MD5 key files), print the result and exit.
+    #[arg(long)]
+    pub check_config: bool,
+    /// On SIGTERM send Cease/Administrative Shutdown (routers withdraw at once) instead of
+    /// closing for graceful restart (routers keep the routes while we restart).
+    #[arg(long = "final")]
+    pub final_stop: bool,
+    /// Kubeconfig file (default: in-cluster config or $KUBECONFIG).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Time between checks of the config file for changes (SIGHUP reloads at once), e.g. `2`
+    /// (seconds), `2s`, `1m`.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::cli::parse_duration)]
+    pub config_poll_seconds: u64,
+    /// Time between checks of a `file` source for changes, e.g. `2000` (milliseconds), `500ms`,
+    /// `2s`; changes inotify reports are checked at once, this bounds the rest.
+    #[arg(long, value_name = "DURATION", default_value = "2000ms", value_parser = crate::cli::parse_millis)]
+    pub file_poll_ms: u64,
+    /// Serve `/metrics` (only) on this address too, overriding `admin.metricsListen`: the
+    /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Namespace of the node's Lease (liveness, renewed every minute) [default:
+    /// $POD_NAMESPACE, else the kubeconfig's or service account's namespace].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
+}
+
+/// Validates config and keys; the error text names every bad field.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let config = Config::load(path)?;
+    sessions::check_keys(&config.peers)?;
+    Ok(config)
+}
+
+/// Command-line settings that replace config values (applied on every load, so a reload
+/// does not see them as a change).
+pub(crate) fn with_overrides(
+    mut config: Config,
+    admin_listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
+) -> Config {
+    if let Some(a) = admin_listen {
+        config.admin.listen = a;
+    }
+    if metrics_listen.is_some() {
+        config.admin.metrics_listen = metrics_listen;
+    }
+    config
+}
+
+/// Why the speaker cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("admin.listen {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("admin.metricsListen {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("source.kind {0} needs the Kubernetes API")]
+    SourceNeedsApi(&'static str),
+    #[error("--config-source kubernetes needs the Kubernetes API")]
+    ObjectsNeedApi,
+}
+
+/// Where the speaker's config comes from (`--config-source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConfigSource {
+    /// The YAML file `--config` names, reloaded when it changes.
+    File,
+    /// `BGPSpeakerConfig` and `BGPPeer` objects selecting this node.
+    Kubernetes,
+}
+
+/// The node's name and the first config to run, or the exit code after an error was printed.
+fn initial_config(args: &SpeakerArgs) -> Result<(Config, String, Option<String>), ExitCode> {
+    let fallback = args
+        .node_name
+        .clone()
+        .or_else(|| non_empty_env("NODE_NAME"));
+    let overrides = |c| with_overrides(c, args.admin_listen, args.metrics_listen);
+    if args.config_source == ConfigSource::Kubernetes {
+        let Some(node_name) = fallback.clone() else {
+            eprintln!(
+                "podcidr-bgp speaker: --config-source kubernetes needs the node's name: --node-name or $NODE_NAME"
+            );
+            return Err(ExitCode::from(2));
+        };
+        // No peer, no source until the objects are listed.
+        return Ok((overrides(Config::unconfigured()), node_name, fallback));
+    }
+    let config = match load(&args.config) {
+        Ok(c) => overrides(c),
+        Err(e) => {
+            eprintln!("{}: invalid config:\n{e}", args.config.display());
+            return Err(ExitCode::from(2));
+        }
+    };
+    match config.resolve_node_name(fallback.clone(), None) {
+        Ok(n) => Ok((config, n, fallback)),
+        Err(e) => {
+            eprintln!("{}: {e}", args.config.display());
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+pub async fn run(args: SpeakerArgs) -> ExitCode {
+    let objects_mode = args.config_source == ConfigSource::Kubernetes;
+    if args.check_config && objects_mode {
+        eprintln!("podcidr-bgp speaker: --check-config checks a config file (--config)");
+        return ExitCode::from(2);
+    }
+    let (config, node_name, fallback) = match initial_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if args.check_config {
+        println!(
+            "{}: config OK (node {node_name}, {}, source {})",
+            args.config.display(),
+            crate::cli::render::count(config.peers.len(), "peer"),
+            config.source
+        );
+        return ExitCode::SUCCESS;
+    }
+    let log = process::logging::init(&config.log);
+    let needs_api = objects_mode || !config.source.is_file();
+    let client = match process::kube_client(args.kubeconfig.as_deref()).await {
+        Ok(c) => Some(c),
+        Err(e) if !needs_api => {
+            tracing::warn!(error = %e, "no Kubernetes API: status publishing and nodeSelectors are off");
+            None
+        }
+        Err(e) => {
+            eprintln!("podcidr-bgp speaker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("podcidr-bgp speaker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pod_namespace = non_empty_env("POD_NAMESPACE");
+    let opts = RunOptions {
+        config_path: (!objects_mode).then(|| args.config.clone()),
+        final_stop: args.final_stop,
+        config_poll: Duration::from_secs(args.config_poll_seconds.max(1)),
+        file_poll: Duration::from_millis(args.file_poll_ms.max(1)),
+        node_name_fallback: fallback,
+        log: Some(log),
+        metrics_listen: args.metrics_listen,
+        admin_listen: args.admin_listen,
+        objects: objects_mode.then(|| ObjectSettings {
+            secret_namespace: args
+                .secret_namespace
+                .clone()
+                .or_else(|| pod_namespace.clone())
+                .unwrap_or_else(|| DEFAULT_SECRET_NAMESPACE.to_owned()),
+            key_dir: args.key_dir.clone(),
+        }),
+        lease_namespace: args.lease_namespace.clone().or(pod_namespace),
+        pod_name: non_empty_env("POD_NAME"),
+    };
+    match Speaker::start(config, node_name, client, opts).await {
+        Ok(s) => {
+            s.run_with_signals(signals).await;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("podcidr-bgp speaker: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}

@@ -1,0 +1,305 @@
+//! Carries out the core's peer effects: one session task per peer, passive listeners kept
+//! open across reloads, MD5 keys read from their files when a connection is set up.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bgp_proto::session::driver::{self, SessionEvent, SessionTask, TcpConnector};
+use bgp_proto::session::{RouteSet, Session, SessionStatus, StopReason};
+use bgp_proto::transport::ConnectOptions;
+use podcidr_config::PeerAddress;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+mod bfd;
+mod connector;
+mod listeners;
+
+use bfd::BfdHandle;
+use bgp_proto::bfd::driver::StopMode;
+#[cfg(test)]
+use connector::read_key;
+pub use connector::{KeyFileConnector, check_keys};
+pub use listeners::ListenerError;
+use listeners::Listeners;
+
+use super::core::bfd_gate;
+use super::core::{ListenerLayout, PeerSetup};
+
+/// Bound on waiting for stopped sessions to deliver their NOTIFICATION (all at once).
+pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
+
+struct PeerHandle {
+    task: SessionTask,
+    bfd: Option<BfdHandle>,
+    /// Our graceful-restart time: how long a BFD handover must last.
+    restart_time: u16,
+    routes: watch::Sender<Option<Arc<RouteSet>>>,
+    incoming: Option<mpsc::Sender<TcpStream>>,
+    forward: JoinHandle<()>,
+}
+
+/// The running sessions and listeners.
+pub struct PeerManager {
+    peers: BTreeMap<String, PeerHandle>,
+    listeners: Listeners,
+    events: mpsc::Sender<(String, SessionEvent)>,
+}
+
+impl std::fmt::Debug for PeerManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerManager")
+            .field("peers", &self.peers.keys().collect::<Vec<_>>())
+            .field("listeners", &self.listeners.addrs())
+            .finish()
+    }
+}
+
+impl PeerManager {
+    pub fn new(events: mpsc::Sender<(String, SessionEvent)>) -> Self {
+        PeerManager {
+            peers: BTreeMap::new(),
+            listeners: Listeners::default(),
+            events,
+        }
+    }
+
+    /// Snapshots of every session's status.
+    pub fn statuses(&self) -> BTreeMap<String, SessionStatus> {
+        self.peers
+            .iter()
+            .map(|(n, h)| (n.clone(), h.task.status.borrow().clone()))
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub fn listener_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.addrs()
+    }
+
+    /// Adds a session driven by a test's own connector (duplex pipes, paused time).
+    #[cfg(test)]
+    pub fn insert_session(
+        &mut self,
+        name: &str,
+        task: SessionTask,
+        routes: watch::Sender<Option<Arc<RouteSet>>>,
+    ) {
+        let forward = tokio::spawn(async {});
+        let handle = PeerHandle {
+            task,
+            bfd: None,
+            restart_time: 0,
+            routes,
+            incoming: None,
+            forward,
+        };
+        self.peers.insert(name.to_owned(), handle);
+    }
+
+    /// Starts a session for `setup` (a running one of the same name must be stopped first).
+    pub fn start(&mut self, setup: &PeerSetup) {
+        let p = &setup.config;
+        if p.address.is_unresolved()
+            || matches!(p.address, PeerAddress::Interface { peer: None, .. })
+        {
+            // The core only starts resolved peers (`core::kernel::resolve`).
+            tracing::error!(peer = %p.name, address = %p.address, "unresolved peer address");
+            return;
+        }
+        let mut session = Session::new(setup.session_config());
+        session.set_restarting(setup.restarting);
+        let connector = KeyFileConnector {
+            peer: p.name.clone(),
+            key_file: p.password_file.clone(),
+            interface: p.address.interface().map(str::to_owned),
+            tcp: TcpConnector {
+                peer: peer_socket(&p.address, p.port),
+                options: ConnectOptions {
+                    source: p.local_address,
+                    ..ConnectOptions::new(p.ttl_security())
+                },
+            },
+        };
+        let (routes_tx, routes_rx) = watch::channel(setup.routes.clone());
+        let (incoming, incoming_rx) = if p.accept_incoming {
+            let (tx, rx) = mpsc::channel(4);
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        // Subscribed before the session runs, so no transition goes unheard.
+        let (events_tx, events_rx) = tokio::sync::broadcast::channel(256);
+        let task = driver::spawn_with_events(session, connector, incoming_rx, routes_rx, events_tx);
+        let forward = tokio::spawn(forward_events(
+            p.name.clone(),
+            events_rx,
+            self.events.clone(),
+            std::convert::identity,
+        ));
+        let bfd = match bfd::start(p, setup.restarting, self.events.clone()) {
+            None => None,
+            Some(Ok(h)) => Some(h),
+            Some(Err(e)) => {
+                // The BGP session runs without BFD: detection falls back to the hold timer.
+                tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
+                None
+            }
+        };
+        self.peers.insert(
+            p.name.clone(),
+            PeerHandle {
+                task,
+                bfd,
+                restart_time: p.graceful_restart.restart_time,
+                routes: routes_tx,
+                incoming,
+                forward,
+            },
+        );
+        self.refresh_dispatch();
+    }
+
+    /// Replaces a peer's route set; the session sends only the difference.
+    pub fn set_routes(&self, name: &str, routes: Arc<RouteSet>) {
+        if let Some(h) = self.peers.get(name) {
+            h.routes.send_replace(Some(routes));
+        }
+    }
+
+    /// Takes a session down and keeps it down (BFD says the path failed).
+    pub fn hold(&self, name: &str, reason: StopReason) {
+        if let Some(h) = self.peers.get(name) {
+            h.task.hold_control().hold_down(reason);
+        }
+    }
+
+    /// Lets a held session reconnect.
+    pub fn resume(&self, name: &str) {
+        if let Some(h) = self.peers.get(name) {
+            h.task.hold_control().resume();
+        }
+    }
+
+    pub fn set_connect_retry(&self, name: &str, base: Duration, max: Duration) {
+        if let Some(h) = self.peers.get(name) {
+            h.task.set_connect_retry(base, max);
+        }
+    }
+
+    /// Stops these sessions at once and waits, concurrently and bounded, for their
+    /// NOTIFICATIONs to go out.
+    pub async fn stop(&mut self, stops: Vec<(String, StopReason)>) {
+        let mut waits = Vec::new();
+        for (name, reason) in stops {
+            if let Some(h) = self.peers.remove(&name) {
+                // Destructure so the routes sender lives until the task ends: a closed routes
+                // channel reads as "speaker gone" and would turn this stop into a Cease.
+                let PeerHandle {
+                    task,
+                    bfd,
+                    restart_time,
+                    forward,
+                    routes,
+                    ..
+                } = h;
+                waits.push(async move {
+                    // BFD AdminDown first (RFC 5882 §4.3): a planned stop, graceful restart
+                    // included, must not look like a path failure to the peer.
+                    // Graceful restart: hand BFD over first (the peer's detection time
+                    // grows to the restart time), then close BGP without a NOTIFICATION.
+                    // Otherwise BGP's Cease goes first, then BFD AdminDown.
+                    let mut bfd = bfd;
+                    if let StopMode::Handover(window) = bfd_gate::stop_mode(&reason, restart_time)
+                        && let Some(b) = bfd.take()
+                    {
+                        b.stop(StopMode::Handover(window)).await;
+                    }
+                    task.stop(reason);
+                    task.wait().await;
+                    if let Some(b) = bfd {
+                        b.stop(StopMode::AdminDown).await;
+                    }
+                    forward.abort();
+                    drop(routes);
+                });
+            }
+        }
+        if waits.is_empty() {
+            return;
+        }
+        self.refresh_dispatch();
+        if tokio::time::timeout(STOP_WAIT, futures::future::join_all(waits))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not close within {STOP_WAIT:?}");
+        }
+    }
+
+    /// Stops everything: sessions (concurrently) and listeners.
+    pub async fn shutdown(&mut self, stops: Vec<(String, StopReason)>) {
+        self.stop(stops).await;
+        self.listeners.close_all();
+    }
+
+    /// Makes the listeners match `layout` (see [`Listeners::set`]) and points them at the
+    /// sessions.
+    pub fn set_listeners(&mut self, layout: &ListenerLayout) -> Vec<ListenerError> {
+        let errors = self.listeners.set(layout);
+        self.refresh_dispatch();
+        errors
+    }
+
+    /// Re-reads the passive peers' key files now (each listener also does every second).
+    #[cfg(test)]
+    pub fn refresh_keys(&mut self) -> Vec<ListenerError> {
+        self.listeners.refresh_keys()
+    }
+
+    /// Points each listener's addresses at the current sessions' incoming channels.
+    fn refresh_dispatch(&self) {
+        self.listeners
+            .dispatch(|name| self.peers.get(name).and_then(|h| h.incoming.clone()));
+    }
+}
+
+/// The peer's socket address; an interface peer's scope id is set at each connect.
+fn peer_socket(address: &PeerAddress, port: u16) -> SocketAddr {
+    match address {
+        PeerAddress::Fixed(ip) => SocketAddr::new(*ip, port),
+        PeerAddress::Interface { peer, .. } => {
+            SocketAddrV6::new(peer.unwrap_or(Ipv6Addr::UNSPECIFIED), port, 0, 0).into()
+        }
+        // Never started unresolved (see `PeerManager::start`).
+        PeerAddress::DefaultGateway(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
+    }
+}
+
+/// Forwards one session's (or its BFD session's) events to the loop. A slow loop loses
+/// events here (bounded), never memory; session state is read from the status snapshot.
+async fn forward_events<E: Clone>(
+    name: String,
+    mut rx: tokio::sync::broadcast::Receiver<E>,
+    tx: mpsc::Sender<(String, SessionEvent)>,
+    wrap: fn(E) -> SessionEvent,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(ev) => {
+                if tx.send((name.clone(), wrap(ev))).await.is_err() {
+                    return;
+                }
+            }
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

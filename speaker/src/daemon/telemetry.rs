@@ -1,0 +1,459 @@
+//! The core's notices as log lines and metric changes. Text that comes from a peer (an
+//! RFC 9003 shutdown message, a reason built from it) is escaped, so it cannot forge lines
+//! in a text log.
+
+use bgp_proto::bfd::BfdEvent;
+use bgp_proto::bfd::{BfdState, Diag};
+use bgp_proto::session::SessionEvent;
+use bgp_proto::session::State as SessionState;
+
+use super::core::Notice;
+use super::core::bfd_gate::GateAction;
+use super::core::errors::ApiWriteError;
+use super::core::gateways::Gateway;
+use super::metrics::{
+    Metrics, ObjectReasonLabel, PeerFamilyLabel, PeerKindLabel, ReasonLabel, ResultLabel,
+    StateLabel,
+};
+
+/// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
+pub fn escape(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.escape_debug().to_string()
+    } else {
+        text.to_owned()
+    }
+}
+
+fn count_refusal(m: &Metrics, reason: &str) {
+    m.guard_refused
+        .get_or_create(&ReasonLabel {
+            reason: reason.to_owned(),
+        })
+        .inc();
+}
+
+fn count_reload(m: &Metrics, result: &str) {
+    m.config_reloads
+        .get_or_create(&ResultLabel {
+            result: result.to_owned(),
+        })
+        .inc();
+}
+
+pub fn record(m: &Metrics, notice: Notice) {
+    match notice {
+        Notice::GuardRefused { cidr, reason } => {
+            tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
+            count_refusal(m, reason.as_str());
+        }
+        Notice::PeerRefused {
+            peer,
+            prefix,
+            reason,
+        } => {
+            tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            count_refusal(m, reason.as_str());
+        }
+        Notice::Mismatch(Some(text)) => {
+            m.source_mismatch.set(1);
+            tracing::warn!(mismatch = %text, "the chosen source and Node.spec.podCIDRs disagree; announcing the chosen source");
+        }
+        Notice::Mismatch(None) => {
+            m.source_mismatch.set(0);
+            tracing::info!("source and Node.spec.podCIDRs agree again");
+        }
+        Notice::LocalAsn(Ok(r)) => {
+            tracing::info!(asn = r.asn.0, source = %r.origin, "local AS of this node");
+            if let Some(w) = r.warning() {
+                tracing::warn!(asn = r.asn.0, "{w}");
+            }
+        }
+        Notice::LocalAsn(Err(e)) => tracing::error!(
+            reason = e.reason,
+            error = %escape(&e.message),
+            "the node's local AS cannot be resolved; no BGP session runs"
+        ),
+        Notice::PeerUnresolved(p) => tracing::warn!("{p}"),
+        Notice::DefaultRoutesChanged(routes) => tracing::info!(
+            ipv4 = %show_gateways(&routes.ipv4),
+            ipv6 = %show_gateways(&routes.ipv6),
+            "default routes changed"
+        ),
+        Notice::BfdStateChanged {
+            peer,
+            from,
+            to,
+            diag,
+            gate,
+        } => bfd_state_changed(m, &peer, (from, to, diag, gate)),
+        Notice::StatusWritten { unix, result } => {
+            write_finished(m, WriteKind::Status, unix, result);
+        }
+        Notice::LeaseRenewed { unix, result } => write_finished(m, WriteKind::Lease, unix, result),
+        Notice::NoRouterId => tracing::error!(
+            "routerId: not set and no IPv4 address found (set routerId in the config)"
+        ),
+        Notice::PeerHeld { peer, at_most } => tracing::info!(
+            %peer,
+            at_most_secs = at_most.as_secs(),
+            "graceful restart: session opens once the source is ready, so the peer keeps \
+             our stale routes until we can refresh them"
+        ),
+        Notice::PeerAsLearned {
+            peer,
+            address,
+            asn,
+            local_asn,
+        } => {
+            tracing::info!(%peer, %address, asn, "peer AS learned from its OPEN (asn: auto)");
+            m.set_peer_info(&peer, &address, asn, local_asn);
+        }
+        Notice::PeerStarted {
+            peer,
+            address,
+            asn,
+            local_asn,
+        } => {
+            tracing::info!(%peer, "session started");
+            m.set_peer_info(&peer, &address, asn, local_asn);
+        }
+        Notice::PeerStopped { peer, why } => {
+            tracing::info!(%peer, why, "session stopped");
+            m.remove_peer(&peer);
+        }
+        Notice::ReloadApplied {
+            why,
+            added,
+            removed,
+            reset,
+            updated,
+        } => {
+            tracing::info!(
+                reason = why,
+                added,
+                removed,
+                reset,
+                updated,
+                "config reloaded"
+            );
+            count_reload(m, "applied");
+            m.config_stale.set(0);
+        }
+        Notice::ReloadRejected { why, error } => {
+            tracing::error!(reason = why, kind = error.reason(), errors = %error, "config reload rejected; keeping the running config");
+            count_reload(m, "rejected");
+            m.config_rejections
+                .get_or_create(&ReasonLabel {
+                    reason: error.reason().to_owned(),
+                })
+                .inc();
+            // The file on disk is not what runs until a reload succeeds.
+            m.config_stale.set(1);
+        }
+        Notice::ConfigObjects {
+            applied,
+            last_good,
+            not_applied,
+            new,
+        } => {
+            for line in &new {
+                tracing::warn!("{line}");
+            }
+            tracing::info!(
+                applied,
+                last_good,
+                not_applied,
+                "configuration objects for this node"
+            );
+            for (state, n) in [
+                ("applied", applied),
+                ("last_good", last_good),
+                ("not_applied", not_applied),
+            ] {
+                m.node_config_objects
+                    .get_or_create(&StateLabel {
+                        state: state.to_owned(),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            m.config_stale.set(i64::from(last_good > 0));
+        }
+        Notice::NeedsRestart(key) => {
+            tracing::warn!(key, "this setting takes effect after a restart");
+        }
+        Notice::SessionMetrics(statuses) => {
+            for (peer, s) in statuses {
+                let label = Metrics::peer(&peer);
+                m.session_up
+                    .get_or_create(&label)
+                    .set(i64::from(s.state == SessionState::Established));
+                m.session_state
+                    .get_or_create(&label)
+                    .set(i64::from(s.state.as_number()));
+                for (family, n) in &s.advertised {
+                    m.announced_prefixes
+                        .get_or_create(&PeerFamilyLabel {
+                            peer: peer.clone(),
+                            family: family.clone(),
+                        })
+                        .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                }
+            }
+        }
+        Notice::Session(peer, ev) => session_event(m, &peer, ev),
+        Notice::CniWritten { path, changed } => {
+            if changed {
+                tracing::info!(path = %path.display(), "CNI config written");
+            }
+            m.cni_config_ok.set(1);
+            m.cni_write(if changed { "written" } else { "unchanged" });
+        }
+        Notice::CniFailed { path, error } => {
+            tracing::error!(path = %path.display(), error = %error, "CNI config not written; announcing goes on");
+            m.cni_config_ok.set(0);
+            m.cni_write("error");
+        }
+    }
+}
+
+fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
+    match ev {
+        SessionEvent::StateChanged { from, to, reason } => {
+            if from == SessionState::Established {
+                m.session_flaps.get_or_create(&Metrics::peer(peer)).inc();
+            }
+            match &reason {
+                Some(r) if from == SessionState::Established || to == SessionState::Idle => {
+                    tracing::warn!(peer, from = from.as_str(), to = to.as_str(), reason = %escape(&r.to_string()), "session state")
+                }
+                _ => tracing::info!(
+                    peer,
+                    from = from.as_str(),
+                    to = to.as_str(),
+                    "session state"
+                ),
+            }
+        }
+        SessionEvent::NotificationSent(n) => {
+            tracing::warn!(peer, notification = %n.name(), "NOTIFICATION sent");
+            m.notification("sent", n.code.into(), n.subcode);
+        }
+        SessionEvent::NotificationReceived(n) => {
+            let text = escape(&n.shutdown_message().unwrap_or_default());
+            tracing::warn!(peer, notification = %n.name(), message = %text, "NOTIFICATION received");
+            m.notification("received", n.code.into(), n.subcode);
+        }
+        SessionEvent::UpdatesSent { messages } => {
+            m.updates_sent
+                .get_or_create(&Metrics::peer(peer))
+                .inc_by(messages as u64);
+        }
+        SessionEvent::UpdateErrors { counts, example } => {
+            for (kind, n) in &counts {
+                m.update_errors
+                    .get_or_create(&PeerKindLabel {
+                        peer: peer.to_owned(),
+                        kind: (*kind).to_owned(),
+                    })
+                    .inc_by(*n);
+            }
+            tracing::warn!(
+                peer,
+                ?counts,
+                example = %escape(&example),
+                "malformed UPDATEs from the peer handled per RFC 7606 (summary)"
+            );
+        }
+        SessionEvent::Bfd(ev) => bfd_event(peer, ev),
+        SessionEvent::Refused(refused) => {
+            for (prefix, reason) in refused {
+                tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
+            }
+        }
+    }
+}
+
+fn show_gateways(gws: &[Gateway]) -> String {
+    if gws.is_empty() {
+        return "none".into();
+    }
+    gws.iter()
+        .map(|g| format!("via {} dev {} metric {}", g.via, g.dev, g.metric))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn bfd_event(peer: &str, ev: BfdEvent) {
+    match ev {
+        // State changes come through the core, with the gate's decision.
+        BfdEvent::StateChanged { .. } => {}
+        BfdEvent::Dropped { kind, detail } => {
+            tracing::debug!(peer, kind, detail = %escape(&detail), "BFD packet dropped");
+        }
+        BfdEvent::SendFailed(e) => tracing::debug!(peer, error = %e, "BFD send failed"),
+    }
+}
+
+fn bfd_state_changed(
+    m: &Metrics,
+    peer: &str,
+    (from, to, diag, gate): (BfdState, BfdState, Diag, Option<GateAction>),
+) {
+    let label = Metrics::peer(peer);
+    m.bfd_state.get_or_create(&label).set(to as i64);
+    match gate {
+        Some(GateAction::HoldDown(_)) => {
+            m.bfd_session_down.get_or_create(&label).inc();
+            tracing::warn!(
+                peer,
+                diag = diag.as_str(),
+                "BFD session down: BGP session torn down (Cease/BFD Down)"
+            );
+        }
+        None if from == BfdState::Up && to == BfdState::Down => tracing::warn!(
+            peer,
+            diag = diag.as_str(),
+            "BFD session down: the peer signalled AdminDown; the BGP session is kept"
+        ),
+        _ => tracing::info!(
+            peer,
+            from = from.as_str(),
+            to = to.as_str(),
+            "BFD session state"
+        ),
+    }
+}
+
+fn write_finished(m: &Metrics, what: WriteKind, unix: u64, result: Result<(), ApiWriteError>) {
+    let at = i64::try_from(unix).unwrap_or(i64::MAX);
+    match (what, result) {
+        (WriteKind::Status, Ok(())) => {
+            m.status_last_published.set(at);
+        }
+        (WriteKind::Lease, Ok(())) => {
+            m.lease_last_renewed.set(at);
+        }
+        (what, Err(e)) => {
+            let (counter, object, text) = match what {
+                WriteKind::Status => (
+                    &m.status_publish_failures,
+                    "status",
+                    "publishing NodeBGPStatus failed; will retry",
+                ),
+                WriteKind::Lease => (
+                    &m.lease_renew_failures,
+                    "lease",
+                    "renewing the Lease failed; will retry",
+                ),
+            };
+            counter.inc();
+            m.api_write_failures
+                .get_or_create(&ObjectReasonLabel {
+                    object: object.to_owned(),
+                    reason: e.reason().to_owned(),
+                })
+                .inc();
+            tracing::warn!(error = %e, reason = e.reason(), "{text}");
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum WriteKind {
+    Status,
+    Lease,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_shutdown_text_cannot_inject_log_lines() {
+        let e = escape("bye\nlevel=error msg=\"forged\"\r\x1b[31m");
+        assert!(!e.contains('\n') && !e.contains('\r') && !e.contains('\x1b'));
+        assert!(e.contains("\\n"));
+        assert_eq!(escape("maintenance"), "maintenance");
+    }
+
+    #[test]
+    fn update_error_summaries_are_counted_per_peer_and_kind_rfc7606() {
+        let m = Metrics::new();
+        for _ in 0..2 {
+            let counts = [("attribute-length", 4000), ("bad-nlri", 1)]
+                .into_iter()
+                .collect();
+            let ev = SessionEvent::UpdateErrors {
+                counts,
+                example: "bad\nline".into(),
+            };
+            record(&m, Notice::Session("tor1".into(), ev));
+        }
+        let text = m.encode();
+        for line in [
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 8000",
+            "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"bad-nlri\"} 2",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn config_stale_follows_the_last_reload_and_flaps_count_drops_from_established() {
+        let m = Metrics::new();
+        let line = |m: &Metrics, l: &str| m.encode().lines().any(|x| x == l);
+        record(
+            &m,
+            Notice::ReloadRejected {
+                why: "test",
+                error: crate::daemon::core::errors::Shared::new(
+                    crate::daemon::core::errors::ConfigError::SourceNeedsApi("node-spec"),
+                ),
+            },
+        );
+        assert!(line(&m, "podcidr_config_stale 1"));
+        record(
+            &m,
+            Notice::ReloadApplied {
+                why: "test",
+                added: 0,
+                removed: 0,
+                reset: 0,
+                updated: 0,
+            },
+        );
+        assert!(line(&m, "podcidr_config_stale 0"));
+
+        record(
+            &m,
+            Notice::PeerStarted {
+                peer: "tor1".into(),
+                address: podcidr_config::PeerAddress::Fixed("192.0.2.1".parse().unwrap()),
+                asn: 65000,
+                local_asn: 65001,
+            },
+        );
+        assert!(
+            line(&m, "podcidr_bgp_session_flaps_total{peer=\"tor1\"} 0"),
+            "starts at 0"
+        );
+        for (from, to) in [
+            (SessionState::Idle, SessionState::Connect),
+            (SessionState::OpenConfirm, SessionState::Established),
+            (SessionState::Established, SessionState::Idle),
+        ] {
+            let ev = SessionEvent::StateChanged {
+                from,
+                to,
+                reason: None,
+            };
+            record(&m, Notice::Session("tor1".into(), ev));
+        }
+        assert!(
+            line(&m, "podcidr_bgp_session_flaps_total{peer=\"tor1\"} 1"),
+            "{}",
+            m.encode()
+        );
+    }
+}

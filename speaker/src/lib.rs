@@ -1,0 +1,12 @@
+//! The code of the `podcidr-bgp` binary (`main.rs` parses the command line and calls in),
+//! as a library so benchmarks can run its parts in-process: thousands of speakers' watches
+//! of the configuration objects cost one process, not thousands.
+
+pub mod allocator_cmd;
+pub mod cli;
+pub mod daemon;
+pub mod decode;
+pub mod demo;
+pub mod objects;
+pub mod process;
+pub mod time;
