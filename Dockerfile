@@ -15,4 +15,4 @@ COPY --from=build /src/target/x86_64-unknown-linux-musl/release/podcidr-bgp /pod
 # see deploy/speaker/daemonset.yaml); the allocator Deployment sets uid 65532 itself.
 USER 0:0
 ENTRYPOINT ["/podcidr-bgp"]
-CMD ["speaker", "--config", "/etc/podcidr/config/config.yaml"]
+CMD ["speaker", "--config-source", "kubernetes"]

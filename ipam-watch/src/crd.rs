@@ -5,12 +5,21 @@
 //! undecodable (the watcher would fail for every object); parsing and reporting happen in
 //! [`crate::source`] and the allocator.
 
+mod config;
 mod schema;
 mod speaker;
 
+pub use config::{
+    AddressFamilySpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
+    BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
+    ConfigObjectStatus, ConnectRetrySpec, FamilySpec, GracefulRestartSpec, GracefulShutdownSpec,
+    LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec, SecretKeyRef,
+    SourceKindSpec, SourceSpec, StatusSpec, config_condition,
+};
+
 pub use speaker::{
-    MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport, PeerReport,
-    RefusedCidr, RouteReport, SpeakerReport,
+    ConfigReport, MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport,
+    ObjectGeneration, ObjectNotApplied, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
 };
 
 use k8s_openapi::api::core::v1::Node;
@@ -296,7 +305,23 @@ impl NodePodCIDR {
 
 /// Every CRD of this crate, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![PodCIDRPool::crd(), NodePodCIDR::crd(), NodeBGPStatus::crd()]
+    let mut crds = vec![
+        PodCIDRPool::crd(),
+        NodePodCIDR::crd(),
+        NodeBGPStatus::crd(),
+        BGPSpeakerConfig::crd(),
+        BGPPeer::crd(),
+    ];
+    for version in crds.iter_mut().flat_map(|c| c.spec.versions.iter_mut()) {
+        if let Some(props) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema::drop_null_from_enums(props);
+        }
+    }
+    crds
 }
 
 /// Header of each generated file under `deploy/crds/`.

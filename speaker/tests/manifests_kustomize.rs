@@ -1,6 +1,5 @@
-//! deploy/ renders with `kubectl kustomize`, alone and under overlays that move it to another
-//! namespace (and rename it), and the speaker's ValidatingAdmissionPolicy still applies to the
-//! service account the speaker DaemonSet really runs as.
+//! deploy/ renders with `kubectl kustomize`, alone and under overlays, and the speaker's
+//! ValidatingAdmissionPolicy stays confined to the speaker's own objects and identity.
 //!
 //! Needs `kubectl` (with its built-in kustomize). It ships on the project's machine image;
 //! Debian bookworm's `kubernetes-client` (kubectl 1.20, kustomize v2) cannot read this
@@ -13,6 +12,7 @@ use std::collections::BTreeSet;
 
 use common::TempDir;
 use common::kustomize::*;
+use common::rbac;
 use serde_json::Value;
 
 fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
@@ -22,7 +22,7 @@ fn str_of<'a>(v: &'a Value, what: &str) -> &'a str {
 
 /// The username the API server gives the speaker pods: from the rendered DaemonSet's
 /// namespace and `serviceAccountName` (which must name a rendered ServiceAccount).
-fn speaker_username(docs: &[Value]) -> (String, String) {
+fn speaker_username(docs: &[Value]) -> String {
     let ds = of_kind(docs, "DaemonSet");
     assert_eq!(ds.len(), 1, "one DaemonSet (the speaker)");
     let ns = str_of(&ds[0]["metadata"]["namespace"], "DaemonSet namespace");
@@ -36,166 +36,201 @@ fn speaker_username(docs: &[Value]) -> (String, String) {
             .any(|s| s["metadata"]["name"] == sa && s["metadata"]["namespace"] == ns),
         "ServiceAccount {ns}/{sa} is rendered"
     );
-    (ns.to_string(), format!("system:serviceaccount:{ns}:{sa}"))
+    format!("system:serviceaccount:{ns}:{sa}")
 }
 
-fn labels_match(obj: &Value, selector: &Value) -> bool {
-    let Some(want) = selector["matchLabels"].as_object() else {
-        return selector.as_object().is_some_and(|s| s.is_empty());
-    };
+/// The namespaces a selector picks among the rendered ones and those every cluster has,
+/// each with its rendered labels (or only `kubernetes.io/metadata.name`).
+fn selected_namespaces(docs: &[Value], selector: &Value, what: &str) -> BTreeSet<String> {
+    assert!(
+        selector["matchLabels"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty()),
+        "{what}: a namespace selector with matchLabels: {selector}"
+    );
     assert!(
         selector.get("matchExpressions").is_none(),
-        "only matchLabels is evaluated here: {selector}"
+        "{what}: only matchLabels is evaluated here: {selector}"
     );
-    want.iter()
-        .all(|(k, v)| obj["metadata"]["labels"][k.as_str()] == *v)
-}
-
-/// The parameter objects the binding resolves to, among the rendered objects (the policy's
-/// `paramKind`, by `paramRef.name` or `paramRef.selector`); empty without a `paramKind`.
-fn params<'a>(docs: &'a [Value], policy: &Value, binding: &Value) -> Vec<&'a Value> {
-    let kind = &policy["spec"]["paramKind"];
-    if kind.is_null() {
-        return Vec::new();
-    }
-    let r = &binding["spec"]["paramRef"];
-    assert!(!r.is_null(), "a policy with paramKind needs paramRef");
-    assert_eq!(
-        r["parameterNotFoundAction"], "Deny",
-        "a missing parameter must fail closed, not match nobody"
-    );
-    docs.iter()
-        .filter(|d| d["apiVersion"] == kind["apiVersion"] && d["kind"] == kind["kind"])
-        .filter(|d| r["namespace"].is_null() || d["metadata"]["namespace"] == r["namespace"])
-        .filter(|d| match r["name"].as_str() {
-            Some(name) => d["metadata"]["name"] == name,
-            None => labels_match(d, &r["selector"]),
+    let rendered = of_kind(docs, "Namespace").into_iter().map(|n| {
+        (
+            str_of(&n["metadata"]["name"], "name").to_owned(),
+            n["metadata"]["labels"].clone(),
+        )
+    });
+    let system = ["default", "kube-system", "kube-node-lease", "kube-public"]
+        .into_iter()
+        .map(|n| (n.to_owned(), serde_json::json!({})));
+    rendered
+        .chain(system)
+        .filter(|(name, labels)| {
+            selector["matchLabels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| {
+                    if k == "kubernetes.io/metadata.name" {
+                        v == name.as_str()
+                    } else {
+                        labels[k.as_str()] == *v
+                    }
+                })
         })
+        .map(|(name, _)| name)
         .collect()
 }
 
-/// Evaluates the usernames a `speaker-only` match condition accepts, for the two shapes it
-/// may take: `request.userInfo.username == <string>` and
-/// `[has(params.subjects) &&] params.subjects.exists(s, s.kind == 'ServiceAccount' &&
-/// request.userInfo.username == <concatenation of literals and s.<field>>)`.
-fn accepted_usernames(expr: &str, params: &[&Value]) -> BTreeSet<String> {
-    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (_, rhs) = expr
-        .split_once("request.userInfo.username ==")
-        .unwrap_or_else(|| panic!("the condition compares request.userInfo.username: {expr}"));
-    let Some(exists) = expr.find("params.subjects.exists(") else {
-        assert!(params.is_empty() || !expr.contains("params"), "{expr}");
-        return [literal(rhs.trim())].into();
-    };
-    let after = &expr[exists + "params.subjects.exists(".len()..];
-    let var = after.split(',').next().unwrap().trim();
-    let rhs = rhs
-        .trim()
-        .strip_suffix(')')
-        .expect("exists(...) closes last");
-    let only_sa = expr.contains(&format!("{var}.kind == 'ServiceAccount'"));
-    let mut out = BTreeSet::new();
-    for p in params {
-        for s in p["subjects"].as_array().into_iter().flatten() {
-            if only_sa && s["kind"] != "ServiceAccount" {
-                continue;
-            }
-            let user: String = rhs
-                .split('+')
-                .map(str::trim)
-                .map(|t| match t.strip_prefix(&format!("{var}.")) {
-                    Some(field) => str_of(&s[field], field).to_string(),
-                    None => literal(t),
-                })
-                .collect();
-            out.insert(user);
-        }
-    }
-    out
-}
-
-fn literal(t: &str) -> String {
-    let quoted = (t.starts_with('\'') && t.ends_with('\'') && t.len() >= 2)
-        || (t.starts_with('"') && t.ends_with('"') && t.len() >= 2);
-    assert!(quoted, "expected a string literal, got {t}");
-    t[1..t.len() - 1].to_string()
-}
-
-/// The speaker policy, bound, applies to the speaker's real username, and to nothing else.
-fn assert_policy_matches_speaker(docs: &[Value], want_ns: &str, what: &str) {
-    let (ns, user) = speaker_username(docs);
-    assert_eq!(
-        ns, want_ns,
-        "{what}: the speaker runs in the overlay's namespace"
-    );
-    let policies: Vec<&Value> = of_kind(docs, "ValidatingAdmissionPolicy")
-        .into_iter()
-        .filter(|p| {
-            p["spec"]["matchConstraints"]["resourceRules"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|r| r["resources"].to_string().contains("nodebgpstatuses"))
-        })
-        .collect();
-    assert_eq!(policies.len(), 1, "{what}: one policy on NodeBGPStatus");
-    let policy = policies[0];
-    let name = &policy["metadata"]["name"];
-    let bindings = of_kind(docs, "ValidatingAdmissionPolicyBinding");
-    let binding = bindings
-        .iter()
-        .find(|b| b["spec"]["policyName"] == *name)
-        .unwrap_or_else(|| panic!("{what}: a binding names policy {name}"));
-    assert_eq!(binding["spec"]["validationActions"][0], "Deny", "{what}");
-    let params = params(docs, policy, binding);
-    if !policy["spec"]["paramKind"].is_null() {
-        assert!(
-            !params.is_empty(),
-            "{what}: the binding finds its parameter"
-        );
-    }
-    let condition = policy["spec"]["matchConditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == "speaker-only")
-        .unwrap_or_else(|| panic!("{what}: match condition speaker-only"));
-    let accepted = accepted_usernames(str_of(&condition["expression"], "expression"), &params);
-    assert_eq!(
-        accepted,
-        BTreeSet::from([user.clone()]),
-        "{what}: the policy must match the speaker's username {user}"
-    );
-}
-
-/// The bug: the policy's match condition hard-coded
-/// `system:serviceaccount:podcidr-system:podcidr-bgp-speaker`; an overlay with `namespace:`
-/// moved the ServiceAccount but not that string, and the policy silently matched nobody.
-/// (The overlay also failed to render at all: two Roles of one name, in podcidr-system and
-/// default, collided once moved into one namespace.)
+/// Every admission policy, in every rendering a user can apply, can only ever deny writes
+/// to the speaker's own kinds in the speaker-lease namespace: no parameter (a missing one
+/// cannot deny anything), resource rules naming only NodeBGPStatus and Leases, Leases
+/// confined by a namespace selector on the policy and on every binding, and that selector
+/// picking exactly the speaker-lease namespace (never kube-node-lease, kube-system, default
+/// or the allocator's namespace with its election Lease).
 #[test]
-fn speaker_admission_policy_follows_kustomize_namespace_overlay() {
+fn every_admission_policy_is_confined_to_the_speakers_own_objects() {
     if !have_kubectl() {
         return;
     }
-    let base = render(&deploy());
-    assert_policy_matches_speaker(&base, "podcidr-system", "deploy/");
+    let tmp = TempDir::new("kustomize-confined");
+    let mut policies_seen = 0;
+    for (what, docs) in all_renderings(&tmp) {
+        let lease_ns: Vec<&Value> = of_kind(&docs, "Namespace")
+            .into_iter()
+            .filter(|n| n["metadata"]["labels"]["podcidr.io/speaker-leases"] == "true")
+            .collect();
+        for policy in of_kind(&docs, "ValidatingAdmissionPolicy") {
+            policies_seen += 1;
+            let name = &policy["metadata"]["name"];
+            let spec = &policy["spec"];
+            assert!(
+                spec["paramKind"].is_null(),
+                "{what}: {name} takes no parameter"
+            );
+            for rule in spec["matchConstraints"]["resourceRules"]
+                .as_array()
+                .unwrap()
+            {
+                for op in rule["operations"].as_array().unwrap() {
+                    assert!(op == "CREATE" || op == "UPDATE", "{what}: {name}: {rule}");
+                }
+                let groups = rule["apiGroups"].as_array().unwrap();
+                for resource in rule["resources"].as_array().unwrap() {
+                    let r = str_of(resource, "resource");
+                    let ours = groups.iter().all(|g| g == "podcidr.io")
+                        && r.starts_with("nodebgpstatuses");
+                    let leases = groups.iter().all(|g| g == "coordination.k8s.io") && r == "leases";
+                    assert!(
+                        ours || leases,
+                        "{what}: {name} matches only its own kinds: {rule}"
+                    );
+                }
+            }
+            assert_eq!(
+                lease_ns.len(),
+                1,
+                "{what}: one namespace labelled podcidr.io/speaker-leases"
+            );
+            let want =
+                BTreeSet::from([str_of(&lease_ns[0]["metadata"]["name"], "name").to_owned()]);
+            let on_policy = &spec["matchConstraints"]["namespaceSelector"];
+            assert_eq!(
+                selected_namespaces(&docs, on_policy, &format!("{what}: policy {name}")),
+                want,
+                "{what}: policy {name}"
+            );
+            let bindings: Vec<&Value> = of_kind(&docs, "ValidatingAdmissionPolicyBinding")
+                .into_iter()
+                .filter(|b| b["spec"]["policyName"] == *name)
+                .collect();
+            assert!(!bindings.is_empty(), "{what}: {name} is bound");
+            for b in bindings {
+                assert!(b["spec"]["paramRef"].is_null(), "{what}: {b}");
+                let on_binding = &b["spec"]["matchResources"]["namespaceSelector"];
+                assert_eq!(
+                    selected_namespaces(&docs, on_binding, &format!("{what}: binding")),
+                    want,
+                    "{what}: binding of {name}"
+                );
+            }
+        }
+    }
+    assert!(policies_seen > 0, "deploy/ ships the speaker policy");
+}
 
-    let tmp = TempDir::new("kustomize");
-    let moved = render(&overlay(&tmp, "ns", "namespace: other-ns"));
-    assert_policy_matches_speaker(&moved, "other-ns", "namespace overlay");
-    let renamed = render(&overlay(
-        &tmp,
-        "ns-prefix",
-        "namespace: other-ns\nnamePrefix: acme-",
-    ));
-    assert_policy_matches_speaker(&renamed, "other-ns", "namespace + namePrefix overlay");
-    assert!(
-        renamed
-            .iter()
-            .all(|d| !d.to_string().contains("podcidr-system")),
-        "nothing in the overlay still names the base namespace"
-    );
+/// The speaker's Role reaches Leases only in the speaker-lease namespace, never the
+/// allocator's election Lease (with or without the admission policy).
+#[test]
+fn the_speaker_cannot_write_the_allocators_election_lease() {
+    if !have_kubectl() {
+        return;
+    }
+    let tmp = TempDir::new("kustomize-election");
+    for (what, docs) in all_renderings(&tmp) {
+        let speaker = speaker_username(&docs);
+        let alloc = of_kind(&docs, "Deployment");
+        assert_eq!(alloc.len(), 1, "{what}: one Deployment (the allocator)");
+        let alloc_ns = str_of(&alloc[0]["metadata"]["namespace"], "namespace");
+        for verb in ["create", "update", "patch"] {
+            let holders = rbac::service_accounts_allowed(
+                &docs,
+                &rbac::Ask {
+                    group: "coordination.k8s.io",
+                    resource: "leases",
+                    verb,
+                    namespace: Some(alloc_ns),
+                },
+            );
+            assert!(
+                !holders.contains(&speaker),
+                "{what}: {speaker} may {verb} Leases in {alloc_ns}: {holders:?}"
+            );
+        }
+    }
+}
+
+/// The speaker is recognised by the policy through the grant of `write-own-node-only`: in
+/// every rendering exactly the speaker's service account holds it, and it cannot delete
+/// NodeBGPStatuses (a holder of every verb is not taken for a speaker).
+#[test]
+fn the_policys_speaker_mark_is_granted_to_the_speaker_only() {
+    if !have_kubectl() {
+        return;
+    }
+    let tmp = TempDir::new("kustomize-mark");
+    for (what, docs) in all_renderings(&tmp) {
+        let ask = |verb| rbac::Ask {
+            group: "podcidr.io",
+            resource: "nodebgpstatuses",
+            verb,
+            namespace: None,
+        };
+        let marked = rbac::service_accounts_allowed(&docs, &ask("write-own-node-only"));
+        assert_eq!(marked, vec![speaker_username(&docs)], "{what}");
+        assert!(
+            rbac::service_accounts_allowed(&docs, &ask("delete")).is_empty(),
+            "{what}: no shipped identity deletes NodeBGPStatuses"
+        );
+    }
+}
+
+/// A `namespace:` overlay used to move the ServiceAccount but not the policy's identity. Now
+/// deploy/ has two namespaces and kustomize refuses to fold them into one, loudly, rather
+/// than render an install whose Leases share a namespace with the election Lease.
+#[test]
+fn a_namespace_overlay_is_refused_rather_than_folding_the_lease_namespace() {
+    if !have_kubectl() {
+        return;
+    }
+    let tmp = TempDir::new("kustomize-ns");
+    let dir = overlay(&tmp, "ns", "namespace: other-ns");
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(!out.status.success(), "a namespace overlay must not render");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Namespace"), "{err}");
 }
 
 /// The pod's volumes and the speaker container's mounts and security context.
@@ -252,7 +287,7 @@ fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
     assert!(
         container["volumeMounts"]
             .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["name"] == "config")),
+            .is_some_and(|m| m.iter().any(|m| m["name"] == "keys")),
         "{container}"
     );
 }

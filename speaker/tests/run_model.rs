@@ -1,16 +1,18 @@
 //! The speaker under the identity the shipped DaemonSet gives it. The user, group,
 //! supplementary groups, no_new_privs flag and capability sets are read from the rendered
-//! manifest (`kubectl kustomize deploy/`), as are the MD5 Secret volume's file mode and group;
-//! `setpriv` (util-linux) applies them to the binary the way a container runtime does:
+//! manifest (`kubectl kustomize deploy/`); `setpriv` (util-linux) applies them to the binary
+//! the way a container runtime does:
 //!
 //! - capabilities: `drop`/`add` against containerd's default set; the result is the bounding
 //!   set; a uid-0 process gets it as permitted/effective at exec, a non-root one gets nothing
 //!   (runtimes set no ambient capabilities), and inheritable is empty;
 //! - `allowPrivilegeEscalation: false` is no_new_privs;
-//! - a Secret volume's files belong to root and to `fsGroup` (root without it), with
-//!   `defaultMode`.
+//! - MD5 keys: the shipped speaker reads them from the API (its `BGPPeer`s' Secrets) and
+//!   writes them itself into the in-memory `keys` emptyDir (`--key-dir`), 0400 and owned by
+//!   its own user (`write_key`, the function the daemon uses); the earlier model mounted a
+//!   Secret volume, whose files belong to root and `fsGroup` with `defaultMode`.
 //!
-//! Then: the MD5 key is read from such a directory and an MD5 session with BIRD comes up, and
+//! Then: the MD5 key is read from such a file and an MD5 session with BIRD comes up, and
 //! BIRD reaches a passive peer on port 179. A second test shows the harness catches the
 //! non-root model that shipped before (uid 65532 + `add: [NET_BIND_SERVICE]`).
 
@@ -18,13 +20,14 @@ mod common;
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{PermissionsExt, chown};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::kustomize::{deploy, have_kubectl, of_kind, render};
 use common::speaker::{Peer, config, write_cidrs};
 use common::{Proc, TempDir, free_port, poll};
 use integration_tests::{Bird, BirdConfig, BirdNeighbor, net};
+use podcidr_bgp::daemon::kube::config_objects::write_key;
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(30);
@@ -57,8 +60,15 @@ struct RunModel {
     no_new_privs: bool,
     /// The bounding set.
     caps: Vec<String>,
-    secret_mode: u32,
-    secret_gid: u32,
+    key: KeyFile,
+}
+
+/// Owner and mode of the MD5 key file the speaker reads.
+#[derive(Debug, Clone, Copy)]
+struct KeyFile {
+    uid: u32,
+    gid: u32,
+    mode: u32,
 }
 
 impl RunModel {
@@ -114,20 +124,50 @@ impl RunModel {
                 caps.push(a);
             }
         }
-        let md5 = pod["volumes"]
+        // The keys live where --key-dir says, on an in-memory emptyDir: written by the
+        // speaker, so owned by its uid/gid and 0400 (write_key).
+        let key_dir = c["args"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|v| v["secret"].is_object())
-            .expect("the MD5 Secret volume");
+            .filter_map(Value::as_str)
+            .find_map(|a| a.strip_prefix("--key-dir="))
+            .expect("--key-dir in the speaker's args");
+        let mount = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == key_dir)
+            .expect("a volume mounted at --key-dir");
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .expect("the keys volume");
+        assert_eq!(
+            volume["emptyDir"]["medium"], "Memory",
+            "keys never touch disk"
+        );
+        assert!(
+            pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| !v["secret"].is_object()),
+            "no Secret volume: keys come from the API"
+        );
         RunModel {
             uid,
             gid,
             groups,
             no_new_privs: sc["allowPrivilegeEscalation"] == false,
             caps,
-            secret_mode: num(&md5["secret"]["defaultMode"]).unwrap_or(0o644),
-            secret_gid: fs_group.unwrap_or(0),
+            key: KeyFile {
+                uid,
+                gid,
+                mode: 0o400,
+            },
         }
     }
 
@@ -152,16 +192,16 @@ impl RunModel {
         cmd
     }
 
-    /// A directory laid out as the kubelet mounts the Secret: root-owned files of group
-    /// `fsGroup` (or root) with `defaultMode`.
-    fn secret_dir(&self, dir: &TempDir, key: &str) -> std::path::PathBuf {
-        let secrets = dir.path("secrets");
-        std::fs::create_dir_all(&secrets).unwrap();
-        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let file = secrets.join("tor1");
-        std::fs::write(&file, key).unwrap();
-        chown(&file, Some(0), Some(self.secret_gid)).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(self.secret_mode)).unwrap();
+    /// The key file as the model lays it out, written by the daemon's own `write_key`.
+    fn key_file(&self, dir: &TempDir, key: &str) -> std::path::PathBuf {
+        let keys = dir.path("keys");
+        let file = keys.join("podcidr-bgp-md5").join("tor1");
+        write_key(&file, key.as_bytes()).unwrap();
+        for d in [&keys, &keys.join("podcidr-bgp-md5")] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        chown(&file, Some(self.key.uid), Some(self.key.gid)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(self.key.mode)).unwrap();
         file
     }
 }
@@ -206,7 +246,7 @@ fn start(model: &RunModel, tag: &str) -> Run {
         ),
     );
     let dir = TempDir::new(tag);
-    let key = model.secret_dir(&dir, "change-me");
+    let key = model.key_file(&dir, "change-me");
     let md5 = md5_router.peer_addr("tor1");
     let peers = [
         Peer {
@@ -232,20 +272,10 @@ fn start(model: &RunModel, tag: &str) -> Run {
     std::fs::write(&cfg, config(&dir, admin, "", &peers)).unwrap();
     // The test's temp dir is the process's only other input: readable by any uid.
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let log = dir.path("speaker.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let child = model
-        .setpriv()
-        .arg(common::BIN)
-        .args(["speaker", "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .unwrap();
+    let mut cmd = model.setpriv();
+    cmd.arg(common::BIN).args(["speaker", "--config"]).arg(&cfg);
     Run {
-        proc: Proc { child, log },
+        proc: Proc::spawn_command(cmd, &dir.path("speaker.log")),
         md5_router,
         passive_router,
         admin,
@@ -264,7 +294,7 @@ async fn peer_state(admin: SocketAddr, name: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shipped_run_model_reads_the_md5_secret_and_listens_on_179() {
+async fn shipped_run_model_reads_its_md5_key_and_listens_on_179() {
     if !usable() {
         return;
     }
@@ -307,8 +337,11 @@ async fn the_earlier_non_root_model_could_neither_read_the_key_nor_listen_on_179
         groups: Vec::new(),
         no_new_privs: true,
         caps: vec!["NET_BIND_SERVICE".into()],
-        secret_mode: 0o400,
-        secret_gid: 0,
+        key: KeyFile {
+            uid: 0,
+            gid: 0,
+            mode: 0o400,
+        },
     };
     let mut r = start(&old, "run-model-old");
     let status = r.proc.wait_exit(T);
@@ -326,7 +359,10 @@ async fn the_earlier_non_root_model_could_neither_read_the_key_nor_listen_on_179
     // With the key made world-readable it starts, but cannot listen on 179: the added
     // capability never reaches a non-root process.
     let readable = RunModel {
-        secret_mode: 0o444,
+        key: KeyFile {
+            mode: 0o444,
+            ..old.key
+        },
         ..old
     };
     let r = start(&readable, "run-model-old-179");

@@ -4,6 +4,9 @@
 //! every crate in the workspace compile schemas for the whole Kubernetes API; these two shapes
 //! follow the upstream ones (as `controller-gen` emits them) instead.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
 /// `[]metav1.Condition`, a list map keyed by `type`.
@@ -82,4 +85,41 @@ pub(super) fn cidr_list(_: &mut SchemaGenerator) -> Schema {
         "maxItems": 2,
         "items": { "type": "string", "maxLength": 64 }
     })
+}
+
+/// Removes `null` from every `enum` (schemars lists it for an `Option` of an enum, beside
+/// `nullable: true`). kube-apiserver 1.20.2 as built here refuses such a CRD ("per-version
+/// schemas may not all be set to identical values": its copy of the schema no longer compares
+/// equal to itself), and no writer of ours sends `null`: an unset field is left out.
+pub(super) fn drop_null_from_enums(props: &mut JSONSchemaProps) {
+    if let Some(values) = &mut props.enum_ {
+        values.retain(|v| !v.0.is_null());
+    }
+    let children = props
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(
+            props
+                .pattern_properties
+                .iter_mut()
+                .flat_map(|p| p.values_mut()),
+        )
+        .chain(props.all_of.iter_mut().flatten())
+        .chain(props.any_of.iter_mut().flatten())
+        .chain(props.one_of.iter_mut().flatten())
+        .chain(props.not.as_deref_mut());
+    for child in children {
+        drop_null_from_enums(child);
+    }
+    match &mut props.items {
+        Some(JSONSchemaPropsOrArray::Schema(s)) => drop_null_from_enums(s),
+        Some(JSONSchemaPropsOrArray::Schemas(list)) => {
+            list.iter_mut().for_each(drop_null_from_enums)
+        }
+        None => {}
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(s)) = &mut props.additional_properties {
+        drop_null_from_enums(s);
+    }
 }

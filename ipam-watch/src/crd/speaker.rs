@@ -103,6 +103,51 @@ pub struct SpeakerReport {
     /// `annotation <key>`, `default (no label <key>)`; empty while unresolved.
     #[serde(default)]
     pub local_asn_source: String,
+    /// Which configuration objects the node runs, at which generation, and which it does
+    /// not (`--config-source kubernetes`); `null` with a config file.
+    #[serde(default)]
+    pub config: Option<ConfigReport>,
+}
+
+/// The configuration objects one node runs (condition `ConfigApplied` sums it up).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReport {
+    /// The `BGPSpeakerConfig` the node runs; absent when none selects it (nothing is
+    /// announced then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker_config: Option<ObjectGeneration>,
+    /// The `BGPPeer`s the node runs, by name.
+    #[serde(default)]
+    pub peers: Vec<ObjectGeneration>,
+    /// Objects that select this node and are not applied here, with why (a conflict with an
+    /// older object, unusable with no earlier version here, a missing Secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<ObjectNotApplied>,
+}
+
+/// One object at the generation the node runs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectGeneration {
+    pub name: String,
+    /// `metadata.generation` of the version the node runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// Set when the node runs its last good version because the current one is not usable
+    /// here: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good: Option<String>,
+}
+
+/// An object selecting this node that the node does not run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectNotApplied {
+    /// `BGPSpeakerConfig` or `BGPPeer`.
+    pub kind: String,
+    pub name: String,
+    pub reason: String,
 }
 
 /// A CIDR the announce guard refused.
@@ -123,6 +168,9 @@ pub struct RefusedCidr {
 #[serde(rename_all = "camelCase")]
 pub struct PeerReport {
     pub name: String,
+    /// The `BGPPeer` object this session comes from (`--config-source kubernetes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bgp_peer: Option<String>,
     pub address: String,
     pub asn: u32,
     /// RFC 4271 state: Idle, Connect, Active, OpenSent, OpenConfirm, Established.

@@ -1,0 +1,496 @@
+//! Configuration as Kubernetes objects (group `bgp.podcidr.io`, version `v1beta1`):
+//! `BGPSpeakerConfig` (what the config file holds at its top level) and `BGPPeer` (one entry
+//! of its `peers`), each selecting nodes by label. Key names and meanings are the file's
+//! (docs/config.md); the speaker assembles them into the same `Config` the file gives, with
+//! the same validation. The schema enforces what it can (types, enums, ranges, patterns,
+//! required keys); what it cannot (cross-field and cross-object rules) is checked when the
+//! objects are read, and reported on the objects' conditions.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+use super::schema;
+
+/// API group of the configuration objects.
+pub const CONFIG_GROUP: &str = "bgp.podcidr.io";
+/// Their served and stored version.
+pub const CONFIG_VERSION: &str = "v1beta1";
+
+/// Condition types and reasons on the configuration objects.
+pub mod config_condition {
+    /// The object is valid and applied where it selects nodes (`True`), or why not.
+    pub const ACCEPTED: &str = "Accepted";
+    /// Reasons of `Accepted`.
+    pub const VALID: &str = "Valid";
+    pub const INVALID: &str = "Invalid";
+    pub const CONFLICT: &str = "Conflict";
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+}
+
+/// A duration: seconds as an integer, or a string with one unit (`90`, `"90s"`, `"5m"`).
+fn duration(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "description": "Seconds, or a string with one unit: 90, \"90s\", \"5m\", \"1h\".",
+        "minimum": 0,
+        "pattern": "^[0-9]+(s|m|h)?$"
+    })
+}
+
+fn optional_duration(g: &mut SchemaGenerator) -> Schema {
+    duration(g)
+}
+
+/// The local AS: a number, or `{fromNodeLabel|fromNodeAnnotation: key, default: N}`. Two
+/// shapes in one key (as in the file) is more than a structural schema can type, so the
+/// server keeps the value as written and the readers check it (see the CEL rule below).
+fn local_asn(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "The local AS: a number (1..4294967295, not 23456), or read from the node: {fromNodeLabel: <label key>} or {fromNodeAnnotation: <annotation key>}, with an optional default.",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [{
+            "rule": "type(self) == int ? (self >= 1 && self <= 4294967295 && self != 23456) : (type(self) == map && (has(self.fromNodeLabel) != has(self.fromNodeAnnotation)) && self.all(k, k in ['fromNodeLabel', 'fromNodeAnnotation', 'default']))",
+            "message": "asn is a number (1..4294967295, not 23456) or a mapping with exactly one of fromNodeLabel, fromNodeAnnotation, and an optional default"
+        }]
+    })
+}
+
+/// A peer AS: a number, or `auto` (learned from the peer's OPEN, within `allowedAsns`).
+fn peer_asn(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "The peer's AS: a number (1..4294967295, not 23456), or \"auto\": learned from its OPEN, within allowedAsns.",
+        "x-kubernetes-int-or-string": true,
+        "minimum": 1,
+        "maximum": 4294967295_u64,
+        "pattern": "^auto$"
+    })
+}
+
+/// An AS number or a `"first-last"` range.
+fn asn_ranges(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "description": "AS numbers or \"first-last\" ranges (inclusive).",
+        "x-kubernetes-list-type": "atomic",
+        "items": {
+            "x-kubernetes-int-or-string": true,
+            "minimum": 1,
+            "maximum": 4294967295_u64,
+            "pattern": "^[0-9]+(-[0-9]+)?$"
+        }
+    })
+}
+
+/// What `BGPSpeakerConfig.spec` holds: the config file's top level (not `nodeName`, `peers`
+/// or `admin`: node identity and the admin listener are the process's flags).
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[kube(
+    group = "bgp.podcidr.io",
+    version = "v1beta1",
+    kind = "BGPSpeakerConfig",
+    plural = "bgpspeakerconfigs",
+    shortname = "bgpsc",
+    category = "podcidr",
+    status = "ConfigObjectStatus",
+    derive = "PartialEq",
+    doc = "How the podcidr-bgp speakers on the selected nodes run: local AS, pod-CIDR source, announce guard, next hops. The oldest object selecting a node wins.",
+    printcolumn(
+        name = "Source",
+        type_ = "string",
+        json_path = ".spec.source.kind",
+        description = "Pod-CIDR source"
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Accepted\")].status",
+        description = "Valid and applied"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BGPSpeakerConfigSpec {
+    /// The nodes this config applies to; empty or absent selects every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::label_selector")]
+    pub node_selector: Option<LabelSelector>,
+    /// The local AS (see docs/config.md, Per-node local AS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "local_asn")]
+    pub asn: Option<serde_json::Value>,
+    /// Per-node local AS by node selector, first match wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asn_overrides: Vec<AsnOverrideSpec>,
+    /// The BGP identifier; absent: derived per node (the Node's IPv4 InternalIP, else the
+    /// local IPv4 address towards the first IPv4 peer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$"))]
+    pub router_id: Option<String>,
+    /// Where pod CIDRs come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceSpec>,
+    /// The announce guard: only pod CIDRs inside one of these are announced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub allowed_prefixes: Vec<String>,
+    /// The guard refuses shorter prefixes, per family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_prefix_length: Option<MinPrefixLengthSpec>,
+    /// The next hop per family: `self`, `node`, or an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop: Option<NextHopSpec>,
+    /// RFC 8326 graceful shutdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_shutdown: Option<GracefulShutdownSpec>,
+    /// The node's CNI conflist, written from the announced CIDRs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni: Option<CniSpec>,
+    /// Status publishing (NodeBGPStatus and the node's Lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusSpec>,
+    /// Logging.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogSpec>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AsnOverrideSpec {
+    #[schemars(schema_with = "schema::label_selector")]
+    pub node_selector: LabelSelector,
+    #[schemars(range(min = 1, max = 4_294_967_295_u64))]
+    pub asn: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceSpec {
+    pub kind: SourceKindSpec,
+    /// `file` only: the YAML file mapping node names to CIDRs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKindSpec {
+    NodeSpec,
+    IpamCrd,
+    CiliumNode,
+    File,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MinPrefixLengthSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 32))]
+    pub ipv4: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 128))]
+    pub ipv6: Option<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NextHopSpec {
+    /// `self`, `node`, or an IPv4 address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<String>,
+    /// `self`, `node`, or an IPv6 address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GracefulShutdownSpec {
+    /// On a final stop: how long routes carry GRACEFUL_SHUTDOWN before the Cease (0..300 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub wait: Option<IntOrString>,
+    /// Attach GRACEFUL_SHUTDOWN to every route while the Node is cordoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cordon: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CniSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conf_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<CniPluginSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 68, max = 65535))]
+    pub mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CniPluginSpec {
+    Bridge,
+    Ptp,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<bool>,
+    /// Minimum time between status writes (1..3600 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub min_interval: Option<IntOrString>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<LogFormatSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<LogLevelSpec>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormatSpec {
+    Text,
+    Json,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevelSpec {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// What `BGPPeer.spec` holds: one entry of the config file's `peers` (the peer's name is the
+/// object's), with the MD5 key in a Secret instead of a file.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[kube(
+    group = "bgp.podcidr.io",
+    version = "v1beta1",
+    kind = "BGPPeer",
+    plural = "bgppeers",
+    shortname = "bgpp",
+    category = "podcidr",
+    status = "ConfigObjectStatus",
+    derive = "PartialEq",
+    doc = "A BGP neighbor of the podcidr-bgp speakers on the selected nodes.",
+    printcolumn(
+        name = "Address",
+        type_ = "string",
+        json_path = ".spec.address",
+        description = "Peer address, or default-gateway"
+    ),
+    printcolumn(
+        name = "Interface",
+        type_ = "string",
+        json_path = ".spec.interface",
+        description = "Unnumbered: the link",
+        priority = 1
+    ),
+    printcolumn(
+        name = "ASN",
+        type_ = "string",
+        json_path = ".spec.asn",
+        description = "Peer AS"
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Accepted\")].status",
+        description = "Valid and applied"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BGPPeerSpec {
+    /// The nodes that peer with this neighbor; empty or absent selects every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::label_selector")]
+    pub node_selector: Option<LabelSelector>,
+    /// The neighbor's address, or `default-gateway` (the next hop(s) of the node's default
+    /// route). Exactly one of `address`, `interface`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub address: Option<String>,
+    /// With `address: default-gateway`: which default route (`ipv4`, `ipv6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_family: Option<AddressFamilySpec>,
+    /// Unnumbered: peer over IPv6 link-local on this interface's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 15))]
+    pub interface: Option<String>,
+    /// With `interface`: the neighbor's link-local address (else discovered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    #[schemars(schema_with = "peer_asn")]
+    pub asn: IntOrString,
+    /// With `asn: auto`: the AS numbers or ranges the peer may have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "asn_ranges")]
+    pub allowed_asns: Vec<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_incoming: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2))]
+    pub families: Vec<FamilySpec>,
+    /// Seconds: 0, or 3..65535.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub hold_time: Option<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub keepalive_time: Option<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_retry: Option<ConnectRetrySpec>,
+    /// The TCP MD5 key (RFC 2385): a key of a Secret in the speaker's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret_ref: Option<SecretKeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_security: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 255))]
+    pub ebgp_multihop: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_restart: Option<GracefulRestartSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfd: Option<BfdSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_next_hop: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub large_communities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 4_294_967_295_u64))]
+    pub med: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 4_294_967_295_u64))]
+    pub local_pref: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 10))]
+    pub as_path_prepend: Option<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AddressFamilySpec {
+    Ipv4,
+    Ipv6,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FamilySpec {
+    Ipv4Unicast,
+    Ipv6Unicast,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectRetrySpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub base: Option<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub max: Option<IntOrString>,
+}
+
+/// A key of a Secret in the speaker's namespace.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GracefulRestartSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Seconds, 0..4095.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub restart_time: Option<IntOrString>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BfdSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Milliseconds, 10..60000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 60000))]
+    pub min_tx: Option<u32>,
+    /// Milliseconds, 10..60000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 60000))]
+    pub min_rx: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 255))]
+    pub multiplier: Option<u8>,
+}
+
+/// Status of a configuration object, written by the one controller of the cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigObjectStatus {
+    /// The `metadata.generation` the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Accepted` (True; False with reason Invalid, Conflict or SecretNotFound).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
+    /// Nodes the object selects, by the controller's last count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_nodes: Option<u32>,
+    /// Per node where the object is not applied (a conflict): why, by node name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_applied: BTreeMap<String, String>,
+}

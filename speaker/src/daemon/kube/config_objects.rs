@@ -1,0 +1,404 @@
+//! `--config-source kubernetes`: the configuration objects this node runs. Watches the two
+//! kinds cluster-wide (small lists), each Secret a selected peer names (one watch per Secret,
+//! by name: never the namespace's other Secrets) and reads the Node's labels from the
+//! speaker's own Node watch. On a change it works out the node's config (pure:
+//! `objects::node_config`, last good per object), writes the MD5 keys the peers need as files
+//! the sessions read, and publishes the result.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::stream::{BoxStream, StreamExt};
+use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::node::NodeState;
+use crate::objects::{Keys, LastGood, NodeConfig, Objects, node_config, select};
+
+/// Where the objects' Secrets and the key files are.
+#[derive(Debug, Clone)]
+pub struct ObjectSettings {
+    /// The namespace of the Secrets `passwordSecretRef` names (the speaker's own).
+    pub secret_namespace: String,
+    /// Where MD5 keys are written for the sessions (an in-memory volume in the DaemonSet).
+    pub key_dir: PathBuf,
+}
+
+/// The file a peer's Secret key is written to: `<key_dir>/<secret>/<key>`; `None` for a name
+/// or key that is no path component (the schema refuses them; a file must never be read or
+/// written outside `key_dir` if one gets through).
+pub fn key_path(key_dir: &Path, r: &SecretKeyRef) -> Option<PathBuf> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
+    (plain(&r.name) && plain(&r.key)).then(|| key_dir.join(&r.name).join(&r.key))
+}
+
+/// One watched kind, folded: objects by name, a relist swapped in whole.
+struct Store<K> {
+    objects: BTreeMap<String, K>,
+    relist: Option<BTreeMap<String, K>>,
+    ready: bool,
+}
+
+impl<K: kube::Resource> Store<K> {
+    fn new() -> Self {
+        Store {
+            objects: BTreeMap::new(),
+            relist: None,
+            ready: false,
+        }
+    }
+
+    /// Whether anything changed.
+    fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
+        match ev {
+            Ok(Event::Init) => {
+                self.relist = Some(BTreeMap::new());
+                false
+            }
+            Ok(Event::InitApply(o)) => {
+                self.relist.get_or_insert_default().insert(o.name_any(), o);
+                false
+            }
+            Ok(Event::InitDone) => {
+                self.objects = self.relist.take().unwrap_or_default();
+                self.ready = true;
+                true
+            }
+            Ok(Event::Apply(o)) => {
+                self.objects.insert(o.name_any(), o);
+                true
+            }
+            Ok(Event::Delete(o)) => self.objects.remove(&o.name_any()).is_some(),
+            Err(e) => {
+                tracing::warn!(kind = what, error = %e, "watching configuration objects failed; keeping what is known");
+                false
+            }
+        }
+    }
+}
+
+fn watch_all<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, cfg).default_backoff().boxed()
+}
+
+/// What is known of one Secret.
+#[derive(Debug, Clone)]
+enum SecretState {
+    /// Listed: the Secret, or none of that name.
+    Listed(Option<Box<Secret>>),
+    /// Never listed: why (forbidden, unreachable).
+    Unreadable(String),
+}
+
+type SecretEvent = (String, Result<Event<Secret>, watcher::Error>);
+
+/// The watch of one Secret and what it knows.
+struct SecretWatch {
+    task: JoinHandle<()>,
+    /// `None` until listed (or found unreadable).
+    state: Option<SecretState>,
+    relist: Option<Option<Box<Secret>>>,
+}
+
+/// One watch per Secret a selected peer names (field selector on its name).
+struct SecretWatches {
+    api: Api<Secret>,
+    namespace: String,
+    tx: mpsc::Sender<SecretEvent>,
+    watches: BTreeMap<String, SecretWatch>,
+}
+
+impl SecretWatches {
+    /// Watches exactly `names`.
+    fn want(&mut self, names: BTreeSet<String>) {
+        self.watches.retain(|name, w| {
+            let keep = names.contains(name);
+            if !keep {
+                w.task.abort();
+            }
+            keep
+        });
+        for name in names {
+            if self.watches.contains_key(&name) {
+                continue;
+            }
+            let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+            let mut stream = watch_all(self.api.clone(), cfg);
+            let tx = self.tx.clone();
+            let tag = name.clone();
+            let task = tokio::spawn(async move {
+                while let Some(ev) = stream.next().await {
+                    if tx.send((tag.clone(), ev)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let w = SecretWatch {
+                task,
+                state: None,
+                relist: None,
+            };
+            self.watches.insert(name, w);
+        }
+    }
+
+    /// Whether anything changed.
+    fn apply(&mut self, (name, ev): SecretEvent) -> bool {
+        let Some(w) = self.watches.get_mut(&name) else {
+            return false;
+        };
+        let next = match ev {
+            Ok(Event::Init) => {
+                w.relist = Some(None);
+                return false;
+            }
+            Ok(Event::InitApply(s)) => {
+                w.relist = Some(Some(Box::new(s)));
+                return false;
+            }
+            Ok(Event::InitDone) => SecretState::Listed(w.relist.take().flatten()),
+            Ok(Event::Apply(s)) => SecretState::Listed(Some(Box::new(s))),
+            Ok(Event::Delete(_)) => SecretState::Listed(None),
+            Err(e) => {
+                tracing::warn!(secret = %name, namespace = %self.namespace, error = %e, "watching a Secret failed; keeping what is known");
+                if w.state.is_some() {
+                    return false;
+                }
+                SecretState::Unreadable(e.to_string())
+            }
+        };
+        w.state = Some(next);
+        true
+    }
+
+    /// Every watched Secret was listed or found unreadable.
+    fn known(&self) -> bool {
+        self.watches.values().all(|w| w.state.is_some())
+    }
+
+    /// The key `r` names, or why it cannot be used.
+    fn key(&self, r: &SecretKeyRef) -> Result<Vec<u8>, String> {
+        let ns = &self.namespace;
+        if key_path(Path::new("/"), r).is_none() {
+            return Err(format!(
+                "{:?}/{:?} is not a Secret name and key",
+                r.name, r.key
+            ));
+        }
+        let secret = match self.watches.get(&r.name).and_then(|w| w.state.as_ref()) {
+            None => return Err(format!("Secret {ns}/{} is not read yet", r.name)),
+            Some(SecretState::Unreadable(e)) => {
+                return Err(format!("cannot read Secret {ns}/{}: {e}", r.name));
+            }
+            Some(SecretState::Listed(None)) => {
+                return Err(format!("Secret {ns}/{} does not exist", r.name));
+            }
+            Some(SecretState::Listed(Some(s))) => s,
+        };
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&r.key))
+            .ok_or_else(|| format!("Secret {ns}/{} has no key {:?}", r.name, r.key))?;
+        podcidr_config::md5_key_from_bytes(bytes.0.clone())
+            .map_err(|e| format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
+    }
+}
+
+impl Drop for SecretWatches {
+    fn drop(&mut self) {
+        for w in self.watches.values() {
+            w.task.abort();
+        }
+    }
+}
+
+/// The Secrets the peers selecting a node with `labels` name.
+fn referenced(objects: &Objects, labels: &BTreeMap<String, String>) -> BTreeSet<String> {
+    select(objects, labels)
+        .peers
+        .iter()
+        .filter_map(|p| p.spec.password_secret_ref.as_ref())
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// Writes `key` to `path` (0400) unless it already holds it: temp file, then rename, so a
+/// session never reads half a key.
+pub fn write_key(path: &Path, key: &[u8]) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|k| k == key) {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    // A leftover temp file (a crash between write and rename) is 0400: even its owner cannot
+    // reopen it for writing without CAP_DAC_OVERRIDE, so start afresh. Created 0400, never
+    // readable by others, not even for a moment.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(&tmp)?;
+    std::io::Write::write_all(&mut file, key)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Spawns the watches; the receiver holds `None` until the objects, the Secrets they name
+/// and the Node are known.
+pub fn spawn(
+    client: Client,
+    settings: ObjectSettings,
+    mut node: watch::Receiver<NodeState>,
+) -> (watch::Receiver<Option<Arc<NodeConfig>>>, JoinHandle<()>) {
+    let (tx, rx) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        let all = watcher::Config::default;
+        let mut configs = watch_all(Api::<BGPSpeakerConfig>::all(client.clone()), all());
+        let mut peers = watch_all(Api::<BGPPeer>::all(client.clone()), all());
+        let (secret_tx, mut secret_rx) = mpsc::channel(64);
+        let mut secrets = SecretWatches {
+            api: Api::namespaced(client, &settings.secret_namespace),
+            namespace: settings.secret_namespace.clone(),
+            tx: secret_tx,
+            watches: BTreeMap::new(),
+        };
+        let mut config_store = Store::new();
+        let mut peer_store = Store::new();
+        let mut last = LastGood::default();
+        let mut written: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut dirty = false;
+        loop {
+            dirty |= tokio::select! {
+                Some(ev) = configs.next() => config_store.apply(ev, "BGPSpeakerConfig"),
+                Some(ev) = peers.next() => peer_store.apply(ev, "BGPPeer"),
+                Some(ev) = secret_rx.recv() => secrets.apply(ev),
+                r = node.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    true
+                }
+                () = tx.closed() => return,
+            };
+            let labels = match &*node.borrow() {
+                NodeState::Unknown => continue,
+                NodeState::Present(n) => n.labels().clone(),
+                NodeState::Absent => BTreeMap::new(),
+            };
+            if !(dirty && config_store.ready && peer_store.ready) {
+                continue;
+            }
+            let objects = Objects {
+                configs: config_store.objects.clone(),
+                peers: peer_store.objects.clone(),
+            };
+            secrets.want(referenced(&objects, &labels));
+            if !secrets.known() {
+                continue;
+            }
+            dirty = false;
+            let key_dir = &settings.key_dir;
+            let keys = Keys {
+                problem: &|r| secrets.key(r).err(),
+                kept: &|r| key_path(key_dir, r).is_some_and(|p| p.is_file()),
+                file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
+            };
+            let computed = node_config(&objects, &labels, &mut last, &keys);
+            let mut in_use = BTreeSet::new();
+            for p in computed.config.iter().flat_map(|c| &c.peers) {
+                let Some(path) = &p.password_file else {
+                    continue;
+                };
+                in_use.insert(path.clone());
+                let r = objects
+                    .peers
+                    .get(&p.name)
+                    .and_then(|o| o.spec.password_secret_ref.as_ref());
+                // A last good peer whose key is gone goes on with the file it has.
+                let Some(Ok(key)) = r.map(|r| secrets.key(r)) else {
+                    continue;
+                };
+                if let Err(e) = write_key(path, &key) {
+                    tracing::error!(path = %path.display(), error = %e, "cannot write an MD5 key file");
+                }
+            }
+            // Keys no running peer uses are not left on the node.
+            for stale in written.difference(&in_use) {
+                let _ = std::fs::remove_file(stale);
+            }
+            written = in_use;
+            tx.send_if_modified(|cur| {
+                let same = cur.as_deref() == Some(&computed);
+                if !same {
+                    *cur = Some(Arc::new(computed));
+                }
+                !same
+            });
+        }
+    });
+    (rx, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::write_key;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn key_files_are_0400_and_a_changed_key_replaces_the_file() {
+        let dir = std::env::temp_dir().join(format!("podcidr-keys-{}", std::process::id()));
+        let path = dir.join("md5").join("tor1");
+        write_key(&path, b"first").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        assert_eq!(mode(&path), 0o400);
+        write_key(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        assert_eq!(mode(&path), 0o400);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_leftover_0400_temp_file_does_not_block_the_next_key() {
+        let dir = std::env::temp_dir().join(format!("podcidr-keys-tmp-{}", std::process::id()));
+        let path = dir.join("tor1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = dir.join(".tor1.tmp");
+        std::fs::write(&tmp, b"half").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o400)).unwrap();
+        write_key(&path, b"whole").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"whole");
+        assert!(!tmp.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

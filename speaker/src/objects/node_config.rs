@@ -1,0 +1,184 @@
+//! The config one node runs from the objects, last good: an object that is (or becomes)
+//! unusable on this node keeps its last accepted version running here, or, if it never had
+//! one, is left out; the node says which objects it runs at which generation, and why not
+//! the others.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use kube::ResourceExt;
+use podcidr_config::Config;
+
+use super::{ObjectKind, ObjectRef, Objects, assemble, select};
+
+/// The versions this node last ran successfully, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastGood {
+    configs: BTreeMap<String, BGPSpeakerConfig>,
+    peers: BTreeMap<String, BGPPeer>,
+}
+
+/// What the node runs, and what it says about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    /// `None`: no usable `BGPSpeakerConfig` selects this node; it announces nothing.
+    pub config: Option<Config>,
+    pub speaker_config: Option<ObjectRef>,
+    pub peers: Vec<ObjectRef>,
+    /// Objects running an older version than the current one, with why.
+    pub last_good: Vec<(ObjectRef, String)>,
+    /// Objects selecting this node but not run here, with why (conflicts, unusable with no
+    /// earlier version, a missing Secret, a selector that cannot be evaluated).
+    pub not_applied: Vec<(ObjectKind, String, String)>,
+}
+
+/// Where a peer's Secret key is written for the session to read.
+pub type KeyFile<'a> = &'a dyn Fn(&str, &SecretKeyRef) -> PathBuf;
+
+/// What the node knows of the MD5 keys `passwordSecretRef` names.
+pub struct Keys<'a> {
+    /// Why the key cannot be used now (no Secret, no such key, not a usable key); `None`:
+    /// it can, and it is written to its file before the config runs.
+    pub problem: &'a dyn Fn(&SecretKeyRef) -> Option<String>,
+    /// The key's file still holds the key an earlier version ran with (a Secret deleted
+    /// under a running peer: its last good version goes on with it).
+    pub kept: &'a dyn Fn(&SecretKeyRef) -> bool,
+    pub file: KeyFile<'a>,
+}
+
+impl std::fmt::Debug for Keys<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").finish_non_exhaustive()
+    }
+}
+
+/// Which version of an object is checked: the current one needs its Secret now; the last
+/// good one may run on the key file it already has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    Current,
+    LastGood,
+}
+
+fn key_problem(p: &BGPPeer, keys: &Keys, version: Version) -> Option<String> {
+    let r = p.spec.password_secret_ref.as_ref()?;
+    let why = (keys.problem)(r)?;
+    (version == Version::Current || !(keys.kept)(r)).then_some(why)
+}
+
+/// The version of `current` to run: the current one if it is usable (`check`), else the last
+/// good one if that still is, else none. Records the outcome.
+fn pick<T: Clone + kube::Resource>(
+    kind: ObjectKind,
+    current: &T,
+    last: Option<&T>,
+    check: &dyn Fn(&T, Version) -> Result<(), String>,
+    out: &mut NodeConfig,
+) -> Option<T> {
+    let name = current.meta().name.clone().unwrap_or_default();
+    match check(current, Version::Current) {
+        Ok(()) => Some(current.clone()),
+        Err(why) => match last.filter(|l| check(l, Version::LastGood).is_ok()) {
+            Some(l) => {
+                out.last_good.push((
+                    ObjectRef::of(kind, l),
+                    format!("the current version is not usable: {why}"),
+                ));
+                Some(l.clone())
+            }
+            None => {
+                out.not_applied.push((kind, name, why));
+                None
+            }
+        },
+    }
+}
+
+/// The config a node with `labels` runs from `objects`, falling back per object to `last`
+/// (updated with what is accepted now).
+pub fn node_config(
+    objects: &Objects,
+    labels: &BTreeMap<String, String>,
+    last: &mut LastGood,
+    keys: &Keys,
+) -> NodeConfig {
+    let key_file = keys.file;
+    let selection = select(objects, labels);
+    let mut out = NodeConfig {
+        config: None,
+        speaker_config: None,
+        peers: Vec::new(),
+        last_good: Vec::new(),
+        not_applied: Vec::new(),
+    };
+    for c in &selection.conflicts {
+        out.not_applied
+            .push((c.kind, c.loser.clone(), c.to_string()));
+    }
+    for (kind, name, why) in &selection.bad_selectors {
+        out.not_applied.push((*kind, name.clone(), why.clone()));
+    }
+    let Some(current) = selection.config else {
+        return out;
+    };
+    let config_check = |c: &BGPSpeakerConfig, _: Version| {
+        assemble(c, &[], key_file)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let Some(config) = pick(
+        ObjectKind::SpeakerConfig,
+        current,
+        last.configs.get(&current.name_any()),
+        &config_check,
+        &mut out,
+    ) else {
+        return out;
+    };
+    last.configs.insert(config.name_any(), config.clone());
+    let mut peers = Vec::new();
+    for p in selection.peers {
+        let peer_check = |p: &BGPPeer, version: Version| {
+            if let Some(why) = key_problem(p, keys, version) {
+                return Err(why);
+            }
+            assemble(&config, &[p], key_file)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        if let Some(p) = pick(
+            ObjectKind::Peer,
+            p,
+            last.peers.get(&p.name_any()),
+            &peer_check,
+            &mut out,
+        ) {
+            last.peers.insert(p.name_any(), p.clone());
+            peers.push(p);
+        }
+    }
+    let refs: Vec<&BGPPeer> = peers.iter().collect();
+    match assemble(&config, &refs, key_file) {
+        Ok(c) => {
+            out.config = Some(c);
+            out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, &config));
+            out.peers = peers
+                .iter()
+                .map(|p| ObjectRef::of(ObjectKind::Peer, p))
+                .collect();
+        }
+        // Each object passes alone but not together (a rule across peers): run the config
+        // without its peers rather than nothing, and say so on each peer.
+        Err(e) => {
+            for (kind, name) in e.objects() {
+                out.not_applied.push((kind, name.to_owned(), e.to_string()));
+            }
+            if let Ok(c) = assemble(&config, &[], key_file) {
+                out.config = Some(c);
+                out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, &config));
+            }
+        }
+    }
+    out
+}

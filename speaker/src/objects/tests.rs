@@ -1,0 +1,377 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+
+use super::*;
+
+fn config(yaml: &str) -> BGPSpeakerConfig {
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+fn peer(yaml: &str) -> BGPPeer {
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+fn meta(name: &str, created: &str) -> String {
+    format!("metadata: {{name: {name}, creationTimestamp: \"{created}\", generation: 1}}\n")
+}
+
+fn speaker_config(name: &str, created: &str, spec: &str) -> BGPSpeakerConfig {
+    config(&format!(
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\n{}spec: {spec}\n",
+        meta(name, created)
+    ))
+}
+
+fn bgp_peer(name: &str, created: &str, spec: &str) -> BGPPeer {
+    peer(&format!(
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\n{}spec: {spec}\n",
+        meta(name, created)
+    ))
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn key_file(peer: &str, r: &SecretKeyRef) -> PathBuf {
+    PathBuf::from(format!("/run/keys/{peer}.{}.{}", r.name, r.key))
+}
+
+const SPEC: &str = "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}";
+
+#[test]
+fn the_oldest_speaker_config_selecting_a_node_wins_and_the_other_is_a_conflict() {
+    let objects = Objects::from_lists(
+        vec![
+            speaker_config("young", "2026-11-02T00:00:00Z", SPEC),
+            speaker_config("old", "2026-11-01T00:00:00Z", SPEC),
+            speaker_config(
+                "rack9",
+                "2026-10-01T00:00:00Z",
+                "{asn: 65011, nodeSelector: {matchLabels: {rack: r9}}}",
+            ),
+        ],
+        Vec::new(),
+    );
+    let s = select(&objects, &labels(&[("rack", "r1")]));
+    assert_eq!(
+        s.config.map(kube::ResourceExt::name_any).as_deref(),
+        Some("old")
+    );
+    assert_eq!(s.conflicts.len(), 1);
+    assert_eq!(s.conflicts[0].loser, "young");
+    assert_eq!(s.conflicts[0].winner, "old");
+    assert_eq!(
+        s.conflicts[0].to_string(),
+        "BGPSpeakerConfig young is not applied: BGPSpeakerConfig old is older and both select this node"
+    );
+    // On rack r9 the older, selective config wins over both.
+    let s = select(&objects, &labels(&[("rack", "r9")]));
+    assert_eq!(
+        s.config.map(kube::ResourceExt::name_any).as_deref(),
+        Some("rack9")
+    );
+    assert_eq!(s.conflicts.len(), 2);
+}
+
+#[test]
+fn two_peers_with_one_endpoint_on_a_node_keep_the_older() {
+    let objects = Objects::from_lists(
+        Vec::new(),
+        vec![
+            bgp_peer(
+                "tor-b",
+                "2026-11-02T00:00:00Z",
+                "{address: 192.0.2.1, asn: 65000}",
+            ),
+            bgp_peer(
+                "tor-a",
+                "2026-11-01T00:00:00Z",
+                "{address: 192.0.2.1, asn: 65001}",
+            ),
+            bgp_peer(
+                "tor-c",
+                "2026-11-01T00:00:00Z",
+                "{address: 192.0.2.1, port: 1179, asn: 65000}",
+            ),
+            bgp_peer(
+                "elsewhere",
+                "2026-11-03T00:00:00Z",
+                "{address: 192.0.2.1, asn: 65000, nodeSelector: {matchLabels: {rack: r2}}}",
+            ),
+        ],
+    );
+    let s = select(&objects, &labels(&[("rack", "r1")]));
+    let names: Vec<String> = s
+        .peers
+        .iter()
+        .map(|p| kube::ResourceExt::name_any(*p))
+        .collect();
+    assert_eq!(names, ["tor-a", "tor-c"]);
+    assert_eq!(s.conflicts.len(), 1);
+    assert_eq!(
+        s.conflicts[0].to_string(),
+        "BGPPeer tor-b is not applied: BGPPeer tor-a is older and both peer with 192.0.2.1 port 179 on this node"
+    );
+    assert!(s.config.is_none(), "no BGPSpeakerConfig selects the node");
+}
+
+#[test]
+fn objects_assemble_into_the_config_the_file_gives() {
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let p = bgp_peer(
+        "tor1",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000, holdTime: 9, passwordSecretRef: {name: md5, key: tor1}}",
+    );
+    let from_objects = assemble(&c, &[&p], &key_file).unwrap();
+    let from_file = podcidr_config::Config::from_yaml_str(
+        "asn: 65010\nsource: {kind: ipam-crd}\nallowedPrefixes: [10.244.0.0/16]\npeers:\n  \
+         - {name: tor1, address: 192.0.2.1, asn: 65000, holdTime: 9, passwordFile: /run/keys/tor1.md5.tor1}\n",
+    )
+    .unwrap();
+    assert_eq!(from_objects, from_file);
+}
+
+#[test]
+fn a_node_with_a_speaker_config_and_no_peer_runs_no_session() {
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let config = assemble(&c, &[], &key_file).unwrap();
+    assert!(config.peers.is_empty());
+}
+
+#[test]
+fn errors_name_the_object_and_its_field() {
+    let c = speaker_config(
+        "default",
+        "2026-11-01T00:00:00Z",
+        "{source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.1/16]}",
+    );
+    let good = bgp_peer(
+        "good",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000}",
+    );
+    let bad = bgp_peer(
+        "bad",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.2, asn: 65000, holdTime: 2}",
+    );
+    let e = assemble(&c, &[&good, &bad], &key_file).unwrap_err();
+    let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();
+    assert!(
+        lines.contains(&"BGPSpeakerConfig default: spec.asn: required".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "BGPSpeakerConfig default: spec.allowedPrefixes[0]: \"10.244.0.1/16\" has host bits set"
+        )),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"BGPPeer bad: spec.holdTime: 2 is not allowed (0 or 3..65535)".to_owned()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        e.objects(),
+        [
+            (ObjectKind::SpeakerConfig, "default"),
+            (ObjectKind::Peer, "bad")
+        ]
+    );
+}
+
+#[test]
+fn raw_manifests_report_unknown_and_file_only_keys() {
+    let config = serde_json::json!({"asn": 65010, "allowedPrefixes": ["10.244.0.0/16"], "admin": {}, "nodeName": "x"});
+    let peer = serde_json::json!({"address": "192.0.2.1", "asn": 65000, "holdtime": 9, "passwordFile": "/k"});
+    let e = assemble_specs(("default", &config), &[("tor1", &peer)], &key_file).unwrap_err();
+    let lines: Vec<String> = e.0.iter().map(ToString::to_string).collect();
+    for want in [
+        "BGPSpeakerConfig default: spec.nodeName: not a BGPSpeakerConfig key",
+        "BGPSpeakerConfig default: spec.admin: not a BGPSpeakerConfig key",
+        "BGPPeer tor1: spec.passwordFile: not a BGPPeer key (use passwordSecretRef",
+        "BGPPeer tor1: spec.holdtime: unknown key (did you mean holdTime?)",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want}\n{lines:#?}"
+        );
+    }
+}
+
+fn missing(r: &SecretKeyRef) -> Option<String> {
+    Some(format!("Secret {} has no key {:?}", r.name, r.key))
+}
+
+const NO_SECRETS: Keys = Keys {
+    problem: &missing,
+    kept: &|_| false,
+    file: &key_file,
+};
+
+const ALL_SECRETS: Keys = Keys {
+    problem: &|_| None,
+    kept: &|_| false,
+    file: &key_file,
+};
+
+fn with_generation<K: kube::Resource>(mut o: K, generation: i64) -> K {
+    o.meta_mut().generation = Some(generation);
+    o
+}
+
+#[test]
+fn an_object_that_becomes_invalid_keeps_its_last_good_version_on_the_node() {
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let good = with_generation(
+        bgp_peer(
+            "tor1",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000, holdTime: 9}",
+        ),
+        1,
+    );
+    let mut last = LastGood::default();
+    let objects = Objects::from_lists(vec![c.clone()], vec![good]);
+    let first = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    assert_eq!(
+        first.config.as_ref().unwrap().peers[0].hold_time.seconds(),
+        9
+    );
+    assert!(first.last_good.is_empty() && first.not_applied.is_empty());
+
+    let broken = with_generation(
+        bgp_peer(
+            "tor1",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000, holdTime: 2}",
+        ),
+        2,
+    );
+    let objects = Objects::from_lists(vec![c], vec![broken]);
+    let second = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    let config = second.config.clone().expect("the node keeps running");
+    assert_eq!(config.peers[0].hold_time.seconds(), 9, "generation 1 runs");
+    assert_eq!(second.peers[0].generation, Some(1));
+    assert_eq!(second.last_good.len(), 1);
+    assert!(
+        second.last_good[0]
+            .1
+            .contains("spec.holdTime: 2 is not allowed"),
+        "{second:?}"
+    );
+}
+
+#[test]
+fn an_object_never_valid_is_not_applied_and_the_rest_runs() {
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let good = bgp_peer(
+        "good",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000}",
+    );
+    let bad = bgp_peer(
+        "bad",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.2, asn: 23456}",
+    );
+    let keyed = bgp_peer(
+        "keyed",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.3, asn: 65000, passwordSecretRef: {name: md5, key: keyed}}",
+    );
+    let objects = Objects::from_lists(vec![c], vec![good, bad, keyed]);
+    let mut last = LastGood::default();
+    let n = node_config(&objects, &labels(&[]), &mut last, &NO_SECRETS);
+    let names: Vec<&str> = n
+        .config
+        .as_ref()
+        .unwrap()
+        .peers
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+    let not: Vec<(&str, &str)> = n
+        .not_applied
+        .iter()
+        .map(|(_, name, why)| (name.as_str(), why.as_str()))
+        .collect();
+    assert_eq!(not.len(), 2, "{not:?}");
+    assert!(
+        not.iter()
+            .any(|(n, why)| *n == "keyed" && why.contains("Secret md5 has no key \"keyed\""))
+    );
+    assert!(
+        not.iter()
+            .any(|(n, why)| *n == "bad" && why.contains("spec.asn"))
+    );
+}
+
+#[test]
+fn a_node_no_speaker_config_selects_runs_nothing_and_says_why() {
+    let c = speaker_config(
+        "rack9",
+        "2026-11-01T00:00:00Z",
+        "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16], nodeSelector: {matchLabels: {rack: r9}}}",
+    );
+    let objects = Objects::from_lists(vec![c], Vec::new());
+    let n = node_config(
+        &objects,
+        &labels(&[("rack", "r1")]),
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    assert!(n.config.is_none() && n.speaker_config.is_none());
+}
+
+#[test]
+fn a_secret_deleted_under_a_running_peer_keeps_it_on_its_key_file() {
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let keyed = with_generation(
+        bgp_peer(
+            "tor1",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000, passwordSecretRef: {name: md5, key: tor1}}",
+        ),
+        4,
+    );
+    let objects = Objects::from_lists(vec![c], vec![keyed]);
+    let mut last = LastGood::default();
+    let first = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    assert_eq!(first.peers.len(), 1);
+
+    // The Secret is gone and its file still holds the key the session runs with.
+    let kept = Keys {
+        problem: &missing,
+        kept: &|_| true,
+        file: &key_file,
+    };
+    let second = node_config(&objects, &labels(&[]), &mut last, &kept);
+    assert_eq!(second.peers.len(), 1, "{second:?}");
+    assert_eq!(second.last_good.len(), 1);
+    assert!(
+        second.last_good[0]
+            .1
+            .contains("Secret md5 has no key \"tor1\"")
+    );
+
+    // A node that never had the key does not start the peer.
+    let fresh = node_config(
+        &objects,
+        &labels(&[]),
+        &mut LastGood::default(),
+        &NO_SECRETS,
+    );
+    assert!(
+        fresh.peers.is_empty() && fresh.not_applied.len() == 1,
+        "{fresh:?}"
+    );
+}

@@ -1,0 +1,249 @@
+//! Configuration objects (`bgp.podcidr.io/v1beta1` `BGPSpeakerConfig`, `BGPPeer`) on the real
+//! kube-apiserver 1.20.2 with etcd: the CRDs from deploy/ (as the other CRDs, generated from
+//! the Rust types), objects applied with kubectl as a person would, and the speaker as its
+//! shipped ServiceAccount (`--config-source kubernetes`, the DaemonSet's mode) peering with
+//! BIRD over TCP MD5 from them, its key read from a Secret it may watch by name only.
+//!
+//! Version rule: 1.20 drops `x-kubernetes-validations` (CEL, 1.25+), so an object only the
+//! CEL rules would refuse (here a peer AS of 23456, AS_TRANS) is stored; the speaker refuses
+//! it, keeps the last good version and says so on its NodeBGPStatus.
+
+mod common;
+
+use std::net::IpAddr;
+
+use common::real_api::{
+    self, ControlPlane, LEASE_NS, SYSTEM_NS, WAIT, condition, poll_blocking, requests_by, runtime,
+};
+use common::{Proc, TempDir, free_port, http_get};
+use integration_tests::{Bird, BirdConfig, BirdNeighbor, net};
+use serde_json::{Value, json};
+
+const OUR_ASN: u32 = 4_200_000_001;
+const POD_CIDR: &str = "10.244.1.0/24";
+
+fn apply(cp: &ControlPlane, obj: &Value) {
+    cp.kubectl_with_input(cp.admin(), &["apply", "-f", "-"], Some(&obj.to_string()))
+        .unwrap_or_else(|e| panic!("kubectl apply {obj}: {e}"));
+}
+
+fn patch_peer(cp: &ControlPlane, spec: &Value) -> Result<String, String> {
+    let body = json!({"spec": spec}).to_string();
+    cp.kubectl_as(
+        cp.admin(),
+        &[
+            "patch",
+            "bgppeers.bgp.podcidr.io",
+            "tor",
+            "--type=merge",
+            "-p",
+            &body,
+        ],
+    )
+}
+
+/// node-a's NodeBGPStatus once `pred` holds for it.
+fn status_when(cp: &ControlPlane, speaker: &Proc, pred: impl Fn(&Value) -> bool) -> Value {
+    poll_blocking(WAIT, || {
+        let out = cp
+            .kubectl_as(cp.admin(), &["get", "nbs", "node-a", "-o", "json"])
+            .ok()?;
+        let v: Value = serde_json::from_str(&out).ok()?;
+        pred(&v).then_some(v)
+    })
+    .unwrap_or_else(|| {
+        let now = cp
+            .kubectl_as(cp.admin(), &["get", "nbs", "node-a", "-o", "yaml"])
+            .unwrap_or_default();
+        panic!("node-a's status never matched:\n{now}\n{}", speaker.log())
+    })
+}
+
+fn peer_generation(status: &Value) -> Option<i64> {
+    status["status"]["config"]["peers"][0]["generation"].as_i64()
+}
+
+/// The kubectl-applied objects configure the speaker end to end: BIRD learns the pod CIDR
+/// over an MD5 session; an edit reaches it (the peer's generation in the status, the session
+/// reset for the new hold time); an invalid edit leaves the session and its routes alone and
+/// the status says `LastGood`; the schema refuses a wrong type naming the field; and the
+/// speaker's ServiceAccount is never refused anything.
+#[test]
+fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_last_good_peer() {
+    let Some(cp) = real_api::installed_control_plane() else {
+        return;
+    };
+    // The shipped example passes the server's schema as a person applies it.
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/examples/objects/default.yaml"),
+    )
+    .unwrap();
+    cp.kubectl_with_input(
+        cp.admin(),
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&example),
+    )
+    .unwrap_or_else(|e| panic!("deploy/examples/objects/default.yaml: {e}"));
+    let ours = net::alloc_v4();
+    let router = Bird::start(
+        BirdConfig::new(net::alloc_v4(), 65001).neighbor(
+            BirdNeighbor::new("tor1", ours, OUR_ASN)
+                .passive(true)
+                .password("change-me"),
+        ),
+    );
+    let tor = router.peer_addr("tor1");
+    cp.create_node("node-a", "198.18.0.10", &[POD_CIDR]);
+    cp.kubectl(&["label", "node", "node-a", "bgp.example/rack=r1"]);
+    apply(
+        &cp,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
+                "stringData": {"tor": "change-me"}}),
+    );
+    apply(
+        &cp,
+        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+                "metadata": {"name": "rack-r1"},
+                "spec": {"nodeSelector": {"matchLabels": {"bgp.example/rack": "r1"}},
+                         "asn": OUR_ASN, "source": {"kind": "node-spec"},
+                         "allowedPrefixes": ["10.244.0.0/16"],
+                         "status": {"minInterval": 1}}}),
+    );
+    let IpAddr::V4(tor_ip) = tor.addr else {
+        panic!("an IPv4 router")
+    };
+    apply(
+        &cp,
+        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+                "metadata": {"name": "tor"},
+                "spec": {"nodeSelector": {"matchLabels": {"bgp.example/rack": "r1"}},
+                         "address": tor_ip.to_string(), "port": tor.port, "asn": tor.asn,
+                         "localAddress": ours.to_string(), "holdTime": 90,
+                         "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}}),
+    );
+
+    let id = real_api::speaker_identity(&cp);
+    let dir = TempDir::new("real-api-objects");
+    let admin = format!("127.0.0.1:{}", free_port());
+    let keys = dir.path("keys");
+    let speaker = Proc::spawn_with_env(
+        &[
+            "speaker",
+            "--config-source=kubernetes",
+            &format!("--admin-listen={admin}"),
+            &format!("--key-dir={}", keys.display()),
+            "--kubeconfig",
+            id.kubeconfig.to_str().unwrap(),
+            "--lease-namespace",
+            LEASE_NS,
+        ],
+        &[
+            ("NODE_NAME", "node-a"),
+            ("POD_NAMESPACE", SYSTEM_NS),
+            ("POD_NAME", "speaker-node-a"),
+        ],
+        &dir.path("speaker.log"),
+    );
+
+    let learned = router.wait_until(WAIT, |b| {
+        b.routes_from("tor1")
+            .iter()
+            .any(|r| r.prefix.to_string() == POD_CIDR)
+    });
+    assert!(learned, "{}\n{}", speaker.log(), router.diagnostics());
+    let applied = status_when(&cp, &speaker, |v| {
+        condition(v, "ConfigApplied")["status"] == "True" && peer_generation(v) == Some(1)
+    });
+    assert_eq!(
+        applied["status"]["config"]["speakerConfig"]["name"],
+        "rack-r1"
+    );
+    assert_eq!(applied["status"]["peers"][0]["bgpPeer"], "tor");
+
+    // An edit: the peer's new hold time reaches the node (generation 2), the session is
+    // reset for it and comes back with the route.
+    let since = router.protocol("tor1").since;
+    patch_peer(&cp, &json!({"holdTime": 60})).unwrap();
+    status_when(&cp, &speaker, |v| {
+        condition(v, "ConfigApplied")["status"] == "True" && peer_generation(v) == Some(2)
+    });
+    let reset = router.wait_until(WAIT, |b| {
+        let p = b.protocol("tor1");
+        p.info == "Established"
+            && p.since != since
+            && b.routes_from("tor1")
+                .iter()
+                .any(|r| r.prefix.to_string() == POD_CIDR)
+    });
+    assert!(
+        reset,
+        "hold time 60 resets the session\n{}",
+        router.diagnostics()
+    );
+
+    // The schema refuses a wrong type, naming the field, on 1.20 already.
+    let refused = patch_peer(&cp, &json!({"holdTime": "soon"}));
+    let err = refused.expect_err("holdTime: \"soon\" matches no duration");
+    assert!(err.contains("spec.holdTime"), "{err}");
+
+    // Only the CEL rule (1.25+) refuses AS_TRANS: 1.20 stores it; the speaker keeps
+    // generation 2 running, the session untouched, and says why.
+    let since = router.protocol("tor1").since;
+    patch_peer(&cp, &json!({"asn": 23456})).unwrap();
+    let last_good = status_when(&cp, &speaker, |v| {
+        condition(v, "ConfigApplied")["reason"] == "LastGood"
+    });
+    assert_eq!(peer_generation(&last_good), Some(2), "{last_good}");
+    let why = last_good["status"]["config"]["peers"][0]["lastGood"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("23456"), "{last_good}");
+    let p = router.protocol("tor1");
+    assert_eq!((p.info.as_str(), p.since), ("Established", since));
+    assert!(
+        router
+            .routes_from("tor1")
+            .iter()
+            .any(|r| r.prefix.to_string() == POD_CIDR)
+    );
+    let metrics = runtime()
+        .block_on(http_get(admin.parse().unwrap(), "/metrics"))
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    assert!(
+        metrics.contains("podcidr_config_stale 1"),
+        "the last good version shows as stale config:\n{metrics}"
+    );
+
+    // The key file is the speaker's own: 0400 in its key directory.
+    use std::os::unix::fs::PermissionsExt;
+    let key = keys.join("podcidr-bgp-md5/tor");
+    assert_eq!(std::fs::read(&key).unwrap(), b"change-me");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o400
+    );
+
+    // Every call the speaker made was allowed (RBAC grew by exactly the config kinds and the
+    // one named Secret: per-name list/watch is authorized by resourceNames).
+    drop(speaker);
+    let refused: Vec<_> = requests_by(&cp, &id.username)
+        .into_iter()
+        .filter(|r| r.code == 403)
+        .collect();
+    assert!(refused.is_empty(), "refused: {refused:#?}");
+    let secret_reads: Vec<_> = requests_by(&cp, &id.username)
+        .into_iter()
+        .filter(|r| r.resource == "secrets")
+        .collect();
+    assert!(
+        !secret_reads.is_empty()
+            && secret_reads
+                .iter()
+                .all(|r| r.uri.contains("metadata.name%3Dpodcidr-bgp-md5")
+                    || r.name == "podcidr-bgp-md5"),
+        "{secret_reads:#?}"
+    );
+}
