@@ -132,26 +132,18 @@ fn tor_reaches_every_pod_and_losing_a_node_removes_only_its_routes() {
         .iter()
         .map(|(ns, cfg, log)| {
             // `ip netns exec NS podcidr-bgp …`: the speaker runs inside the node's namespace.
-            let out = std::fs::File::create(log).unwrap();
-            let child = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    ns,
-                    common::BIN,
-                    "speaker",
-                    "--final",
-                    "--config",
-                    cfg.to_str().unwrap(),
-                ])
-                .stdout(Stdio::from(out.try_clone().unwrap()))
-                .stderr(Stdio::from(out))
-                .spawn()
-                .unwrap();
-            Proc {
-                child,
-                log: log.clone(),
-            }
+            let mut cmd = Command::new("ip");
+            cmd.args([
+                "netns",
+                "exec",
+                ns,
+                common::BIN,
+                "speaker",
+                "--final",
+                "--config",
+            ])
+            .arg(cfg);
+            Proc::spawn_command(cmd, log)
         })
         .collect();
 

@@ -176,30 +176,21 @@ impl Unnumbered {
         )
         .unwrap();
         let log: PathBuf = dir.path("speaker.log");
-        let out = std::fs::File::create(&log).unwrap();
         // `ip netns exec NS podcidr-bgp …`: the speaker runs inside the node's namespace.
-        let speaker = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &node,
-                common::BIN,
-                "speaker",
-                "--final",
-                "--config",
-            ])
-            .arg(&cfg)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::from(out.try_clone().unwrap()))
-            .stderr(Stdio::from(out))
-            .spawn()
-            .unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &node,
+            common::BIN,
+            "speaker",
+            "--final",
+            "--config",
+        ])
+        .arg(&cfg);
         Some(Unnumbered {
             procs: vec![
-                Proc {
-                    child: speaker,
-                    log,
-                },
+                Proc::spawn_command(cmd, &log),
                 Proc {
                     child: bird,
                     log: bird_log,
