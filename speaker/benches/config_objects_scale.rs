@@ -18,7 +18,7 @@
 //! `--bench` it does nothing).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use fake_kube::{FakeKube, Gvr, Verb};
@@ -287,15 +287,6 @@ async fn run(args: &Args) -> Result<String, String> {
     Ok(out)
 }
 
-fn write_docs(path: &Path, body: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) else {
-        return Err(format!("{}: no {BEGIN} … {END} markers", path.display()));
-    };
-    let new = format!("{}{BEGIN}\n{body}{}", &text[..a], &text[b..]);
-    std::fs::write(path, new).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 fn main() {
     let Some(args) = parse_args() else {
         return;
@@ -308,7 +299,7 @@ fn main() {
         Ok(table) => {
             println!("{table}");
             if let Some(docs) = &args.docs
-                && let Err(e) = write_docs(docs, &table)
+                && let Err(e) = integration_tests::write_docs_section(docs, BEGIN, END, &table)
             {
                 eprintln!("{e}");
                 std::process::exit(1);

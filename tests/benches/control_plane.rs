@@ -519,27 +519,6 @@ fn render(args: &Args, speakers: &[SpeakerResult], diffs: &[DiffResult]) -> Stri
     out
 }
 
-/// A relative `--write-docs` path is taken from the workspace root: `cargo bench` runs this
-/// in the package directory (`tests/`).
-fn docs_path(path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_owned();
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| path.to_owned(), |root| root.join(path))
-}
-
-fn write_docs(path: &Path, body: &str) -> Result<(), String> {
-    let path = &docs_path(path);
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) else {
-        return Err(format!("{}: no {BEGIN} … {END} markers", path.display()));
-    };
-    let new = format!("{}{BEGIN}\n{body}{}", &text[..a], &text[b..]);
-    std::fs::write(path, new).map_err(|e| e.to_string())
-}
-
 fn main() -> std::process::ExitCode {
     let Some(args) = parse_args() else {
         return std::process::ExitCode::SUCCESS;
@@ -593,11 +572,11 @@ fn main() -> std::process::ExitCode {
         Ok(body) => {
             print!("{body}");
             if let Some(path) = &args.docs {
-                if let Err(e) = write_docs(path, &body) {
+                if let Err(e) = integration_tests::write_docs_section(path, BEGIN, END, &body) {
                     eprintln!("{e}");
                     return std::process::ExitCode::from(2);
                 }
-                eprintln!("wrote {}", docs_path(path).display());
+                eprintln!("wrote {}", integration_tests::workspace_path(path).display());
             }
             std::process::ExitCode::SUCCESS
         }

@@ -4,9 +4,9 @@
 //!
 //! - Allocating: N new dual-stack Nodes (`10.0.0.0/8` in /24s, `fd00::/40` in /64s) and
 //!   `podcidr-bgp allocator` (release build) at `--api-qps Q`; time from process start until
-//!   its metrics say every node is allocated (`pending_nodes` 0, 2 × N blocks), then checked
-//!   with kubectl: every `NodePodCIDR` has `Allocated=True`.
-//! - Idle speakers: K speakers (`node-spec` source, no peer) running for a window after they
+//!   its metrics count N successful record status writes (each node's `Allocated=True`), then
+//!   checked with kubectl: every `NodePodCIDR` has `Allocated=True`.
+//! - Idle speakers: K speakers (`node-spec` source, a peer that never answers) running for a window after they
 //!   published their first status; per-hour figures are the window's counts × 3600 / window.
 //!
 //! Requests per component come from the API server's audit log (one line per request, by
@@ -49,7 +49,10 @@ struct Args {
 fn parse_args() -> Option<Args> {
     let mut argv = std::env::args().skip(1);
     let mut a = Args {
-        bin: integration_tests::release_binary(),
+        // `cargo bench` runs in tests/: a relative target dir is the workspace's.
+        bin: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(integration_tests::release_binary()),
         nodes: vec![1000, 5000],
         qps: 200.0,
         speakers: 10,
@@ -258,7 +261,9 @@ fn allocate(args: &Args, n: usize) -> AllocRow {
         &[],
         &dir.path("allocator.log"),
     );
-    let blocks = 2.0 * n as f64;
+    // A node is allocated when its record's status write (Allocated=True, after the create)
+    // succeeded; the pool gauges count plans, not writes.
+    let written = n as f64;
     wait_for(&format!("allocating {n} nodes"), || {
         if let Ok(Some(status)) = child.try_wait() {
             panic!(
@@ -267,9 +272,12 @@ fn allocate(args: &Args, n: usize) -> AllocRow {
             );
         }
         let m = admin_get(admin, "/metrics")?;
-        let pending = metric_sum(&m, "podcidr_allocator_pending_nodes", &[]);
-        let allocated = metric_sum(&m, "podcidr_allocator_pool_allocated", &[]);
-        (pending == 0.0 && allocated >= blocks).then_some(())
+        let status_ok = metric_sum(
+            &m,
+            "podcidr_allocator_writes_total",
+            &["kind=\"status\"", "result=\"ok\""],
+        );
+        (status_ok >= written).then_some(())
     });
     let seconds = start.elapsed().as_secs_f64();
     let allocator_peak_mib = kib_of(child.id(), "VmHWM:") as f64 / 1024.0;
@@ -326,6 +334,8 @@ fn idle_speakers(args: &Args) -> IdleRow {
     create_nodes(&cp, &names);
     let sa = cp.service_account(SYSTEM_NS, "podcidr-bgp-speaker");
     let dir = TempDir::new("real-api-idle");
+    // A peer nobody answers: the sessions retry (no API traffic), the API cost is the idle one.
+    let closed_port = free_addr();
     let mut running = Vec::new();
     for (i, node) in names.iter().enumerate() {
         let admin = free_addr();
@@ -334,8 +344,12 @@ fn idle_speakers(args: &Args) -> IdleRow {
             &cfg,
             format!(
                 "nodeName: {node}\nasn: 64512\nrouterId: 198.18.0.{}\nsource: {{kind: node-spec}}\n\
-                 peers: []\nadmin: {{listen: \"{admin}\"}}\nstatus: {{publish: true}}\n",
-                i + 1
+                 allowedPrefixes: [10.0.0.0/8]\n\
+                 peers:\n  - name: tor\n    address: 127.0.0.1\n    port: {}\n    asn: 65000\n    \
+                 ebgpMultihop: 2\n    connectRetry: {{base: 30, max: 60}}\n\
+                 admin: {{listen: \"{admin}\"}}\nstatus: {{publish: true}}\n",
+                i + 1,
+                closed_port.port()
             ),
         )
         .expect("speaker config");
@@ -402,7 +416,7 @@ fn idle_speakers(args: &Args) -> IdleRow {
 
 fn report(args: &Args, alloc: &[AllocRow], idle: &IdleRow) -> String {
     let mut out = format!(
-        "kube-apiserver 1.20.2 (built by scripts/build-kube-apiserver.sh) and etcd 3.4 (Debian) on loopback, `deploy/` installed, each component as its own ServiceAccount; release binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
+        "kube-apiserver 1.20.2 (built by scripts/build-kube-apiserver.sh) and etcd 3.4 (Debian) on loopback, `deploy/` installed, each component as its own ServiceAccount; release binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients; a watch counts when it ends, so open watches are missing from it). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
          **Allocating** N new dual-stack Nodes (`--api-qps {}`, burst 30), from process start until every node is allocated (then checked: every `NodePodCIDR` `Allocated=True`).\n\n\
          | new nodes | time s | allocator requests (writes) | server total | kube-apiserver MiB | etcd MiB | allocator peak RSS MiB |\n|---:|---:|---:|---:|---:|---:|---:|\n",
         args.qps
@@ -422,7 +436,7 @@ fn report(args: &Args, alloc: &[AllocRow], idle: &IdleRow) -> String {
     }
     let per_hour = |x: f64| x * 3600.0 / idle.window_s / idle.speakers as f64;
     out.push_str(&format!(
-        "\n**Idle speakers**: {} speakers (`node-spec` source, no peer), a {:.0} s window from 10 s after every one had published its first status; per speaker and hour = window count × 3600 / window / speakers.\n\n\
+        "\n**Idle speakers**: {} speakers (`node-spec` source, a peer that never answers), a {:.0} s window from 10 s after every one had published its first status; per speaker and hour = window count × 3600 / window / speakers.\n\n\
          | speakers | requests/h per speaker | writes/h per speaker | server total/h per speaker | kube-apiserver MiB | etcd MiB |\n|---:|---:|---:|---:|---:|---:|\n\
          | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |\n",
         idle.speakers,
@@ -435,15 +449,6 @@ fn report(args: &Args, alloc: &[AllocRow], idle: &IdleRow) -> String {
         idle.etcd_mib
     ));
     out
-}
-
-fn write_docs(path: &Path, table: &str) {
-    let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
-        panic!("{} has no {BEGIN} … {END} markers", path.display());
-    };
-    let new = format!("{}{BEGIN}\n{table}{}", &doc[..b], &doc[e..]);
-    std::fs::write(path, new).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 fn main() {
@@ -470,6 +475,7 @@ fn main() {
     let table = report(&args, &alloc, &idle);
     print!("{table}");
     if let Some(docs) = &args.docs {
-        write_docs(docs, &table);
+        integration_tests::write_docs_section(docs, BEGIN, END, &table)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }

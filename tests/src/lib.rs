@@ -162,3 +162,32 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A relative path taken from the workspace root: `cargo bench` runs a bench in its package's
+/// directory, while docs paths are given from the root.
+pub fn workspace_path(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| path.to_owned(), |root| root.join(path))
+}
+
+/// Replaces what stands between the markers `begin` and `end` of the file at `path` (relative
+/// paths from the workspace root) with `body`: how the benches write their tables into
+/// docs/benchmarks.md.
+pub fn write_docs_section(
+    path: &std::path::Path,
+    begin: &str,
+    end: &str,
+    body: &str,
+) -> Result<(), String> {
+    let path = workspace_path(path);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (Some(a), Some(b)) = (text.find(begin), text.find(end)) else {
+        return Err(format!("{}: no {begin} … {end} markers", path.display()));
+    };
+    let new = format!("{}{begin}\n{body}{}", &text[..a], &text[b..]);
+    std::fs::write(&path, new).map_err(|e| format!("{}: {e}", path.display()))
+}
