@@ -5,5 +5,6 @@
 //! - [`source`]: where a node's pod CIDRs come from (`node-spec`, `ipam-crd`, `cilium-node`, `file`).
 
 pub mod allocator;
+pub mod clock;
 pub mod crd;
 pub mod source;

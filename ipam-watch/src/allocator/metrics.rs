@@ -1,7 +1,9 @@
 //! Allocator metrics (Prometheus text format) and the health flags behind `/livez`, `/readyz`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use crate::clock::unix_now;
 
 use tokio::sync::watch;
 
@@ -86,13 +88,6 @@ impl Default for AllocatorMetrics {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn gauge_value(v: u128) -> i64 {
