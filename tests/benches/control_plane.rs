@@ -576,7 +576,10 @@ fn main() -> std::process::ExitCode {
                     eprintln!("{e}");
                     return std::process::ExitCode::from(2);
                 }
-                eprintln!("wrote {}", integration_tests::workspace_path(path).display());
+                eprintln!(
+                    "wrote {}",
+                    integration_tests::workspace_path(path).display()
+                );
             }
             std::process::ExitCode::SUCCESS
         }
