@@ -3,7 +3,7 @@
 # still works (--quick, run by .ci/run).
 #
 #   bench/run.sh [--runs 3] [--quick] [--skip-criterion] [--skip-latency]
-#                [--skip-allocator-scale] [--skip-bfd]
+#                [--skip-allocator-scale] [--skip-bfd] [--skip-real-api] [--skip-config-objects]
 #
 # Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
 # --bench latency), the allocator at cluster scale (cargo bench --bench allocator_scale:
@@ -16,7 +16,8 @@
 #
 # --quick: 1,000 IPv4 /26 and 1,000 IPv6 /64, one run, all three senders, the idle footprint,
 # 100 latency changes per source, 300 allocator nodes at 1,000/s and their restart, one link
-# cut with and one without BFD (about 10 s), and the
+# cut with and one without BFD (about 10 s), the real API server's cost with 10 nodes and 2
+# speakers idle for 5 s, 50 speakers' config-object watches and two edits, and the
 # criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
 # build scripts/test.sh already made), the speaker in release. It checks that the harness
@@ -41,6 +42,10 @@ allocator_scale=1
 allocator_cases=5000@20,5000@200,50000@1000
 bfd=1
 bfd_runs=10
+real_api=1
+real_api_args=()
+config_objects=1
+config_objects_args=()
 while (($#)); do
     case $1 in
         --runs) runs=$2; shift ;;
@@ -49,11 +54,15 @@ while (($#)); do
             criterion_args=(--test)
             allocator_cases=300@1000
             bfd_runs=1
+            real_api_args=(--nodes 10 --speakers 2 --idle 5)
+            config_objects_args=(--speakers 50 --edits 2)
             ;;
         --skip-criterion) criterion=0 ;;
         --skip-latency) latency=0 ;;
         --skip-allocator-scale) allocator_scale=0 ;;
         --skip-bfd) bfd=0 ;;
+        --skip-real-api) real_api=0 ;;
+        --skip-config-objects) config_objects=0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -116,6 +125,21 @@ if ((bfd)); then
     bench_cmd integration-tests bfd_detection -- --bench --speaker "$speaker" \
         --runs "$bfd_runs" | tee "$out/bfd-detection.md" || failed+=("bfd detection (see above)")
     echo "bench: bfd detection took $(($(date +%s) - t)) s"
+fi
+if ((real_api)); then
+    # The allocator and idle speakers against the test suite's kube-apiserver 1.20.2 + etcd
+    # (scripts/install-test-deps.sh builds it); --quick: 10 nodes, 2 speakers for 5 s.
+    t=$(date +%s)
+    bench_cmd integration-tests real_api_cost -- --bench --bin "$speaker" "${real_api_args[@]}" \
+        | tee "$out/real-api-cost.md" || failed+=("real API cost (see above)")
+    echo "bench: real API cost took $(($(date +%s) - t)) s"
+fi
+if ((config_objects)); then
+    # 5,000 speakers' config-object watches on the fake API (--quick: 50, two edits).
+    t=$(date +%s)
+    bench_cmd podcidr-bgp config_objects_scale -- --bench "${config_objects_args[@]}" \
+        | tee "$out/config-objects.md" || failed+=("config objects scale (see above)")
+    echo "bench: config objects scale took $(($(date +%s) - t)) s"
 fi
 if ((criterion)); then
     t=$(date +%s)
