@@ -51,3 +51,83 @@ fn example_config_objects_assemble_into_a_valid_config_on_any_node() {
     assert_eq!(assembled.peers.len(), 1);
     assert_eq!(assembled.peers[0].name, "tor1");
 }
+
+/// `speaker --config-source kubernetes --check-config --objects FILE…`, offline.
+fn check_objects(files: &[&std::path::Path], labels: &str) -> (i32, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_podcidr-bgp"));
+    cmd.args(["speaker", "--config-source", "kubernetes", "--check-config"]);
+    for f in files {
+        cmd.arg("--objects").arg(f);
+    }
+    let out = cmd.args(["--node-labels", labels]).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn manifest(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("podcidr-objects-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const CONFIG: &str = "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\n\
+    metadata: {name: default}\n\
+    spec: {asn: 65001, source: {kind: ipam-crd}, allowedPrefixes: [10.0.0.0/8]}\n";
+
+#[test]
+fn check_config_objects_accepts_the_shipped_example() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/objects/default.yaml");
+    let (code, out) = check_objects(&[&path], "");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("runs BGPSpeakerConfig default and 1 BGPPeer (tor1)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_config_objects_names_every_bad_field_on_its_object_unknown_keys_included() {
+    let peers = manifest(
+        "bad-peer.yaml",
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\nmetadata: {name: tor1}\n\
+         spec: {address: 192.0.2.1, asn: 65000, holdTime: 2, holdtime: 9}\n",
+    );
+    let config = manifest("config.yaml", CONFIG);
+    let (code, out) = check_objects(&[&config, &peers], "");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("BGPPeer tor1: spec.holdTime: 2 is not allowed (0 or 3..65535)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("BGPPeer tor1: spec.holdtime: unknown key (did you mean holdTime?)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_config_objects_follows_node_selectors_and_says_when_nothing_selects_the_node() {
+    let rack = "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\n\
+        metadata: {name: rack-r2}\n\
+        spec: {nodeSelector: {matchLabels: {rack: r2}}, asn: 65002, source: {kind: ipam-crd}, \
+        allowedPrefixes: [10.0.0.0/8]}\n---\n\
+        apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\nmetadata: {name: tor-r2}\n\
+        spec: {nodeSelector: {matchLabels: {rack: r2}}, address: 192.0.2.9, asn: 65000}\n";
+    let path = manifest("rack.yaml", rack);
+    let (code, out) = check_objects(&[&path], "rack=r2,zone=a");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("runs BGPSpeakerConfig rack-r2 and 1 BGPPeer (tor-r2)"),
+        "{out}"
+    );
+    let (code, out) = check_objects(&[&path], "rack=r1");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would announce nothing"), "{out}");
+}

@@ -58,9 +58,18 @@ pub struct SpeakerArgs {
     /// This node's name (default: the config's nodeName, then $NODE_NAME).
     #[arg(long)]
     pub node_name: Option<String>,
-    /// Validate the config (and read MD5 key files), print the result and exit.
+    /// Validate the config (and read MD5 key files), print the result and exit. With
+    /// `--config-source kubernetes`: validate the `--objects` manifests offline instead.
     #[arg(long)]
     pub check_config: bool,
+    /// With `--config-source kubernetes --check-config`: manifest files (YAML, any number of
+    /// documents; kinds other than BGPSpeakerConfig and BGPPeer are skipped), checked as the
+    /// node with `--node-labels` would run them.
+    #[arg(long, value_name = "FILE")]
+    pub objects: Vec<PathBuf>,
+    /// With `--objects`: the node's labels, `key=value[,key=value…]`.
+    #[arg(long, value_name = "LABELS", default_value = "")]
+    pub node_labels: String,
     /// On SIGTERM send Cease/Administrative Shutdown (routers withdraw at once) instead of
     /// closing for graceful restart (routers keep the routes while we restart).
     #[arg(long = "final")]
@@ -170,11 +179,56 @@ fn initial_config(args: &SpeakerArgs) -> Result<(Config, String, Option<String>)
     }
 }
 
+/// `--check-config` of object manifests: 0 when the node runs a valid config, 1 when an
+/// object it runs is invalid or none selects it, 2 when the files cannot be read.
+fn check_objects(args: &SpeakerArgs) -> ExitCode {
+    use crate::objects::check;
+    if args.objects.is_empty() {
+        eprintln!(
+            "podcidr-bgp speaker: --check-config with --config-source kubernetes checks manifests: --objects FILE"
+        );
+        return ExitCode::from(2);
+    }
+    let labels = match check::parse_labels(&args.node_labels) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("podcidr-bgp speaker: --node-labels: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (objects, raw) = match check::read_manifests(&args.objects) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = check::check(&objects, &raw, &labels, &args.key_dir);
+    for line in &result.not_applied {
+        println!("not applied: {line}");
+    }
+    let Some(config) = &result.config else {
+        println!(
+            "no BGPSpeakerConfig selects a node with labels {labels:?}: it would announce nothing"
+        );
+        return ExitCode::from(1);
+    };
+    if !result.errors.is_empty() {
+        println!("invalid:\n{}", result.errors.join("\n"));
+        return ExitCode::from(1);
+    }
+    println!(
+        "objects OK: a node with labels {labels:?} runs BGPSpeakerConfig {config} and {} ({})",
+        crate::cli::render::count(result.peers.len(), "BGPPeer"),
+        result.peers.join(", ")
+    );
+    ExitCode::SUCCESS
+}
+
 pub async fn run(args: SpeakerArgs) -> ExitCode {
     let objects_mode = args.config_source == ConfigSource::Kubernetes;
     if args.check_config && objects_mode {
-        eprintln!("podcidr-bgp speaker: --check-config checks a config file (--config)");
-        return ExitCode::from(2);
+        return check_objects(&args);
     }
     let (config, node_name, fallback) = match initial_config(&args) {
         Ok(c) => c,

@@ -4,6 +4,7 @@
 //! speaker (what it runs), the status controller (what it reports) and the CLI.
 
 mod assemble;
+pub mod check;
 mod node_config;
 mod select;
 

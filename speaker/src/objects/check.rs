@@ -1,0 +1,124 @@
+//! `speaker --config-source kubernetes --check-config --objects FILE…`: validates object
+//! manifests offline, as a node with the given labels would run them. Documents of other
+//! kinds (a Secret, say) are skipped; each object's errors name the object and its field,
+//! unknown keys included (the raw specs are assembled, as a config file is read).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use kube::ResourceExt;
+use serde_json::Value;
+
+use super::{Objects, assemble_specs, select};
+
+/// What a node runs from a set of manifests.
+#[derive(Debug)]
+pub struct ObjectsCheck {
+    /// The `BGPSpeakerConfig` the node runs (`None`: none selects it).
+    pub config: Option<String>,
+    /// The `BGPPeer`s it runs.
+    pub peers: Vec<String>,
+    /// Objects selecting the node that it does not run, with why (collisions, bad selectors).
+    pub not_applied: Vec<String>,
+    /// Every problem of the objects it runs, one line each.
+    pub errors: Vec<String>,
+}
+
+/// Reads every YAML document of `files`; an unreadable file or an object that is not of its
+/// kind's shape is an error naming the file.
+pub fn read_manifests(files: &[PathBuf]) -> Result<(Objects, BTreeMap<String, Value>), String> {
+    let mut configs = Vec::new();
+    let mut peers = Vec::new();
+    let mut raw = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text)
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+            let shape = |e: serde_json::Error| format!("{}: {kind} {name}: {e}", file.display());
+            match kind.as_str() {
+                "BGPSpeakerConfig" => {
+                    raw.insert(format!("{kind}/{name}"), doc["spec"].clone());
+                    configs.push(serde_json::from_value::<BGPSpeakerConfig>(doc).map_err(shape)?);
+                }
+                "BGPPeer" => {
+                    raw.insert(format!("{kind}/{name}"), doc["spec"].clone());
+                    peers.push(serde_json::from_value::<BGPPeer>(doc).map_err(shape)?);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok((Objects::from_lists(configs, peers), raw))
+}
+
+/// What a node with `labels` runs from `objects`, and every problem with it. MD5 keys are
+/// not read: `key_dir` only names where the speaker would write them.
+pub fn check(
+    objects: &Objects,
+    raw: &BTreeMap<String, Value>,
+    labels: &BTreeMap<String, String>,
+    key_dir: &Path,
+) -> ObjectsCheck {
+    let selection = select(objects, labels);
+    let mut not_applied: Vec<String> = selection.conflicts.iter().map(|c| c.to_string()).collect();
+    not_applied.extend(
+        selection
+            .bad_selectors
+            .iter()
+            .map(|(kind, name, why)| format!("{kind} {name}: {why}")),
+    );
+    let peers: Vec<String> = selection.peers.iter().map(|p| p.name_any()).collect();
+    let Some(config) = selection.config else {
+        return ObjectsCheck {
+            config: None,
+            peers,
+            not_applied,
+            errors: Vec::new(),
+        };
+    };
+    let spec = |key: String| raw.get(&key).cloned().unwrap_or(Value::Null);
+    let config_name = config.name_any();
+    let config_spec = spec(format!("BGPSpeakerConfig/{config_name}"));
+    let peer_specs: Vec<(String, Value)> = peers
+        .iter()
+        .map(|n| (n.clone(), spec(format!("BGPPeer/{n}"))))
+        .collect();
+    let key_file = |_: &str, r: &SecretKeyRef| key_dir.join(&r.name).join(&r.key);
+    let errors = match assemble_specs(
+        (&config_name, &config_spec),
+        &peer_specs
+            .iter()
+            .map(|(n, v)| (n.as_str(), v))
+            .collect::<Vec<_>>(),
+        &key_file,
+    ) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+    };
+    ObjectsCheck {
+        config: Some(config_name),
+        peers,
+        not_applied,
+        errors,
+    }
+}
+
+/// `key=value[,key=value…]` node labels.
+pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("{p:?} is not key=value"))?;
+            Ok((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        .collect()
+}
