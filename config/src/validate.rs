@@ -176,21 +176,8 @@ pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -
 /// Stands in when the document is unusable; it is never returned to the caller.
 fn placeholder() -> Config {
     Config {
-        node_name: None,
-        asn: Asn(0),
-        local_asn: LocalAsn::Fixed(Asn(0)),
-        asn_overrides: Vec::new(),
-        graceful_shutdown: GracefulShutdownConfig::default(),
-        router_id: None,
         source: SourceConfig::IpamCrd,
-        allowed_prefixes: Vec::new(),
-        min_prefix_length: MinPrefixLength::default(),
-        next_hop: NextHops::default(),
-        peers: Vec::new(),
-        admin: AdminConfig::default(),
-        status: StatusConfig::default(),
-        log: LogConfig::default(),
-        cni: CniConfig::default(),
+        ..Config::unconfigured()
     }
 }
 

@@ -27,6 +27,19 @@ use serde_json::{Value, json};
 
 const SPEAKER: &str = "podcidr-bgp-speaker";
 
+/// Three string fields of every item of `doc[list]` (CLI `-o json` output).
+fn triples(doc: &Value, list: &str, keys: [&str; 3]) -> Vec<(String, String, String)> {
+    doc[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or_default().to_owned();
+            (s(keys[0]), s(keys[1]), s(keys[2]))
+        })
+        .collect()
+}
+
 /// Two speakers (node-a: `ipam-crd`, node-b: `node-spec`) reach a router, publish their
 /// NodeBGPStatus by server-side apply and renew their Leases in podcidr-node-lease. Their
 /// Events about the Node are refused by 1.20 (see the module doc): the speaker counts and
@@ -675,15 +688,7 @@ fn diff_peers_and_routes_run_with_the_documented_read_only_grant() {
 
     let r = cli(&rt, &me, &["peers", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let peers: Vec<(String, String, String)> = r.json()["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let s = |k: &str| p[k].as_str().unwrap_or_default().to_owned();
-            (s("node"), s("name"), s("state"))
-        })
-        .collect();
+    let peers = triples(&r.json(), "peers", ["node", "name", "state"]);
     assert_eq!(
         peers,
         [
@@ -694,15 +699,7 @@ fn diff_peers_and_routes_run_with_the_documented_read_only_grant() {
     );
     let r = cli(&rt, &me, &["routes", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let routes: Vec<(String, String, String)> = r.json()["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let s = |k: &str| p[k].as_str().unwrap_or_default().to_owned();
-            (s("node"), s("prefix"), s("nextHop"))
-        })
-        .collect();
+    let routes = triples(&r.json(), "routes", ["node", "prefix", "nextHop"]);
     assert_eq!(
         routes,
         [

@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// The config reloaded with the node renamed to node-b, as a changed `NODE_NAME` does.
+fn rename_to_node_b(core: &mut Core) {
+    let mut renamed = api_config("status: {minInterval: 1}", PEERS);
+    renamed.node_name = Some("node-b".into());
+    core.handle(Event::ConfigReloaded {
+        kernel: kernel_facts(&renamed, Default::default(), lookup),
+        config: Box::new(renamed),
+        node_name: "node-b".into(),
+        why: "test",
+        origin: ConfigOrigin::File,
+    });
+}
+
 fn renewals(out: &[Effect]) -> usize {
     out.iter()
         .filter(|e| matches!(e, Effect::RenewLease { .. }))
@@ -218,15 +231,7 @@ fn the_lease_is_about_the_process_not_the_node_and_follows_a_rename() {
         result: Ok(()),
     });
     assert_eq!(renewals(&tick(&mut core, 3)), 0, "then every minute again");
-    let mut renamed = api_config("status: {minInterval: 1}", PEERS);
-    renamed.node_name = Some("node-b".into());
-    core.handle(Event::ConfigReloaded {
-        kernel: kernel_facts(&renamed, Default::default(), lookup),
-        config: Box::new(renamed),
-        node_name: "node-b".into(),
-        why: "test",
-        origin: ConfigOrigin::File,
-    });
+    rename_to_node_b(&mut core);
     let out = tick(&mut core, 4);
     assert!(
         out.iter().any(|e| matches!(
@@ -277,15 +282,7 @@ fn a_renamed_nodes_status_and_events_never_carry_the_old_nodes_uid() {
     assert_eq!(first.0.as_deref(), Some("uid-a"));
     answer(&mut core, first);
 
-    let mut renamed = api_config("status: {minInterval: 1}", PEERS);
-    renamed.node_name = Some("node-b".into());
-    core.handle(Event::ConfigReloaded {
-        kernel: kernel_facts(&renamed, Default::default(), lookup),
-        config: Box::new(renamed),
-        node_name: "node-b".into(),
-        why: "test",
-        origin: ConfigOrigin::File,
-    });
+    rename_to_node_b(&mut core);
     // A change to publish, and an Event, before the new Node is seen.
     let out = core.handle(ready(&["198.19.1.0/24", "198.19.2.0/24"]));
     let mut events: Vec<Option<String>> = out
