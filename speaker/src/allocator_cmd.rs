@@ -16,11 +16,13 @@ use hyper::{Request, Response, StatusCode};
 use ipam_watch::allocator::lease::{DEFAULT_LEASE_NAME, default_identity};
 use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, ApiLimits, ApiLimitsError, DEFAULT_API_BURST,
-    DEFAULT_API_QPS, DEFAULT_QUARANTINE_SECS, Family, LeaseConfig, PodCidr, PodCidrPool,
+    DEFAULT_API_QPS, DEFAULT_QUARANTINE_SECS, Family, LeaderState, LeaseConfig, PodCidr,
+    PodCidrPool,
 };
 use podcidr_config::{LogConfig, LogFormat, LogLevel};
 use tokio::net::TcpListener;
 
+use crate::config_status::StatusSettings;
 use crate::process::http::{self, HttpLimits};
 use crate::process::{ProcessError, kube_config_in_context, logging, signals};
 
@@ -98,6 +100,15 @@ pub struct AllocatorArgs {
     /// Log format: text or json (the config's `log.format` spelling).
     #[arg(long, default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
+    /// Write the status of the BGPSpeakerConfig and BGPPeer objects (conditions, selected
+    /// nodes) while leading: the one writer of the cluster. `false` where the
+    /// bgp.podcidr.io CRDs are not installed.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub config_status: bool,
+    /// Namespace of the Secrets BGPPeers name in passwordSecretRef (the speakers')
+    /// [default: $POD_NAMESPACE, else kube-system].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub speaker_namespace: Option<String>,
 }
 
 /// A flag error: which flag, which value, why.
@@ -238,6 +249,15 @@ pub fn options(args: &AllocatorArgs) -> Result<AllocatorOptions, FlagError> {
     Ok(opts)
 }
 
+/// The speakers' namespace: the flag, else the allocator's own (both ship in one).
+fn speaker_namespace(args: &AllocatorArgs) -> String {
+    args.speaker_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "kube-system".into())
+}
+
 fn log_config(format: LogFormat) -> LogConfig {
     LogConfig {
         format,
@@ -346,8 +366,25 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         let signal = shutdown.wait().await;
         tracing::info!(%signal, "stopping");
     };
+    let mut opts = opts;
+    let config_status = args.config_status.then(|| {
+        let (tx, rx) = tokio::sync::watch::channel(LeaderState::Follower);
+        opts.leadership = Some(tx);
+        let settings = StatusSettings {
+            secret_namespace: speaker_namespace(&args),
+        };
+        tokio::spawn(crate::config_status::run(
+            client.clone(),
+            settings,
+            rx,
+            metrics.clone(),
+        ))
+    });
     let result = ipam_watch::allocator::run(client, opts, metrics, stop).await;
     admin.abort();
+    if let Some(task) = config_status {
+        task.abort();
+    }
     match result {
         Ok(()) => {
             tracing::info!("allocator stopped");

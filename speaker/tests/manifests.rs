@@ -395,6 +395,32 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
             .resource("nodepodcidrs")
             .times(1),
     );
+    // Configuration objects whose status the leader writes, one peer's MD5 Secret read by
+    // name (the speakers' Role, bound to the allocator too).
+    let bgp = |plural| Gvr::new("bgp.podcidr.io/v1beta1", plural);
+    fake.insert(
+        &bgp("bgpspeakerconfigs"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+               "metadata": {"name": "default", "generation": 1},
+               "spec": {"asn": 64512, "source": {"kind": "ipam-crd"},
+                        "allowedPrefixes": ["10.244.0.0/16"]}}),
+    )
+    .unwrap();
+    fake.insert(
+        &bgp("bgppeers"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+               "metadata": {"name": "tor", "generation": 1},
+               "spec": {"address": "192.0.2.1", "asn": 65000,
+                        "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}}),
+    )
+    .unwrap();
+    fake.insert(
+        &Gvr::new("v1", "secrets"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "podcidr-bgp-md5", "namespace": "podcidr-system"},
+               "data": {"tor": serde_json::to_value(k8s_openapi::ByteString(b"s3cret".to_vec())).unwrap()}}),
+    )
+    .unwrap();
     let dir = TempDir::new("rbac-alloc");
     let kubeconfig = dir.path("kubeconfig");
     fake.write_kubeconfig(&kubeconfig).unwrap();
@@ -408,6 +434,8 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
             "podcidr-system",
             "--admin-listen",
             &admin,
+            "--speaker-namespace",
+            "podcidr-system",
         ],
         &dir.path("allocator.log"),
     );
@@ -462,6 +490,36 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         })
         .await;
     assert!(repeated.is_ok(), "{}", alloc.log());
+    let accepted = fake
+        .wait_for_object(
+            &bgp("bgppeers"),
+            None,
+            "tor",
+            Duration::from_secs(30),
+            |o| {
+                o.is_some_and(|o| {
+                    o["status"]["conditions"][0]["reason"] == "Valid"
+                        && o["status"]["observedGeneration"] == 1
+                })
+            },
+        )
+        .await;
+    assert!(
+        accepted.is_ok(),
+        "no status on BGPPeer tor\n{}",
+        alloc.log()
+    );
+    let event = fake
+        .wait_for(Duration::from_secs(30), |f| {
+            f.list(&Gvr::events(), Some("default")).iter().any(|e| {
+                e["regarding"]["kind"] == "BGPPeer"
+                    && e["regarding"]["name"] == "tor"
+                    && e["reason"] == "Valid"
+                    && e["reportingController"] == "podcidr-bgp-config-status"
+            })
+        })
+        .await;
+    assert!(event.is_ok(), "no Event on BGPPeer tor\n{}", alloc.log());
     alloc.signal(libc::SIGTERM);
     assert!(
         alloc
@@ -471,7 +529,16 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         alloc.log()
     );
     let used = used(&fake);
-    let granted: Grants = granted("allocator/rbac.yaml", "podcidr-bgp-allocator");
+    let mut granted: Grants = granted("allocator/rbac.yaml", "podcidr-bgp-allocator");
+    let md5 = documents(&deploy().join("allocator/rbac.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "RoleBinding" && d["roleRef"]["name"] == "podcidr-bgp-speaker-md5")
+        .expect("the allocator is bound to the speakers' MD5 Secret Role");
+    assert_eq!(md5["subjects"][0]["name"], "podcidr-bgp-allocator");
+    granted.extend(self::granted(
+        "speaker/rbac.yaml",
+        "podcidr-bgp-speaker-md5",
+    ));
     assert_eq!(used, granted, "used (left) vs granted (right)");
 }
 

@@ -42,6 +42,15 @@ pub struct CodeLabels {
     pub code: String,
 }
 
+/// `{kind, reason}` of the configuration objects' `Accepted` condition.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigObjectLabels {
+    /// `BGPSpeakerConfig` or `BGPPeer`.
+    pub kind: String,
+    /// `Valid`, `Invalid`, `Conflict`, `SecretNotFound`.
+    pub reason: String,
+}
+
 /// Labels of `podcidr_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfoLabels {
@@ -79,6 +88,8 @@ pub struct AllocatorMetrics {
     pub api_throttled: Family<CodeLabels, Counter>,
     /// Seconds requests waited for a token of the client-side bucket.
     pub api_wait_seconds: Counter<f64, AtomicU64>,
+    /// Configuration objects by kind and `Accepted` reason (the leader's last count).
+    pub config_objects: Family<ConfigObjectLabels, Gauge>,
     passes_seen: watch::Sender<u64>,
     ready: AtomicBool,
     heartbeat: AtomicU64,
@@ -131,6 +142,7 @@ impl AllocatorMetrics {
             api_requests: Counter::default(),
             api_throttled: Family::default(),
             api_wait_seconds: Counter::default(),
+            config_objects: Family::default(),
             passes_seen: watch::channel(0).0,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(unix_now()),
@@ -196,6 +208,11 @@ impl AllocatorMetrics {
             format!("{p}_api_wait_seconds"),
             "Time requests waited for the client-side rate limit (--api-qps, --api-burst)",
             m.api_wait_seconds.clone(),
+        );
+        registry.register(
+            format!("{p}_config_objects"),
+            "BGPSpeakerConfig and BGPPeer objects by kind and Accepted reason (Valid, Invalid, Conflict, SecretNotFound), as the leader last wrote them",
+            m.config_objects.clone(),
         );
         registry.register(
             "podcidr_build_info",

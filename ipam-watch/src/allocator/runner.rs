@@ -59,6 +59,9 @@ pub struct AllocatorOptions {
     pub api: ApiLimits,
     /// Wall clock (Lease timestamps, quarantine).
     pub clock: Arc<dyn Clock>,
+    /// Told the leadership as it changes, for work that must have one writer in the cluster
+    /// (the configuration objects' status); `Follower` again when [`run`] ends.
+    pub leadership: Option<watch::Sender<LeaderState>>,
 }
 
 impl AllocatorOptions {
@@ -74,6 +77,7 @@ impl AllocatorOptions {
             concurrency: 16,
             api: ApiLimits::default(),
             clock: Arc::new(SystemClock),
+            leadership: None,
         }
     }
 }
@@ -105,6 +109,17 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let elector = LeaseElector::new(api.lease.clone(), opts.lease.clone(), opts.clock.clone());
     let lease_task = tokio::spawn(elector.run(tx, stop_rx));
+    let forward = opts.leadership.clone().map(|out| {
+        let mut rx = leader.clone();
+        tokio::spawn(async move {
+            loop {
+                out.send_replace(rx.borrow_and_update().clone());
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    });
     metrics.set_ready(true);
     tokio::pin!(shutdown);
     let mut beat = tokio::time::interval(Duration::from_secs(1));
@@ -133,6 +148,10 @@ pub async fn run(
         Err(e) => Err(e),
     };
     metrics.leader.set(0);
+    if let (Some(task), Some(out)) = (forward, &opts.leadership) {
+        task.abort();
+        out.send_replace(LeaderState::Follower);
+    }
     stop_tx.send_replace(true);
     let _ = lease_task.await;
     if result.is_ok() {

@@ -7,6 +7,7 @@ mod assemble;
 pub mod check;
 mod node_config;
 mod select;
+pub mod status;
 
 pub use assemble::{ObjectError, ObjectErrors, ObjectRef, assemble, assemble_specs, spec_document};
 pub use node_config::{KeyFile, Keys, LastGood, NodeConfig, node_config};
@@ -40,5 +41,7 @@ fn age_key<K: kube::Resource>(o: &K) -> (Option<k8s_openapi::jiff::Timestamp>, S
     (created, o.meta().name.clone().unwrap_or_default())
 }
 
+#[cfg(test)]
+mod status_tests;
 #[cfg(test)]
 mod tests;

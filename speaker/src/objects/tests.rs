@@ -17,21 +17,21 @@ fn meta(name: &str, created: &str) -> String {
     format!("metadata: {{name: {name}, creationTimestamp: \"{created}\", generation: 1}}\n")
 }
 
-fn speaker_config(name: &str, created: &str, spec: &str) -> BGPSpeakerConfig {
+pub(super) fn speaker_config(name: &str, created: &str, spec: &str) -> BGPSpeakerConfig {
     config(&format!(
         "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\n{}spec: {spec}\n",
         meta(name, created)
     ))
 }
 
-fn bgp_peer(name: &str, created: &str, spec: &str) -> BGPPeer {
+pub(super) fn bgp_peer(name: &str, created: &str, spec: &str) -> BGPPeer {
     peer(&format!(
         "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\n{}spec: {spec}\n",
         meta(name, created)
     ))
 }
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -42,7 +42,8 @@ fn key_file(peer: &str, r: &SecretKeyRef) -> PathBuf {
     PathBuf::from(format!("/run/keys/{peer}.{}.{}", r.name, r.key))
 }
 
-const SPEC: &str = "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}";
+pub(super) const SPEC: &str =
+    "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}";
 
 #[test]
 fn the_oldest_speaker_config_selecting_a_node_wins_and_the_other_is_a_conflict() {
@@ -222,7 +223,7 @@ const ALL_SECRETS: Keys = Keys {
     file: &key_file,
 };
 
-fn with_generation<K: kube::Resource>(mut o: K, generation: i64) -> K {
+pub(super) fn with_generation<K: kube::Resource>(mut o: K, generation: i64) -> K {
     o.meta_mut().generation = Some(generation);
     o
 }

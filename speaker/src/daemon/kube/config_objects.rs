@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::node::NodeState;
+use crate::objects::status::KeyProblem;
 use crate::objects::{Keys, LastGood, NodeConfig, Objects, node_config, select};
 
 /// Where the objects' Secrets and the key files are.
@@ -42,14 +43,14 @@ pub fn key_path(key_dir: &Path, r: &SecretKeyRef) -> Option<PathBuf> {
 }
 
 /// One watched kind, folded: objects by name, a relist swapped in whole.
-struct Store<K> {
-    objects: BTreeMap<String, K>,
+pub(crate) struct Store<K> {
+    pub(crate) objects: BTreeMap<String, K>,
     relist: Option<BTreeMap<String, K>>,
-    ready: bool,
+    pub(crate) ready: bool,
 }
 
 impl<K: kube::Resource> Store<K> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Store {
             objects: BTreeMap::new(),
             relist: None,
@@ -58,7 +59,7 @@ impl<K: kube::Resource> Store<K> {
     }
 
     /// Whether anything changed.
-    fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
+    pub(crate) fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
         match ev {
             Ok(Event::Init) => {
                 self.relist = Some(BTreeMap::new());
@@ -86,7 +87,7 @@ impl<K: kube::Resource> Store<K> {
     }
 }
 
-fn watch_all<K>(
+pub(crate) fn watch_all<K>(
     api: Api<K>,
     cfg: watcher::Config,
 ) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
@@ -105,7 +106,7 @@ enum SecretState {
     Unreadable(String),
 }
 
-type SecretEvent = (String, Result<Event<Secret>, watcher::Error>);
+pub(crate) type SecretEvent = (String, Result<Event<Secret>, watcher::Error>);
 
 /// The watch of one Secret and what it knows.
 struct SecretWatch {
@@ -116,7 +117,7 @@ struct SecretWatch {
 }
 
 /// One watch per Secret a selected peer names (field selector on its name).
-struct SecretWatches {
+pub(crate) struct SecretWatches {
     api: Api<Secret>,
     namespace: String,
     tx: mpsc::Sender<SecretEvent>,
@@ -124,8 +125,17 @@ struct SecretWatches {
 }
 
 impl SecretWatches {
+    pub(crate) fn new(api: Api<Secret>, namespace: String, tx: mpsc::Sender<SecretEvent>) -> Self {
+        SecretWatches {
+            api,
+            namespace,
+            tx,
+            watches: BTreeMap::new(),
+        }
+    }
+
     /// Watches exactly `names`.
-    fn want(&mut self, names: BTreeSet<String>) {
+    pub(crate) fn want(&mut self, names: BTreeSet<String>) {
         self.watches.retain(|name, w| {
             let keep = names.contains(name);
             if !keep {
@@ -158,7 +168,7 @@ impl SecretWatches {
     }
 
     /// Whether anything changed.
-    fn apply(&mut self, (name, ev): SecretEvent) -> bool {
+    pub(crate) fn apply(&mut self, (name, ev): SecretEvent) -> bool {
         let Some(w) = self.watches.get_mut(&name) else {
             return false;
         };
@@ -187,26 +197,37 @@ impl SecretWatches {
     }
 
     /// Every watched Secret was listed or found unreadable.
-    fn known(&self) -> bool {
+    pub(crate) fn known(&self) -> bool {
         self.watches.values().all(|w| w.state.is_some())
     }
 
     /// The key `r` names, or why it cannot be used.
-    fn key(&self, r: &SecretKeyRef) -> Result<Vec<u8>, String> {
+    pub(crate) fn key(&self, r: &SecretKeyRef) -> Result<Vec<u8>, KeyProblem> {
         let ns = &self.namespace;
         if key_path(Path::new("/"), r).is_none() {
-            return Err(format!(
+            return Err(KeyProblem::Invalid(format!(
                 "{:?}/{:?} is not a Secret name and key",
                 r.name, r.key
-            ));
+            )));
         }
         let secret = match self.watches.get(&r.name).and_then(|w| w.state.as_ref()) {
-            None => return Err(format!("Secret {ns}/{} is not read yet", r.name)),
+            None => {
+                return Err(KeyProblem::Missing(format!(
+                    "Secret {ns}/{} is not read yet",
+                    r.name
+                )));
+            }
             Some(SecretState::Unreadable(e)) => {
-                return Err(format!("cannot read Secret {ns}/{}: {e}", r.name));
+                return Err(KeyProblem::Missing(format!(
+                    "cannot read Secret {ns}/{}: {e}",
+                    r.name
+                )));
             }
             Some(SecretState::Listed(None)) => {
-                return Err(format!("Secret {ns}/{} does not exist", r.name));
+                return Err(KeyProblem::Missing(format!(
+                    "Secret {ns}/{} does not exist",
+                    r.name
+                )));
             }
             Some(SecretState::Listed(Some(s))) => s,
         };
@@ -214,9 +235,12 @@ impl SecretWatches {
             .data
             .as_ref()
             .and_then(|d| d.get(&r.key))
-            .ok_or_else(|| format!("Secret {ns}/{} has no key {:?}", r.name, r.key))?;
-        podcidr_config::md5_key_from_bytes(bytes.0.clone())
-            .map_err(|e| format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
+            .ok_or_else(|| {
+                KeyProblem::Missing(format!("Secret {ns}/{} has no key {:?}", r.name, r.key))
+            })?;
+        podcidr_config::md5_key_from_bytes(bytes.0.clone()).map_err(|e| {
+            KeyProblem::Invalid(format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
+        })
     }
 }
 
@@ -282,12 +306,11 @@ pub fn spawn(
         let mut configs = watch_all(Api::<BGPSpeakerConfig>::all(client.clone()), all());
         let mut peers = watch_all(Api::<BGPPeer>::all(client.clone()), all());
         let (secret_tx, mut secret_rx) = mpsc::channel(64);
-        let mut secrets = SecretWatches {
-            api: Api::namespaced(client, &settings.secret_namespace),
-            namespace: settings.secret_namespace.clone(),
-            tx: secret_tx,
-            watches: BTreeMap::new(),
-        };
+        let mut secrets = SecretWatches::new(
+            Api::namespaced(client, &settings.secret_namespace),
+            settings.secret_namespace.clone(),
+            secret_tx,
+        );
         let mut config_store = Store::new();
         let mut peer_store = Store::new();
         let mut last = LastGood::default();
@@ -325,7 +348,7 @@ pub fn spawn(
             dirty = false;
             let key_dir = &settings.key_dir;
             let keys = Keys {
-                problem: &|r| secrets.key(r).err(),
+                problem: &|r| secrets.key(r).err().map(|e| e.to_string()),
                 kept: &|r| key_path(key_dir, r).is_some_and(|p| p.is_file()),
                 file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
             };

@@ -133,7 +133,7 @@ pub fn to_api(e: &NodeEvent) -> (Publish, ObjectReference) {
 }
 
 /// At most `limit` bytes of `text`, cut at a character boundary.
-fn cut(text: &str, limit: usize) -> String {
+pub fn cut(text: &str, limit: usize) -> String {
     let mut end = text.len().min(limit);
     while !text.is_char_boundary(end) {
         end -= 1;

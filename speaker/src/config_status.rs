@@ -1,0 +1,273 @@
+//! The status writer of the configuration objects, run by the allocator Deployment: one writer
+//! for the cluster (the allocator's leader), not thousands of speakers. It watches the two
+//! kinds cluster-wide, the Nodes' metadata (labels) and each Secret a peer names (by name, as
+//! the speakers do), works out every object's verdict ([`crate::objects::status`], the rules
+//! the speakers run by) and writes `status` (server-side apply, field manager
+//! [`MANAGER`]) only where it changed, with an Event when `Accepted` changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ipam_watch::allocator::{AllocatorMetrics, ConfigObjectLabels, LeaderState};
+use ipam_watch::crd::{
+    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus,
+};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use crate::daemon::kube::config_objects::{SecretWatches, Store, watch_all};
+use crate::daemon::kube::events::cut;
+use crate::objects::status::{NodeLabels, Verdict, status, verdicts};
+use crate::objects::{ObjectKind, Objects};
+
+/// Field manager of the status writes and `reportingController` of the Events.
+pub const MANAGER: &str = "podcidr-bgp-config-status";
+/// Changes are folded for this long before a pass: a rollout of many Nodes, or an edit
+/// touching several objects, is one pass and one write per object.
+const SETTLE: Duration = Duration::from_secs(2);
+/// Bound on one write.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest Event note the API accepts (bytes).
+const NOTE_LIMIT: usize = 1024;
+
+/// Where the Secrets `passwordSecretRef` names live (the speakers' namespace).
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
+    pub secret_namespace: String,
+}
+
+/// Runs until `leadership`'s sender is dropped. Writes only while leading.
+pub async fn run(
+    client: Client,
+    settings: StatusSettings,
+    mut leadership: watch::Receiver<LeaderState>,
+    metrics: Arc<AllocatorMetrics>,
+) {
+    let all = watcher::Config::default;
+    let mut configs = watch_all(Api::<BGPSpeakerConfig>::all(client.clone()), all());
+    let mut peers = watch_all(Api::<BGPPeer>::all(client.clone()), all());
+    // Labels are all a Node is needed for: metadata only.
+    let mut nodes = watch_all(Api::<PartialObjectMeta<Node>>::all(client.clone()), all());
+    let (secret_tx, mut secret_rx) = mpsc::channel(64);
+    let mut secrets = SecretWatches::new(
+        Api::<Secret>::namespaced(client.clone(), &settings.secret_namespace),
+        settings.secret_namespace.clone(),
+        secret_tx,
+    );
+    let mut config_store: Store<BGPSpeakerConfig> = Store::new();
+    let mut peer_store: Store<BGPPeer> = Store::new();
+    let mut node_store: Store<PartialObjectMeta<Node>> = Store::new();
+    let writer = Writer::new(client);
+    let mut dirty = false;
+    let mut settle = tokio::time::interval(SETTLE);
+    settle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            Some(ev) = configs.next() => dirty |= config_store.apply(ev, "BGPSpeakerConfig"),
+            Some(ev) = peers.next() => dirty |= peer_store.apply(ev, "BGPPeer"),
+            Some(ev) = nodes.next() => dirty |= node_store.apply(ev, "Node"),
+            Some(ev) = secret_rx.recv() => dirty |= secrets.apply(ev),
+            r = leadership.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                // A new leader writes what it finds, whatever the last one left.
+                dirty = true;
+            }
+            _ = settle.tick() => {
+                if !dirty || !(config_store.ready && peer_store.ready && node_store.ready) {
+                    continue;
+                }
+                let objects = Objects {
+                    configs: config_store.objects.clone(),
+                    peers: peer_store.objects.clone(),
+                };
+                secrets.want(referenced(&objects));
+                if !secrets.known() || !leadership.borrow().may_write() {
+                    continue;
+                }
+                let nodes: Vec<NodeLabels> = node_store
+                    .objects
+                    .values()
+                    .map(|n| NodeLabels {
+                        name: n.name_any(),
+                        labels: n.labels().clone(),
+                    })
+                    .collect();
+                let vs = verdicts(&objects, &nodes, &|r| secrets.key(r).err());
+                count(&metrics, &vs);
+                // A failed write leaves the pass dirty: the next tick tries again.
+                dirty = !writer.write_changed(&objects, &vs, &leadership).await;
+            }
+        }
+    }
+}
+
+/// Every Secret any peer names: the writer reports on every object, not one node's.
+fn referenced(objects: &Objects) -> BTreeSet<String> {
+    objects
+        .peers
+        .values()
+        .filter_map(|p| p.spec.password_secret_ref.as_ref())
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+fn count(metrics: &AllocatorMetrics, vs: &[Verdict]) {
+    let mut counts: BTreeMap<(ObjectKind, &str), i64> = BTreeMap::new();
+    for v in vs {
+        *counts.entry((v.kind, v.reason)).or_default() += 1;
+    }
+    metrics.config_objects.clear();
+    for ((kind, reason), n) in counts {
+        metrics
+            .config_objects
+            .get_or_create(&ConfigObjectLabels {
+                kind: kind.as_str().into(),
+                reason: reason.into(),
+            })
+            .set(n);
+    }
+}
+
+struct Writer {
+    configs: Api<BGPSpeakerConfig>,
+    peers: Api<BGPPeer>,
+    recorder: Recorder,
+}
+
+impl Writer {
+    fn new(client: Client) -> Self {
+        let reporter = Reporter {
+            controller: MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Writer {
+            configs: Api::all(client.clone()),
+            peers: Api::all(client.clone()),
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Writes each status that differs from the object's; true if every write went through.
+    async fn write_changed(
+        &self,
+        objects: &Objects,
+        vs: &[Verdict],
+        leadership: &watch::Receiver<LeaderState>,
+    ) -> bool {
+        let mut ok = true;
+        for v in vs {
+            let (previous, reference) = match v.kind {
+                ObjectKind::SpeakerConfig => match objects.configs.get(&v.name) {
+                    Some(o) => (o.status.as_ref(), regarding(o)),
+                    None => continue,
+                },
+                ObjectKind::Peer => match objects.peers.get(&v.name) {
+                    Some(o) => (o.status.as_ref(), regarding(o)),
+                    None => continue,
+                },
+            };
+            let next = status(v, previous, Time(k8s_openapi::jiff::Timestamp::now()));
+            if previous == Some(&next) {
+                continue;
+            }
+            if !leadership.borrow().may_write() {
+                return false;
+            }
+            match self.write(v, &next).await {
+                Ok(()) => {
+                    tracing::info!(kind = %v.kind, name = %v.name, reason = v.reason, message = %v.message, "configuration object status written");
+                    if accepted(previous) != Some(v.accepted()) {
+                        self.event(v, reference).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %v.kind, name = %v.name, error = %e, "writing a configuration object's status failed; retrying");
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
+    async fn write(&self, v: &Verdict, next: &ConfigObjectStatus) -> Result<(), String> {
+        let body = json!({
+            "apiVersion": format!("{CONFIG_GROUP}/{CONFIG_VERSION}"),
+            "kind": v.kind.as_str(),
+            "status": next,
+        });
+        let params = PatchParams::apply(MANAGER).force();
+        let patch = Patch::Apply(&body);
+        let sent = async {
+            match v.kind {
+                ObjectKind::SpeakerConfig => self
+                    .configs
+                    .patch_status(&v.name, &params, &patch)
+                    .await
+                    .map(|_| ()),
+                ObjectKind::Peer => self
+                    .peers
+                    .patch_status(&v.name, &params, &patch)
+                    .await
+                    .map(|_| ()),
+            }
+        };
+        match tokio::time::timeout(TIMEOUT, sent).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("timed out".into()),
+        }
+    }
+
+    /// An Event on the object when it becomes (un)accepted: `kubectl describe` shows it.
+    async fn event(&self, v: &Verdict, regarding: ObjectReference) {
+        let publish = Publish {
+            type_: if v.accepted() {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: v.reason.into(),
+            note: Some(cut(&v.message, NOTE_LIMIT)),
+            action: "Validate".into(),
+            secondary: None,
+        };
+        match tokio::time::timeout(TIMEOUT, self.recorder.publish(&publish, &regarding)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(kind = %v.kind, name = %v.name, error = %e, "Event not published")
+            }
+            Err(_) => {
+                tracing::warn!(kind = %v.kind, name = %v.name, "publishing an Event timed out")
+            }
+        }
+    }
+}
+
+/// The object an Event regards: cluster-scoped, so no namespace (the Event itself lives in
+/// `default`; the API refuses one whose object names another namespace, even "").
+fn regarding<K: Resource<DynamicType = ()>>(o: &K) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: o.meta().name.clone(),
+        uid: o.meta().uid.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+fn accepted(s: Option<&ConfigObjectStatus>) -> Option<bool> {
+    s?.conditions
+        .iter()
+        .find(|c| c.type_ == ipam_watch::crd::config_condition::ACCEPTED)
+        .map(|c| c.status == "True")
+}

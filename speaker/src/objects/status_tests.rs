@@ -1,0 +1,243 @@
+//! The status writer's verdicts: the rules of issue 22 (oldest wins, reported on the loser
+//! where they collide; invalid, secret and conflict reasons; counts bounded).
+
+use ipam_watch::crd::config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
+use ipam_watch::crd::{ConfigObjectStatus, SecretKeyRef};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::status::{KeyProblem, NOT_APPLIED_LIMIT, NodeLabels, Verdict, status, verdicts};
+use super::tests::{SPEC, bgp_peer, labels, speaker_config, with_generation};
+use super::{ObjectKind, Objects};
+
+fn node(name: &str, pairs: &[(&str, &str)]) -> NodeLabels {
+    NodeLabels {
+        name: name.to_owned(),
+        labels: labels(pairs),
+    }
+}
+
+fn no_key_problem(_: &SecretKeyRef) -> Option<KeyProblem> {
+    None
+}
+
+fn find<'a>(vs: &'a [Verdict], kind: ObjectKind, name: &str) -> &'a Verdict {
+    vs.iter()
+        .find(|v| v.kind == kind && v.name == name)
+        .unwrap_or_else(|| panic!("no verdict on {kind} {name}: {vs:?}"))
+}
+
+const OLD: &str = "2026-11-01T00:00:00Z";
+const NEW: &str = "2026-11-02T00:00:00Z";
+
+#[test]
+fn two_speaker_configs_on_one_node_the_younger_is_a_conflict_only_where_they_meet() {
+    let objects = Objects::from_lists(
+        vec![
+            speaker_config("all", OLD, SPEC),
+            speaker_config(
+                "rack9",
+                NEW,
+                "{asn: 65011, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16], nodeSelector: {matchLabels: {rack: r9}}}",
+            ),
+        ],
+        Vec::new(),
+    );
+    let nodes = [node("a", &[]), node("b", &[("rack", "r9")])];
+    let vs = verdicts(&objects, &nodes, &no_key_problem);
+    let all = find(&vs, ObjectKind::SpeakerConfig, "all");
+    assert_eq!((all.reason, all.selected_nodes), (VALID, 2), "{all:?}");
+    assert!(all.not_applied.is_empty());
+    let rack9 = find(&vs, ObjectKind::SpeakerConfig, "rack9");
+    assert_eq!(
+        (rack9.reason, rack9.selected_nodes),
+        (CONFLICT, 1),
+        "{rack9:?}"
+    );
+    assert_eq!(rack9.not_applied.keys().collect::<Vec<_>>(), ["b"]);
+    assert!(
+        rack9
+            .message
+            .contains("not applied on 1 of 1 selected node")
+            && rack9.message.contains("BGPSpeakerConfig all is older"),
+        "{}",
+        rack9.message
+    );
+}
+
+#[test]
+fn two_peers_with_one_address_on_one_node_the_younger_is_a_conflict() {
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", OLD, SPEC)],
+        vec![
+            bgp_peer("tor", OLD, "{address: 192.0.2.1, asn: 65000}"),
+            bgp_peer("tor-copy", NEW, "{address: 192.0.2.1, asn: 65001}"),
+        ],
+    );
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    assert_eq!(find(&vs, ObjectKind::Peer, "tor").reason, VALID);
+    let copy = find(&vs, ObjectKind::Peer, "tor-copy");
+    assert_eq!(copy.reason, CONFLICT);
+    assert!(
+        copy.not_applied["a"].contains("192.0.2.1 port 179"),
+        "{copy:?}"
+    );
+}
+
+#[test]
+fn a_config_the_schema_admits_but_the_parser_refuses_is_invalid_with_the_field_named() {
+    let objects = Objects::from_lists(
+        vec![with_generation(
+            speaker_config(
+                "default",
+                OLD,
+                "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/33]}",
+            ),
+            4,
+        )],
+        vec![bgp_peer("tor", OLD, "{address: 192.0.2.1, asn: 65000}")],
+    );
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    let c = find(&vs, ObjectKind::SpeakerConfig, "default");
+    assert_eq!((c.reason, c.generation), (INVALID, Some(4)), "{c:?}");
+    assert!(c.message.contains("spec.allowedPrefixes"), "{}", c.message);
+    // The peer is fine; it runs nowhere because its node's config is not usable.
+    let p = find(&vs, ObjectKind::Peer, "tor");
+    assert_eq!(p.reason, VALID, "{p:?}");
+    assert!(p.not_applied["a"].contains("BGPSpeakerConfig default is not usable"));
+    assert!(p.message.contains("applied on 0 of 1"), "{}", p.message);
+}
+
+#[test]
+fn a_peer_invalid_with_its_nodes_config_is_invalid_naming_the_config() {
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", OLD, SPEC)],
+        vec![bgp_peer(
+            "tor",
+            OLD,
+            "{address: 192.0.2.1, asn: 65000, holdTime: 2}",
+        )],
+    );
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    let p = find(&vs, ObjectKind::Peer, "tor");
+    assert_eq!(p.reason, INVALID);
+    assert!(
+        p.message.contains("with BGPSpeakerConfig default") && p.message.contains("spec.holdTime"),
+        "{}",
+        p.message
+    );
+}
+
+#[test]
+fn a_peer_selecting_no_node_is_still_checked_against_the_configs() {
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", OLD, SPEC)],
+        vec![
+            bgp_peer(
+                "nowhere-bad",
+                OLD,
+                "{address: 192.0.2.1, asn: 65000, holdTime: 2, nodeSelector: {matchLabels: {x: y}}}",
+            ),
+            bgp_peer(
+                "nowhere-good",
+                OLD,
+                "{address: 192.0.2.2, asn: 65000, nodeSelector: {matchLabels: {x: y}}}",
+            ),
+        ],
+    );
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    assert_eq!(find(&vs, ObjectKind::Peer, "nowhere-bad").reason, INVALID);
+    let good = find(&vs, ObjectKind::Peer, "nowhere-good");
+    assert_eq!((good.reason, good.selected_nodes), (VALID, 0));
+    assert_eq!(good.message, "valid; selects no node");
+}
+
+#[test]
+fn a_missing_secret_is_secret_not_found_and_a_bad_key_is_invalid() {
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", OLD, SPEC)],
+        vec![
+            bgp_peer(
+                "gone",
+                OLD,
+                "{address: 192.0.2.1, asn: 65000, passwordSecretRef: {name: nope, key: k}}",
+            ),
+            bgp_peer(
+                "long",
+                OLD,
+                "{address: 192.0.2.2, asn: 65000, passwordSecretRef: {name: md5, key: long}}",
+            ),
+        ],
+    );
+    let keys = |r: &SecretKeyRef| match r.name.as_str() {
+        "nope" => Some(KeyProblem::Missing("Secret ns/nope does not exist".into())),
+        _ => Some(KeyProblem::Invalid("longer than 80 bytes".into())),
+    };
+    let vs = verdicts(&objects, &[node("a", &[])], &keys);
+    let gone = find(&vs, ObjectKind::Peer, "gone");
+    assert_eq!(gone.reason, SECRET_NOT_FOUND);
+    assert!(gone.message.contains("ns/nope does not exist"), "{gone:?}");
+    assert_eq!(find(&vs, ObjectKind::Peer, "long").reason, INVALID);
+}
+
+#[test]
+fn a_selector_that_cannot_be_evaluated_is_invalid() {
+    let objects = Objects::from_lists(
+        vec![speaker_config(
+            "bad",
+            OLD,
+            "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16], nodeSelector: {matchExpressions: [{key: a, operator: Gt, values: [x]}]}}",
+        )],
+        Vec::new(),
+    );
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    let bad = find(&vs, ObjectKind::SpeakerConfig, "bad");
+    assert_eq!(bad.reason, INVALID);
+    assert!(bad.message.contains("spec.nodeSelector"), "{}", bad.message);
+}
+
+#[test]
+fn not_applied_lists_a_bounded_number_of_nodes_and_the_message_counts_them_all() {
+    let objects = Objects::from_lists(
+        vec![
+            speaker_config("old", OLD, SPEC),
+            speaker_config("new", NEW, SPEC),
+        ],
+        Vec::new(),
+    );
+    let nodes: Vec<NodeLabels> = (0..NOT_APPLIED_LIMIT + 30)
+        .map(|i| node(&format!("n{i:03}"), &[]))
+        .collect();
+    let vs = verdicts(&objects, &nodes, &no_key_problem);
+    let new = find(&vs, ObjectKind::SpeakerConfig, "new");
+    assert_eq!(new.not_applied.len(), NOT_APPLIED_LIMIT);
+    let total = nodes.len();
+    assert!(
+        new.message
+            .starts_with(&format!("not applied on {total} of {total} selected nodes")),
+        "{}",
+        new.message
+    );
+}
+
+#[test]
+fn the_transition_time_moves_only_when_accepted_changes() {
+    let objects = Objects::from_lists(vec![speaker_config("default", OLD, SPEC)], Vec::new());
+    let v = &verdicts(&objects, &[node("a", &[])], &no_key_problem)[0];
+    let t0 = Time("2026-11-26T10:00:00Z".parse().unwrap());
+    let t1 = Time("2026-11-26T11:00:00Z".parse().unwrap());
+    let first = status(v, None, t0.clone());
+    assert_eq!(first.conditions[0].last_transition_time, t0);
+    assert_eq!(first.observed_generation, Some(1));
+    let again = status(v, Some(&first), t1.clone());
+    assert_eq!(again, first, "nothing changed: no new status to write");
+    let mut refused = v.clone();
+    refused.reason = INVALID;
+    let flipped = status(&refused, Some(&first), t1.clone());
+    assert_eq!(flipped.conditions[0].status, "False");
+    assert_eq!(flipped.conditions[0].last_transition_time, t1);
+    let empty = ConfigObjectStatus::default();
+    assert_eq!(
+        status(v, Some(&empty), t1.clone()).conditions[0].last_transition_time,
+        t1
+    );
+}
