@@ -1,37 +1,45 @@
 //! The alerts of deploy/components/monitoring: `promtool check rules` and `promtool test rules`
 //! (tests/alerts/alerts.test.yaml: every alert fires where it should and stays quiet where it
-//! should not), and every metric an alert names is one the binaries export: scraped from a
-//! running speaker's metrics listener and a running allocator. promtool comes with Debian's
-//! `prometheus` package (scripts/install-test-deps.sh).
+//! should not), every alert has a runbook section in docs/runbooks.md, and every metric an
+//! alert names is one the binaries export: scraped from a running speaker's metrics listener
+//! and a running allocator. promtool comes with Debian's `prometheus` package
+//! (scripts/install-test-deps.sh).
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{Proc, TempDir, allocator_args, free_port, http_get, lone_speaker_config, poll};
-use fake_kube::{FakeKube, Gvr};
+use common::TempDir;
+use common::monitoring::{live_metric_names, promql_metric_names, unexported};
 use serde_json::{Value, json};
 
-fn rule_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy/components/monitoring/prometheusrule.yaml")
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
 fn groups() -> Value {
-    let text = std::fs::read_to_string(rule_file()).unwrap();
+    let text = std::fs::read_to_string(repo_file(
+        "deploy/components/monitoring/prometheusrule.yaml",
+    ))
+    .unwrap();
     let doc: Value = serde_saphyr::from_str(&text).unwrap();
     doc["spec"]["groups"].clone()
 }
 
-fn alert_names(groups: &Value) -> BTreeSet<String> {
+fn rules(groups: &Value) -> Vec<Value> {
     groups
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|g| g["rules"].as_array().unwrap())
+        .flat_map(|g| g["rules"].as_array().unwrap().clone())
+        .collect()
+}
+
+fn alert_names(groups: &Value) -> BTreeSet<String> {
+    rules(groups)
+        .iter()
         .filter_map(|r| r["alert"].as_str().map(str::to_owned))
         .collect()
 }
@@ -78,103 +86,162 @@ fn every_alert_is_valid_and_unit_tested_firing_and_quiet() {
     assert!(alert_names(&groups).len() >= 8);
 }
 
-/// Metric names in a Prometheus text exposition: counters as their `_total` samples.
-fn exported(body: &str) -> BTreeSet<String> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let (name, kind) = (w.next()?, w.next()?);
-            Some(if kind == "counter" {
-                format!("{name}_total")
-            } else {
-                name.to_owned()
-            })
-        })
+/// GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
         .collect()
+}
+
+/// `repository` of the workspace Cargo.toml: where the docs the alerts link to live.
+fn repository() -> String {
+    let text = std::fs::read_to_string(repo_file("Cargo.toml")).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("repository = "))
+        .expect("workspace Cargo.toml names its repository");
+    line.trim_matches('"').to_owned()
+}
+
+#[test]
+fn every_alert_links_its_own_runbook_section_and_every_section_is_an_alert() {
+    let runbooks = std::fs::read_to_string(repo_file("docs/runbooks.md")).unwrap();
+    let sections: BTreeSet<String> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| h.trim().to_owned())
+        .collect();
+    let anchors: BTreeSet<String> = sections.iter().map(|s| anchor(s)).collect();
+    let base = format!("{}/blob/main/docs/runbooks.md#", repository());
+    let groups = groups();
+    for rule in rules(&groups) {
+        let Some(name) = rule["alert"].as_str() else {
+            continue;
+        };
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} has no runbook_url"));
+        let fragment = url
+            .strip_prefix(&base)
+            .unwrap_or_else(|| panic!("{name}: runbook_url {url} is not under {base}"));
+        assert!(
+            anchors.contains(fragment),
+            "{name}: #{fragment} is no section of docs/runbooks.md ({anchors:?})"
+        );
+        assert_eq!(fragment, anchor(name), "{name} links its own section");
+    }
+    let alerts = alert_names(&groups);
+    let stale: Vec<&String> = sections
+        .iter()
+        .filter(|s| s.starts_with("Podcidr") && !alerts.contains(*s))
+        .collect();
+    assert!(stale.is_empty(), "runbooks of no alert: {stale:?}");
+    for alert in &alerts {
+        assert!(
+            sections.contains(alert),
+            "docs/runbooks.md has no ## {alert}"
+        );
+    }
+}
+
+#[test]
+fn promql_metric_names_skip_functions_keywords_labels_and_durations() {
+    let names = promql_metric_names(
+        r#"count by (address) (a_info and on (instance, peer) (b_up{job="x", le=~"y}"} == 0)) > 0
+           or sum without (pod) (rate(c_total[5m] offset 1h)) * on (node) group_left (address) d
+           or histogram_quantile(0.9, sum by (le) (rate(e_bucket{x='a\'b'}[$__rate_interval])))
+           or absent(up) or vector(1) / 1e3 or time() - f:recorded"#,
+    );
+    let expected: BTreeSet<String> = [
+        "a_info",
+        "b_up",
+        "c_total",
+        "d",
+        "e_bucket",
+        "up",
+        "f:recorded",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(names, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alerts_name_only_metrics_the_binaries_export() {
-    // A speaker with the metrics listener (file source, a peer that never answers).
     let dir = TempDir::new("alerts-metrics");
-    // 10.0.0.0/8 is shorter than minPrefixLength: a guard refusal, so that counter exists.
-    std::fs::create_dir_all(dir.path("net.d")).unwrap();
-    let cni = format!(
-        "cni: {{enabled: true, confDir: {}}}",
-        dir.path("net.d").display()
-    );
-    let cfg = lone_speaker_config(&dir, &["198.19.1.0/24", "10.0.0.0/8"], &cni);
-    let metrics_addr = format!("127.0.0.1:{}", free_port());
-    let speaker = Proc::spawn(
-        &[
-            "speaker",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--metrics-listen",
-            &metrics_addr,
-        ],
-        &dir.path("speaker.log"),
-    );
-    let body = poll(Duration::from_secs(30), || async {
-        let (code, body) = http_get(metrics_addr.parse().unwrap(), "/metrics").await?;
-        // Per-session series appear with the first tick after the session opens.
-        (code == 200
-            && body.contains("podcidr_cni_config_writes_total{")
-            && body.contains("podcidr_bgp_session_up{"))
-        .then_some(body)
-    })
-    .await
-    .unwrap_or_else(|| panic!("speaker /metrics\n{}", speaker.log()));
-    let mut names = exported(&body);
-    // The metrics listener serves nothing else: /debug/* stays on loopback admin.
-    let (code, _) = http_get(metrics_addr.parse().unwrap(), "/debug/peers")
-        .await
-        .expect("answers");
-    assert_eq!(code, 404);
-
-    // An allocator against the fake API.
-    let fake = FakeKube::start().await.unwrap();
-    fake.insert(&Gvr::nodes(), json!({"metadata": {"name": "node-a"}}))
-        .unwrap();
-    let kc = dir.path("kubeconfig");
-    fake.write_kubeconfig(&kc).unwrap();
-    let admin = format!("127.0.0.1:{}", free_port());
-    let alloc_log = dir.path("allocator.log");
-    let out = std::fs::File::create(&alloc_log).unwrap();
-    let child = Command::new(common::BIN)
-        .args(allocator_args(&kc, &admin))
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .unwrap();
-    let allocator = Proc {
-        child,
-        log: alloc_log,
-    };
-    // Pool gauges appear once the leader has reconciled a pass.
-    let alloc_body = poll(Duration::from_secs(30), || async {
-        let (code, body) = http_get(admin.parse().unwrap(), "/metrics").await?;
-        (code == 200 && body.contains("podcidr_allocator_pool_capacity{")).then_some(body)
-    })
-    .await
-    .unwrap_or_else(|| panic!("allocator metrics\n{}", allocator.log()));
-    names.extend(exported(&alloc_body));
-
-    let text = std::fs::read_to_string(rule_file()).unwrap();
-    let used: BTreeSet<String> = text
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| w.starts_with("podcidr_"))
-        .map(str::to_owned)
+    let (body, names) = live_metric_names(&dir).await;
+    let exprs: Vec<(String, String)> = rules(&groups())
+        .iter()
+        .map(|r| {
+            (
+                r["alert"].as_str().unwrap_or("record").to_owned(),
+                r["expr"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
-    assert!(used.len() >= 8, "{used:?}");
-    let missing: Vec<&String> = used.difference(&names).collect();
+    let used: BTreeSet<String> = exprs
+        .iter()
+        .flat_map(|(_, e)| promql_metric_names(e))
+        .collect();
+    assert!(used.len() >= 10, "{used:?}");
+    let missing = unexported(&exprs, &names);
     assert!(
         missing.is_empty(),
         "alerts name metrics no binary exports: {missing:?}\nexported: {names:?}"
     );
-    for info in ["podcidr_build_info", "podcidr_bgp_peer_info"] {
+    for info in [
+        "podcidr_build_info",
+        "podcidr_bgp_peer_info",
+        "podcidr_guard_refused_prefixes",
+    ] {
         assert!(names.contains(info), "{info} missing from {names:?}");
     }
     assert!(body.contains("podcidr_bgp_peer_info{peer=\"tor\",address=\"127.0.0.1\",asn=\"65000\",local_asn=\"65001\"} 1"), "{body}");
+    // 10.0.0.0/8 is refused now, and the gauge says so (the alert's input).
+    assert!(
+        body.contains("podcidr_guard_refused_prefixes{reason=\"shorter-than-minimum\"} 1\n"),
+        "{body}"
+    );
+}
+
+/// `up{job="..."}` in the alerts is the job the speaker's PodMonitor sets.
+#[test]
+fn the_speaker_down_alerts_use_the_job_the_pod_monitor_sets() {
+    let text = std::fs::read_to_string(repo_file("deploy/components/monitoring/podmonitors.yaml"))
+        .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let speaker = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "podcidr-bgp-speaker")
+        .unwrap();
+    let relabel = &speaker["spec"]["podMetricsEndpoints"][0]["relabelings"];
+    let set = |target: &str| {
+        relabel
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["targetLabel"] == target)
+            .cloned()
+    };
+    let job = set("job").expect("job relabeling");
+    let job = job["replacement"].as_str().unwrap();
+    let node = set("node").expect("node relabeling");
+    assert_eq!(
+        node["sourceLabels"],
+        json!(["__meta_kubernetes_pod_node_name"])
+    );
+    let up = format!("up{{job=\"{job}\"}}");
+    let with_up: Vec<String> = rules(&groups())
+        .iter()
+        .filter(|r| promql_metric_names(r["expr"].as_str().unwrap()).contains("up"))
+        .map(|r| r["expr"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(with_up.len() >= 2, "{with_up:?}");
+    for expr in with_up {
+        assert!(expr.contains(&up), "{expr} does not select {up}");
+    }
 }

@@ -204,6 +204,13 @@ impl AllocatorMetrics {
             "Requests retried after the API server asked us to slow down (429, 503 with Retry-After)",
             m.api_throttled.clone(),
         );
+        // At 0 from the start: `increase()` sees the first pushback, and the series exists
+        // for dashboards before any.
+        for code in ["429", "503"] {
+            let _ = m.api_throttled.get_or_create(&CodeLabels {
+                code: code.to_owned(),
+            });
+        }
         registry.register(
             format!("{p}_api_wait_seconds"),
             "Time requests waited for the client-side rate limit (--api-qps, --api-burst)",

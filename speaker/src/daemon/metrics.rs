@@ -51,6 +51,11 @@ pub struct ObjectReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabel {
+    pub object: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -75,6 +80,8 @@ pub struct Metrics {
     pub notifications: Family<NotificationLabel, Counter>,
     pub update_errors: Family<PeerKindLabel, Counter>,
     pub guard_refused: Family<ReasonLabel, Counter>,
+    /// What is refused now, per reason (the counter counts appearances).
+    pub guard_refused_prefixes: Family<ReasonLabel, Gauge>,
     pub source_mismatch: Gauge,
     pub source_ready: Gauge,
     pub config_reloads: Family<ResultLabel, Counter>,
@@ -96,6 +103,8 @@ pub struct Metrics {
     pub lease_renew_failures: Counter,
     pub config_rejections: Family<ReasonLabel, Counter>,
     pub api_write_failures: Family<ObjectReasonLabel, Counter>,
+    /// Every write attempt to the API (status, lease): what the speaker costs the server.
+    pub api_writes: Family<ObjectLabel, Counter>,
     pub lease_last_renewed: Gauge,
     /// Configuration objects selecting this node by state: applied, last_good, not_applied.
     pub node_config_objects: Family<StateLabel, Gauge>,
@@ -119,6 +128,7 @@ impl Metrics {
             notifications: Family::default(),
             update_errors: Family::default(),
             guard_refused: Family::default(),
+            guard_refused_prefixes: Family::default(),
             source_mismatch: Gauge::default(),
             source_ready: Gauge::default(),
             config_reloads: Family::default(),
@@ -137,6 +147,7 @@ impl Metrics {
             lease_renew_failures: Counter::default(),
             config_rejections: Family::default(),
             api_write_failures: Family::default(),
+            api_writes: Family::default(),
             lease_last_renewed: Gauge::default(),
             node_config_objects: Family::default(),
         };
@@ -185,6 +196,14 @@ impl Metrics {
             "Pod CIDRs the announce guard refused, by reason (counted when a refusal appears)",
             m.guard_refused.clone(),
         );
+        registry.register(
+            "podcidr_guard_refused_prefixes",
+            "Pod CIDRs refused now, by reason: by the announce guard (once per CIDR) or for a session (once per CIDR and peer); 0 for every reason when nothing is refused",
+            m.guard_refused_prefixes.clone(),
+        );
+        for reason in crate::daemon::core::refused_now::REASONS {
+            m.set_refused_now(reason, 0);
+        }
         registry.register(
             "podcidr_source_mismatch",
             "1 while the chosen source and Node.spec.podCIDRs disagree",
@@ -236,6 +255,16 @@ impl Metrics {
             "Failed writes to the API by object (status, lease) and reason: the API's (Forbidden, Conflict, ...), Timeout or Unreachable",
             m.api_write_failures.clone(),
         );
+        registry.register(
+            "podcidr_api_writes",
+            "Writes to the API by object (status: NodeBGPStatus, lease: the node's Lease), every attempt; Events: podcidr_kube_events_total",
+            m.api_writes.clone(),
+        );
+        for object in ["status", "lease"] {
+            let _ = m.api_writes.get_or_create(&ObjectLabel {
+                object: object.to_owned(),
+            });
+        }
         registry.register(
             "podcidr_config_rejections",
             "Config reloads rejected, by reason: Invalid, KeyFile, SourceNeedsApi, NodeName",
@@ -303,6 +332,15 @@ impl Metrics {
                 subcode: subcode.to_string(),
             })
             .inc();
+    }
+
+    /// Pod CIDRs refused now for `reason`.
+    pub fn set_refused_now(&self, reason: &str, n: usize) {
+        self.guard_refused_prefixes
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Counts `n` Kubernetes Events with this result.
@@ -411,6 +449,9 @@ mod tests {
             "podcidr_bgp_notifications_total{direction=\"sent\",code=\"6\",subcode=\"2\"} 1",
             "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 3",
             "podcidr_guard_refused_total{reason=\"outside-allowed-prefixes\"} 1",
+            "podcidr_guard_refused_prefixes{reason=\"outside-allowed-prefixes\"} 0",
+            "podcidr_guard_refused_prefixes{reason=\"family-not-carried\"} 0",
+            "podcidr_api_writes_total{object=\"lease\"} 0",
             "podcidr_source_mismatch 0",
             "podcidr_source_ready 0",
         ] {

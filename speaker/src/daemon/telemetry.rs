@@ -12,8 +12,8 @@ use super::core::bfd_gate::GateAction;
 use super::core::errors::ApiWriteError;
 use super::core::gateways::Gateway;
 use super::metrics::{
-    Metrics, ObjectReasonLabel, PeerFamilyLabel, PeerKindLabel, ReasonLabel, ResultLabel,
-    StateLabel,
+    Metrics, ObjectLabel, ObjectReasonLabel, PeerFamilyLabel, PeerKindLabel, ReasonLabel,
+    ResultLabel, StateLabel,
 };
 
 /// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
@@ -43,6 +43,11 @@ fn count_reload(m: &Metrics, result: &str) {
 
 pub fn record(m: &Metrics, notice: Notice) {
     match notice {
+        Notice::RefusedNow(counts) => {
+            for (reason, n) in counts {
+                m.set_refused_now(reason, n);
+            }
+        }
         Notice::GuardRefused { cidr, reason } => {
             tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
             count_refusal(m, reason.as_str());
@@ -327,6 +332,15 @@ fn bfd_state_changed(
 
 fn write_finished(m: &Metrics, what: WriteKind, unix: u64, result: Result<(), ApiWriteError>) {
     let at = i64::try_from(unix).unwrap_or(i64::MAX);
+    let object = match what {
+        WriteKind::Status => "status",
+        WriteKind::Lease => "lease",
+    };
+    m.api_writes
+        .get_or_create(&ObjectLabel {
+            object: object.to_owned(),
+        })
+        .inc();
     match (what, result) {
         (WriteKind::Status, Ok(())) => {
             m.status_last_published.set(at);
@@ -335,15 +349,13 @@ fn write_finished(m: &Metrics, what: WriteKind, unix: u64, result: Result<(), Ap
             m.lease_last_renewed.set(at);
         }
         (what, Err(e)) => {
-            let (counter, object, text) = match what {
+            let (counter, text) = match what {
                 WriteKind::Status => (
                     &m.status_publish_failures,
-                    "status",
                     "publishing NodeBGPStatus failed; will retry",
                 ),
                 WriteKind::Lease => (
                     &m.lease_renew_failures,
-                    "lease",
                     "renewing the Lease failed; will retry",
                 ),
             };
@@ -397,6 +409,58 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn refused_now_sets_every_reason_and_writes_count_every_attempt() {
+        let m = Metrics::new();
+        let mut counts = crate::daemon::core::refused_now::count([], []);
+        counts[0].1 = 3;
+        record(&m, Notice::RefusedNow(counts));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "podcidr_guard_refused_prefixes{reason=\"outside-allowed-prefixes\"} 3\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("podcidr_guard_refused_prefixes{reason=\"conflict\"} 0\n"),
+            "{text}"
+        );
+        record(
+            &m,
+            Notice::RefusedNow(crate::daemon::core::refused_now::count([], [])),
+        );
+        assert!(
+            m.encode().contains(
+                "podcidr_guard_refused_prefixes{reason=\"outside-allowed-prefixes\"} 0\n"
+            )
+        );
+
+        record(
+            &m,
+            Notice::LeaseRenewed {
+                unix: 10,
+                result: Ok(()),
+            },
+        );
+        record(
+            &m,
+            Notice::LeaseRenewed {
+                unix: 20,
+                result: Err(ApiWriteError::Timeout(std::time::Duration::from_secs(5))),
+            },
+        );
+        let text = m.encode();
+        assert!(
+            text.contains("podcidr_api_writes_total{object=\"lease\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("podcidr_api_writes_total{object=\"status\"} 0\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -167,6 +167,7 @@ where
     }
 }
 pub mod kustomize;
+pub mod monitoring;
 pub mod rbac;
 pub mod real_api;
 pub mod speaker;

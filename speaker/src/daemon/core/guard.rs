@@ -23,7 +23,15 @@ pub enum GuardRefusal {
 }
 
 impl GuardRefusal {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [GuardRefusal; 5] = [
+        GuardRefusal::OutsideAllowedPrefixes,
+        GuardRefusal::DefaultRoute,
+        GuardRefusal::TooShort,
+        GuardRefusal::Conflict,
+        GuardRefusal::Invalid,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             GuardRefusal::OutsideAllowedPrefixes => "outside-allowed-prefixes",
             GuardRefusal::DefaultRoute => "default-route",

@@ -54,6 +54,7 @@ pub mod node;
 mod node_events;
 mod origin;
 mod publishing;
+pub mod refused_now;
 pub mod report;
 pub mod routes;
 pub mod session_setup;
@@ -129,6 +130,8 @@ pub struct Core {
     now: Duration,
     listeners: ListenerLayout,
     refusals_seen: BTreeSet<(String, GuardRefusal)>,
+    /// The counts last sent as [`Notice::RefusedNow`].
+    refused_now: [(&'static str, usize); 8],
     mismatch_seen: Option<String>,
     statuses: BTreeMap<String, SessionStatus>,
     publish: PublishState,
@@ -182,6 +185,7 @@ impl Core {
             now: Duration::ZERO,
             listeners: ListenerLayout::new(),
             refusals_seen: BTreeSet::new(),
+            refused_now: refused_now::count([], []),
             mismatch_seen: None,
             statuses: BTreeMap::new(),
             publish: PublishState::default(),
@@ -226,7 +230,27 @@ impl Core {
         if self.node.is_some() {
             self.reconcile_peers(&mut out);
         }
+        self.note_refused(&mut out);
         out
+    }
+
+    /// [`Notice::RefusedNow`] when what is refused changed.
+    fn note_refused(&mut self, out: &mut Vec<Effect>) {
+        let guard = self
+            .guarded
+            .iter()
+            .flat_map(|g| g.refused.iter())
+            .map(|r| r.reason);
+        let peers = self
+            .peers
+            .values()
+            .flat_map(|p| p.refused.iter())
+            .map(|r| r.1);
+        let now = refused_now::count(guard, peers);
+        if now != self.refused_now {
+            self.refused_now = now;
+            out.push(Effect::Notice(Notice::RefusedNow(now)));
+        }
     }
 
     /// The Node's facts (empty before it is seen).
@@ -235,6 +259,14 @@ impl Core {
     }
 
     pub fn handle(&mut self, event: Event) -> Vec<Effect> {
+        let mut out = self.handle_event(event);
+        if !self.stopping {
+            self.note_refused(&mut out);
+        }
+        out
+    }
+
+    fn handle_event(&mut self, event: Event) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.stopping {
             return out;

@@ -31,7 +31,13 @@ pub enum PeerRefusal {
 }
 
 impl PeerRefusal {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [PeerRefusal; 3] = [
+        PeerRefusal::FamilyNotCarried,
+        PeerRefusal::NoNextHop,
+        PeerRefusal::NeedsExtendedNextHop,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             PeerRefusal::FamilyNotCarried => "family-not-carried",
             PeerRefusal::NoNextHop => "no-next-hop",

@@ -271,6 +271,8 @@ impl PartialEq for SharedInputs {
 /// Log lines and metric changes, typed so tests can assert them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
+    /// What is refused now, per reason (every reason, zeros included); sent when it changes.
+    RefusedNow([(&'static str, usize); 8]),
     GuardRefused {
         cidr: String,
         reason: GuardRefusal,

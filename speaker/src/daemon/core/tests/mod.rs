@@ -581,6 +581,47 @@ fn guard_refusal_is_noticed_once_per_appearance() {
     );
 }
 
+/// The gauge behind `PodcidrGuardRefusals`: what is refused now, not what appeared.
+#[test]
+fn refused_now_follows_the_current_refusals_not_their_appearance() {
+    let (mut core, _) = file_core(config(
+        "allowedPrefixes: [198.19.0.0/16, \"fd00:19::/32\"]",
+        "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, families: [ipv4-unicast]}\n",
+    ));
+    let counts = |out: &[Effect]| {
+        out.iter()
+            .find_map(|e| match e {
+                Effect::Notice(Notice::RefusedNow(c)) => Some(*c),
+                _ => None,
+            })
+            .map(|c| c.into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>())
+    };
+    let out = core.handle(ready(&[
+        "198.19.1.0/24",
+        "203.0.113.0/24",
+        "fd00:19:1::/64",
+    ]));
+    assert_eq!(
+        counts(&out),
+        Some(vec![
+            ("outside-allowed-prefixes", 1),
+            ("family-not-carried", 1)
+        ])
+    );
+    // The same refusals again: nothing new to say, and the counts stand.
+    assert_eq!(
+        counts(&core.handle(ready(&[
+            "198.19.1.0/24",
+            "203.0.113.0/24",
+            "fd00:19:1::/64"
+        ]))),
+        None
+    );
+    assert_eq!(counts(&tick(&mut core, 5)), None);
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(counts(&out), Some(vec![]), "back to zero when resolved");
+}
+
 fn cni_writes(out: &[Effect]) -> Vec<&CniFile> {
     out.iter()
         .filter_map(|e| match e {
