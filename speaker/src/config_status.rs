@@ -84,7 +84,7 @@ pub async fn run(
                 dirty = true;
             }
             _ = settle.tick() => {
-                if !dirty || !(config_store.ready && peer_store.ready && node_store.ready) {
+                if !(dirty && config_store.ready && peer_store.ready && node_store.ready) {
                     continue;
                 }
                 let objects = Objects {

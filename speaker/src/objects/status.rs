@@ -97,6 +97,8 @@ impl Findings {
 }
 
 type Key = (ObjectKind, String);
+/// A node's config and running peers, and the objects that fail together there, with why.
+type Together = BTreeMap<(String, BTreeSet<String>), Vec<(Key, String)>>;
 
 fn key_file(_: &str, r: &SecretKeyRef) -> PathBuf {
     PathBuf::from("/keys").join(&r.name).join(&r.key)
@@ -127,7 +129,7 @@ pub fn verdicts(
     }
     // Peer with config, and all of a node's peers together, once per distinct combination.
     let mut with_config: BTreeMap<(String, String), Result<(), String>> = BTreeMap::new();
-    let mut together: BTreeMap<(String, BTreeSet<String>), Vec<(Key, String)>> = BTreeMap::new();
+    let mut together: Together = BTreeMap::new();
     for node in nodes {
         let sel = select(objects, &node.labels);
         for (kind, name, why) in &sel.bad_selectors {
