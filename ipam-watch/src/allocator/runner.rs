@@ -154,7 +154,7 @@ pub const EVENT_NAMESPACE: &str = "default";
 /// Logged while no pool exists and nothing was ever allocated (the shipped Deployment names
 /// no pool: the operator writes one).
 pub const NO_POOL: &str = "no pod CIDR pool: nothing is allocated until one exists; create a \
-    PodCIDRPool (kubectl apply -f deploy/examples/pool.yaml, edited) or set \
+    PodCIDRPool (docs/operator-guide.md, Install) or set \
     --cluster-pool-ipv4-cidr / --cluster-pool-ipv6-cidr";
 
 /// Longest Event note the API accepts (bytes).
