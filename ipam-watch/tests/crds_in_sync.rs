@@ -40,7 +40,7 @@ fn deploy_crds_match_the_rust_types() {
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
         .collect();
     on_disk.sort();
     let mut generated: Vec<String> = files.into_iter().map(|(n, _)| n).collect();
@@ -48,6 +48,19 @@ fn deploy_crds_match_the_rust_types() {
     assert_eq!(
         on_disk, generated,
         "deploy/crds holds a CRD the types no longer generate; delete it"
+    );
+    // `kubectl apply -k deploy/crds` installs exactly these.
+    let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let mut listed: Vec<String> = kustomization
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .filter(|l| l.ends_with(".yaml"))
+        .map(str::to_owned)
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed, on_disk,
+        "deploy/crds/kustomization.yaml must list every CRD file"
     );
 }
 
@@ -310,4 +323,52 @@ fn pool_schema_rejects_a_familyless_pool_and_an_ipv4_mask_over_32() {
     assert_eq!(rules(spec), ["has(self.ipv4) || has(self.ipv6)"]);
     let ipv4 = &spec.properties.as_ref().unwrap()["ipv4"];
     assert_eq!(rules(ipv4), ["self.maskSize <= 32"]);
+}
+
+/// Every version a release has stored objects in, per CRD (the CRD version policy,
+/// docs/operator-guide.md "CRD versions"). Append when a release makes a new version the
+/// storage version; remove an entry only in a release that documents the migration of every
+/// object out of it (the API server refuses to drop a version still in
+/// `status.storedVersions`, so shipping such a CRD would fail to apply on old clusters).
+const RELEASED_STORAGE_VERSIONS: &[(&str, &str)] = &[
+    ("nodepodcidrs.podcidr.io", "v1alpha1"),
+    ("podcidrpools.podcidr.io", "v1alpha1"),
+    ("nodebgpstatuses.podcidr.io", "v1alpha1"),
+    ("bgpspeakerconfigs.bgp.podcidr.io", "v1beta1"),
+    ("bgppeers.bgp.podcidr.io", "v1beta1"),
+];
+
+#[test]
+fn shipped_crds_still_serve_every_version_a_release_stored_objects_in() {
+    for crd in parsed() {
+        let name = crd.metadata.name.clone().unwrap();
+        let released: Vec<&str> = RELEASED_STORAGE_VERSIONS
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+            .collect();
+        assert!(
+            !released.is_empty(),
+            "{name}: a new CRD; add its storage version to RELEASED_STORAGE_VERSIONS"
+        );
+        let storage: Vec<&str> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.storage)
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(storage.len(), 1, "{name}: one storage version");
+        assert!(
+            released.contains(&storage[0]),
+            "{name}: storage version {} is not listed as released",
+            storage[0]
+        );
+        for v in released {
+            assert!(
+                crd.spec.versions.iter().any(|s| s.name == v && s.served),
+                "{name}: {v} holds stored objects of an earlier release and must stay served"
+            );
+        }
+    }
 }

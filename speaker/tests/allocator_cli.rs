@@ -178,3 +178,67 @@ async fn allocates_for_three_nodes_and_stops_on_sigterm() {
         "released: {lease}"
     );
 }
+
+/// The shipped Deployment names no pool: until the operator writes a PodCIDRPool (or sets
+/// the pool flags) the allocator allocates nothing, writes no record and no Event, and says
+/// what to create. Then a pool appears and the nodes get CIDRs from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_pool_nothing_is_written_until_the_operator_creates_one() {
+    let fake = FakeKube::start().await.unwrap();
+    for n in ["node-a", "node-b"] {
+        fake.insert(&Gvr::nodes(), json!({"metadata": {"name": n}}))
+            .unwrap();
+    }
+    let dir = TempDir::new("no-pool");
+    let kc = dir.0.join("kubeconfig");
+    fake.write_kubeconfig(&kc).unwrap();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let log = dir.0.join("allocator.log");
+    let mut child = Command::new(BIN)
+        .args([
+            "allocator",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--lease-namespace",
+            "default",
+            "--admin-listen",
+            &admin,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The message is logged by the leader's first pass, after every initial list.
+    let said = tokio::time::timeout(WAIT, async {
+        loop {
+            if std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains(ipam_watch::allocator::NO_POOL)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(said.is_ok(), "{text}");
+    assert!(text.contains("PodCIDRPool") && text.contains("--cluster-pool-ipv4-cidr"));
+    let records = Gvr::of::<NodePodCIDR>();
+    assert!(fake.list(&records, None).is_empty());
+    assert_eq!(fake.writes_to("nodepodcidrs"), 0);
+    assert_eq!(fake.writes_to("events"), 0);
+
+    fake.insert(
+        &Gvr::new("podcidr.io/v1alpha1", "podcidrpools"),
+        json!({"metadata": {"name": "main"},
+               "spec": {"ipv4": {"cidrs": ["10.30.0.0/16"], "maskSize": 24}}}),
+    )
+    .unwrap();
+    fake.wait_for(WAIT, |f| f.list(&records, None).len() == 2)
+        .await
+        .expect("both nodes allocated from the operator's pool");
+    let _ = child.kill().await;
+}

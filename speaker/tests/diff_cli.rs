@@ -424,7 +424,7 @@ async fn missing_crd_exits_2_with_the_install_hint() {
     assert!(r.stdout.is_empty());
     assert_eq!(
         r.stderr.trim(),
-        "podcidr-bgp diff: NodePodCIDR CRD not installed (kubectl apply -f deploy/crds/)"
+        "podcidr-bgp diff: NodePodCIDR CRD not installed (kubectl apply -k deploy/crds)"
     );
     c.fake.clear_faults();
     c.fake.inject(

@@ -359,6 +359,7 @@ async fn speaker_rbac_grants_exactly_what_the_speaker_uses() {
     let used = used(&fake);
     let mut grants = granted("speaker/rbac.yaml", "podcidr-bgp-speaker");
     grants.extend(granted("speaker/rbac.yaml", "podcidr-bgp-speaker-md5"));
+    grants.extend(granted("speaker/rbac.yaml", "podcidr-bgp-speaker-events"));
     assert_eq!(used, grants, "used (left) vs granted (right)");
 }
 
@@ -530,6 +531,10 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
     );
     let used = used(&fake);
     let mut granted: Grants = granted("allocator/rbac.yaml", "podcidr-bgp-allocator");
+    granted.extend(self::granted(
+        "allocator/rbac.yaml",
+        "podcidr-bgp-allocator-events",
+    ));
     let md5 = documents(&deploy().join("allocator/rbac.yaml"))
         .into_iter()
         .find(|d| d["kind"] == "RoleBinding" && d["roleRef"]["name"] == "podcidr-bgp-speaker-md5")
@@ -605,15 +610,21 @@ fn daemonset_runs_the_speaker_from_config_objects_with_keys_in_memory() {
         role["metadata"]["namespace"],
         ds[0]["metadata"]["namespace"]
     );
+    // The example ships no Secret (a re-apply would reset the key); its peers name the one
+    // Secret the Role grants, which the operator creates in the DaemonSet's namespace.
     let example = documents(&deploy().join("examples/objects/default.yaml"));
-    let secret = example.iter().find(|d| d["kind"] == "Secret").unwrap();
-    assert_eq!(
-        secret["metadata"]["namespace"],
-        ds[0]["metadata"]["namespace"]
-    );
-    assert_eq!(
-        role["rules"][0]["resourceNames"],
-        serde_json::json!([secret["metadata"]["name"]]),
-        "the Role grants exactly the example's Secret"
-    );
+    assert!(example.iter().all(|d| d["kind"] != "Secret"));
+    let names: Vec<&Value> = example
+        .iter()
+        .filter(|d| d["kind"] == "BGPPeer")
+        .map(|d| &d["spec"]["passwordSecretRef"]["name"])
+        .collect();
+    assert!(!names.is_empty());
+    for name in names {
+        assert_eq!(
+            role["rules"][0]["resourceNames"],
+            serde_json::json!([name]),
+            "the Role grants exactly the Secret the example's peers name"
+        );
+    }
 }

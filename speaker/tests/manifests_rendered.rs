@@ -21,7 +21,9 @@ fn every_object_carries_the_recommended_labels() {
         return;
     }
     let tmp = TempDir::new("rendered-labels");
-    for (what, docs) in all_renderings(&tmp) {
+    let mut renderings = all_renderings(&tmp);
+    renderings.push(("deploy/crds/".to_owned(), render(&crds())));
+    for (what, docs) in renderings {
         for d in &docs {
             let labels = &d["metadata"]["labels"];
             for (k, v) in [

@@ -168,7 +168,7 @@ async fn peers_and_routes_from_the_published_status() {
     assert_eq!(r.code, 2);
     assert_eq!(
         r.stderr.trim(),
-        "podcidr-bgp peers: NodeBGPStatus CRD not installed (kubectl apply -f deploy/crds/)"
+        "podcidr-bgp peers: NodeBGPStatus CRD not installed (kubectl apply -k deploy/crds)"
     );
 }
 

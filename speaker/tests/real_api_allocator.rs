@@ -20,10 +20,11 @@ mod fields;
 mod support;
 
 use common::real_api::{
-    AllocatorRun, Call, SYSTEM_NS, admin_get, allocator_identity, calls_by,
+    ALLOCATOR_SA, AllocatorRun, Call, SYSTEM_NS, admin_get, allocator_identity, calls_by,
     installed_control_plane, metric_sum, request_as, wait_for,
 };
 use common::{Proc, TempDir};
+use ipam_watch::allocator::EVENT_NAMESPACE;
 use support::*;
 
 #[test]
@@ -179,8 +180,15 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
 
     // What it used is inside the grant, and the grant holds nothing it did not use but the
     // GET after a write of unknown outcome and the Event series patch of a repeat.
-    let cluster = rules(&cp, "clusterrole", None);
-    let ns = rules(&cp, "role", Some(SYSTEM_NS));
+    let cluster = rules(&cp, "clusterrole", ALLOCATOR_SA, None);
+    let ns = rules(&cp, "role", ALLOCATOR_SA, Some(SYSTEM_NS));
+    // Events only in the namespace the Recorder writes them to.
+    let events = rules(
+        &cp,
+        "role",
+        "podcidr-bgp-allocator-events",
+        Some(EVENT_NAMESPACE),
+    );
     let covered = |rules: &[(Vec<String>, Vec<String>, Vec<String>)], c: &Call| {
         rules.iter().any(|(g, r, v)| {
             g.contains(&c.group) && r.contains(&c.rbac_resource) && v.contains(&c.verb)
@@ -189,7 +197,9 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     let mut used = BTreeSet::new();
     for c in calls.iter().filter(|c| !c.rbac_resource.is_empty()) {
         assert!(
-            covered(&cluster, c) || (c.namespace == SYSTEM_NS && covered(&ns, c)),
+            covered(&cluster, c)
+                || (c.namespace == SYSTEM_NS && covered(&ns, c))
+                || (c.namespace == EVENT_NAMESPACE && covered(&events, c)),
             "not granted: {c:?}"
         );
         used.insert((c.group.clone(), c.rbac_resource.clone(), c.verb.clone()));
@@ -197,6 +207,7 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     let granted: BTreeSet<(String, String, String)> = cluster
         .iter()
         .chain(&ns)
+        .chain(&events)
         .flat_map(|(g, r, v)| {
             g.iter().flat_map(move |g| {
                 r.iter()

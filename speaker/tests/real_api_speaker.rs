@@ -401,7 +401,8 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         };
         assert!(rbac::allowed(&docs, &user, &ask), "{ask:?}");
     }
-    let granted = rbac::granted(&docs, real_api::SPEAKER_SA);
+    let mut granted = rbac::granted(&docs, real_api::SPEAKER_SA);
+    granted.extend(rbac::granted(&docs, "podcidr-bgp-speaker-events"));
     let unused: BTreeSet<(&str, &str, &str)> = granted
         .iter()
         .map(|(v, g, r)| (v.as_str(), g.as_str(), r.as_str()))

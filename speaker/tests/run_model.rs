@@ -12,6 +12,17 @@
 //!   its own user (`write_key`, the function the daemon uses); the earlier model mounted a
 //!   Secret volume, whose files belong to root and `fsGroup` with `defaultMode`.
 //!
+//! - `seccompProfile: RuntimeDefault`: that profile is the container runtime's own allowlist
+//!   (built into containerd and CRI-O, not a file on the node), and no runtime runs here, so
+//!   the exact profile cannot be applied, and writing out a copy would test the copy. What
+//!   the model applies instead is a seccomp filter (installed before `setpriv` execs, kept by
+//!   the speaker) that refuses, with EPERM, every syscall the runtimes' default profile
+//!   refuses outright to a process without CAP_SYS_ADMIN and the other capabilities the
+//!   speaker lacks ([`RUNTIME_DEFAULT_DENIED`]: mount, namespaces, keyrings, BPF, ptrace,
+//!   modules, clocks, ...). A speaker that needed any of them would fail here; one that
+//!   needs a syscall outside the runtime's allowlist but not in that list would not (x86_64
+//!   only: the filter checks the syscall ABI).
+//!
 //! Then: the MD5 key is read from such a file and an MD5 session with BIRD comes up, and
 //! BIRD reaches a passive peer on port 179. A second test shows the harness catches the
 //! non-root model that shipped before (uid 65532 + `add: [NET_BIND_SERVICE]`).
@@ -51,6 +62,114 @@ const RUNTIME_DEFAULT_CAPS: &[&str] = &[
     "AUDIT_WRITE",
 ];
 
+/// Syscalls the container runtimes' default seccomp profile refuses to a container without
+/// CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_TIME, CAP_SYS_BOOT, CAP_SYS_PACCT,
+/// CAP_SYS_RAWIO, CAP_SYS_NICE or CAP_DAC_READ_SEARCH (the speaker has none of them), as the
+/// Docker documentation lists them ("Significant syscalls blocked by the default profile"),
+/// but for those the kernel no longer has (create_module, get_kernel_syms, query_module).
+#[cfg(target_arch = "x86_64")]
+const RUNTIME_DEFAULT_DENIED: &[libc::c_long] = &[
+    libc::SYS_acct,
+    libc::SYS_add_key,
+    libc::SYS_bpf,
+    libc::SYS_clock_adjtime,
+    libc::SYS_clock_settime,
+    libc::SYS_delete_module,
+    libc::SYS_finit_module,
+    libc::SYS_get_mempolicy,
+    libc::SYS_init_module,
+    libc::SYS_ioperm,
+    libc::SYS_iopl,
+    libc::SYS_kcmp,
+    libc::SYS_kexec_file_load,
+    libc::SYS_kexec_load,
+    libc::SYS_keyctl,
+    libc::SYS_lookup_dcookie,
+    libc::SYS_mbind,
+    libc::SYS_mount,
+    libc::SYS_move_pages,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_nfsservctl,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_perf_event_open,
+    libc::SYS_pivot_root,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_ptrace,
+    libc::SYS_quotactl,
+    libc::SYS_reboot,
+    libc::SYS_request_key,
+    libc::SYS_set_mempolicy,
+    libc::SYS_setns,
+    libc::SYS_settimeofday,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_sysfs,
+    libc::SYS__sysctl,
+    libc::SYS_umount2,
+    libc::SYS_unshare,
+    libc::SYS_uselib,
+    libc::SYS_userfaultfd,
+    libc::SYS_ustat,
+];
+
+/// Installs a seccomp filter on the calling process: [`RUNTIME_DEFAULT_DENIED`] answer
+/// EPERM, a foreign syscall ABI is killed, everything else is allowed. Runs between fork
+/// and exec (async-signal-safe: no allocation).
+#[cfg(target_arch = "x86_64")]
+fn deny_runtime_default_denials() -> std::io::Result<()> {
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const N: usize = RUNTIME_DEFAULT_DENIED.len();
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: u16::try_from(code).unwrap_or(0),
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let mut prog = [stmt(0, 0); N + 6];
+    // The seccomp_data offsets: nr at 0, arch at 4.
+    prog[0] = stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4);
+    prog[1] = libc::sock_filter {
+        jt: 1,
+        ..stmt(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            AUDIT_ARCH_X86_64,
+        )
+    };
+    prog[2] = stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_KILL_PROCESS);
+    prog[3] = stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0);
+    for (i, nr) in RUNTIME_DEFAULT_DENIED.iter().enumerate() {
+        prog[4 + i] = libc::sock_filter {
+            // To the EPERM return after the allow.
+            jt: u8::try_from(N - i).unwrap_or(0),
+            ..stmt(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, *nr as u32)
+        };
+    }
+    prog[N + 4] = stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW);
+    prog[N + 5] = stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+    );
+    let fprog = libc::sock_fprog {
+        len: (N + 6) as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: seccomp(2) reads `fprog` (alive for the call); it only restricts this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &raw const fprog,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// What the kubelet and the runtime make of a pod's security settings.
 #[derive(Debug, Clone)]
 struct RunModel {
@@ -61,6 +180,8 @@ struct RunModel {
     /// The bounding set.
     caps: Vec<String>,
     key: KeyFile,
+    /// `seccompProfile: RuntimeDefault` (see the module doc for what is applied).
+    seccomp: bool,
 }
 
 /// Owner and mode of the MD5 key file the speaker reads.
@@ -157,6 +278,11 @@ impl RunModel {
                 .all(|v| !v["secret"].is_object()),
             "no Secret volume: keys come from the API"
         );
+        let profile = if sc["seccompProfile"].is_null() {
+            &psc["seccompProfile"]
+        } else {
+            &sc["seccompProfile"]
+        };
         RunModel {
             uid,
             gid,
@@ -168,6 +294,7 @@ impl RunModel {
                 gid,
                 mode: 0o400,
             },
+            seccomp: profile["type"] == "RuntimeDefault",
         }
     }
 
@@ -189,6 +316,14 @@ impl RunModel {
         cmd.arg(format!("--bounding-set={}", bounding.join(",")))
             .arg("--inh-caps=-all")
             .arg("--ambient-caps=-all");
+        #[cfg(target_arch = "x86_64")]
+        if self.seccomp {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure makes one syscall and allocates nothing.
+            unsafe {
+                cmd.pre_exec(deny_runtime_default_denials);
+            }
+        }
         cmd
     }
 
@@ -299,6 +434,7 @@ async fn shipped_run_model_reads_its_md5_key_and_listens_on_179() {
         return;
     }
     let model = RunModel::shipped();
+    assert!(model.seccomp, "the DaemonSet asks for RuntimeDefault");
     let r = start(&model, "run-model");
     let up = poll(T, || async {
         let md5 = peer_state(r.admin, "md5").await?;
@@ -321,6 +457,29 @@ async fn shipped_run_model_reads_its_md5_key_and_listens_on_179() {
         r.passive_router
             .wait_until(T, |b| !b.routes_from("spk").is_empty())
     );
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The speaker ran under the filter (mode 2: filter) ...
+        let status = std::fs::read_to_string(format!("/proc/{}/status", r.proc.pid())).unwrap();
+        assert!(
+            status.lines().any(|l| l == "Seccomp:\t2"),
+            "{}",
+            status
+                .lines()
+                .filter(|l| l.starts_with("Seccomp"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        // ... and the filter refuses what it lists: a new user namespace (unshare(2)).
+        let mut probe = model.setpriv();
+        probe.args(["unshare", "--user", "true"]);
+        let out = probe.output().unwrap();
+        assert!(
+            !out.status.success()
+                && String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+            "{out:?}"
+        );
+    }
 }
 
 /// The harness tells a broken model apart: the model that shipped before this test (uid
@@ -342,6 +501,7 @@ async fn the_earlier_non_root_model_could_neither_read_the_key_nor_listen_on_179
             gid: 0,
             mode: 0o400,
         },
+        seccomp: false,
     };
     let mut r = start(&old, "run-model-old");
     let status = r.proc.wait_exit(T);

@@ -502,9 +502,9 @@ impl ControlPlane {
         self.kubectl(&["get", "node", name, "-o", "jsonpath={.metadata.uid}"])
     }
 
-    /// Renders deploy/ as a 1.20 cluster can take it and applies it as the admin: the CRDs
-    /// first (waiting until they are Established), then everything else. Returns what was
-    /// applied.
+    /// Installs as the operator guide says, as a 1.20 cluster can take it, as the admin:
+    /// deploy/crds/ first (waiting until the CRDs are Established), then deploy/ (the
+    /// workloads). Returns what was applied, CRDs first.
     ///
     /// Version rules of 1.20 (the shipped minimum is newer): no ValidatingAdmissionPolicy
     /// (the `no-admission-policy` component removes it), no `policy/v1`
@@ -512,23 +512,26 @@ impl ControlPlane {
     /// 1.20's schema refuses `x-kubernetes-validations` (CEL, 1.25+), so CRDs are applied
     /// with `--validate=false`; the 1.20 server drops the key it does not know.
     pub fn install_deploy(&self) -> Vec<Value> {
+        let mut docs = self.install_crds();
         let tmp = crate::TempDir::new("cp-deploy");
-        let docs = kustomize::render(&kustomize::with_component(&tmp, "no-admission-policy"));
-        let (crds, rest): (Vec<Value>, Vec<Value>) = docs
-            .iter()
-            .cloned()
-            .partition(|d| d["kind"] == "CustomResourceDefinition");
-        let rest: Vec<Value> = rest
-            .into_iter()
-            .filter(|d| !(d["kind"] == "PodDisruptionBudget" && d["apiVersion"] == "policy/v1"))
-            .collect();
-        let list = |docs: &[Value]| {
-            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
-        };
+        let rest: Vec<Value> =
+            kustomize::render(&kustomize::with_component(&tmp, "no-admission-policy"))
+                .into_iter()
+                .filter(|d| !(d["kind"] == "PodDisruptionBudget" && d["apiVersion"] == "policy/v1"))
+                .collect();
+        self.apply(&list_of(&rest));
+        docs.extend(rest);
+        docs
+    }
+
+    /// Applies deploy/crds/ (as [`Self::install_deploy`] does) and waits until every CRD
+    /// is Established. Returns the CRDs.
+    pub fn install_crds(&self) -> Vec<Value> {
+        let crds = kustomize::render(&kustomize::crds());
         self.kubectl_with_input(
             &self.admin,
             &["apply", "--validate=false", "-f", "-"],
-            Some(&list(&crds)),
+            Some(&list_of(&crds)),
         )
         .unwrap_or_else(|e| panic!("applying the CRDs: {e}"));
         self.kubectl(&[
@@ -538,8 +541,7 @@ impl ControlPlane {
             "--all",
             "--timeout=60s",
         ]);
-        self.apply(&list(&rest));
-        docs
+        crds
     }
 
     /// The API server's own metrics (Prometheus text), as the admin.
@@ -582,6 +584,11 @@ impl ControlPlane {
     pub fn apiserver_log_tail(&self, lines: usize) -> String {
         tail(&self.dir.file("apiserver.log"), lines)
     }
+}
+
+/// A `v1` List of `docs`, for one `kubectl apply -f -`.
+fn list_of(docs: &[Value]) -> String {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
 }
 
 impl Drop for ControlPlane {

@@ -16,6 +16,12 @@ pub fn deploy() -> PathBuf {
         .unwrap()
 }
 
+/// deploy/crds/: the CRDs, a kustomization of their own (installed first, removed only on
+/// purpose), so that deleting the workloads (deploy/) keeps every IPAM record.
+pub fn crds() -> PathBuf {
+    deploy().join("crds")
+}
+
 /// False (after saying why) when kubectl is missing on a developer machine.
 pub fn have_kubectl() -> bool {
     match Command::new("kubectl")

@@ -65,5 +65,5 @@ pub use self::store::{FakeStore, Fault, NodePodCidrStore, WriteOutcome};
 pub use self::api_client::ApiClients;
 pub use self::lease::{Clock, LeaderState, LeaseConfig, SystemClock};
 pub use self::metrics::{AllocatorMetrics, ConfigObjectLabels};
-pub use self::runner::{AllocatorOptions, EVENT_NAMESPACE, RunError, run};
+pub use self::runner::{AllocatorOptions, EVENT_NAMESPACE, NO_POOL, RunError, run};
 pub use self::throttle::{ApiLimits, ApiLimitsError, DEFAULT_API_BURST, DEFAULT_API_QPS};

@@ -170,6 +170,12 @@ pub async fn run(
 /// `default` or `kube-system`).
 pub const EVENT_NAMESPACE: &str = "default";
 
+/// Logged while no pool exists and nothing was ever allocated (the shipped Deployment names
+/// no pool: the operator writes one).
+pub const NO_POOL: &str = "no pod CIDR pool: nothing is allocated until one exists; create a \
+    PodCIDRPool (docs/operator-guide.md, Install) or set \
+    --cluster-pool-ipv4-cidr / --cluster-pool-ipv6-cidr";
+
 /// Longest Event note the API accepts (bytes).
 const NOTE_LIMIT: usize = 1024;
 /// Longest `reportingInstance` the API accepts (bytes).
@@ -209,6 +215,8 @@ struct Term<'a> {
     written_pool_status: HashMap<String, (PodCIDRPoolStatus, Instant)>,
     /// In-memory pool flags (Exhausted, Overlapping) for pools without an object.
     flag_pool_flags: Option<(bool, bool)>,
+    /// "No pool yet" was logged (once per term).
+    said_no_pool: bool,
     awaited_rv: u64,
     awaited_since: Instant,
     due: Option<Instant>,
@@ -249,6 +257,7 @@ impl<'a> Term<'a> {
             applied_pools: Vec::new(),
             written_pool_status: HashMap::new(),
             flag_pool_flags: None,
+            said_no_pool: false,
             awaited_rv: 0,
             awaited_since: Instant::now(),
             due: None,
@@ -372,6 +381,16 @@ impl<'a> Term<'a> {
                 .map_or(0, |d| d.as_secs()),
         );
         let pools = self.pools_now();
+        // A fresh install whose operator has not named a pool yet writes nothing: no record,
+        // no Event, until the flags or a PodCIDRPool say where CIDRs come from. (Once records
+        // exist, removing every pool is a drain and the records' conditions say so.)
+        if pools.is_empty() && self.records.items.is_empty() {
+            if !self.said_no_pool {
+                tracing::warn!("{NO_POOL}");
+                self.said_no_pool = true;
+            }
+            return;
+        }
         if self.reconciler.is_none()
             && self.opts.flag_pool.is_some()
             && self.pools.items.contains_key(DEFAULT_POOL)

@@ -90,7 +90,7 @@ impl KubeArgs {
     }
 }
 
-const CRD_HINT: &str = "kubectl apply -f deploy/crds/";
+const CRD_HINT: &str = "kubectl apply -k deploy/crds";
 
 fn api_error(
     what: &'static str,

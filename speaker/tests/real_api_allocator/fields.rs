@@ -170,7 +170,7 @@ fn server_side_apply_by_a_person_and_the_allocators_patches_own_separate_fields(
 }
 
 pub fn shipped_crds() -> Vec<Value> {
-    kustomize::render(&kustomize::deploy())
+    kustomize::render(&kustomize::crds())
         .into_iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition")
         .collect()

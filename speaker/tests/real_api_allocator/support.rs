@@ -170,9 +170,10 @@ pub fn apiserver_writes(cp: &ControlPlane, resource: &str) -> f64 {
 pub fn rules(
     cp: &ControlPlane,
     kind: &str,
+    name: &str,
     ns: Option<&str>,
 ) -> Vec<(Vec<String>, Vec<String>, Vec<String>)> {
-    let mut args = vec!["get", kind, "podcidr-bgp-allocator", "-o", "json"];
+    let mut args = vec!["get", kind, name, "-o", "json"];
     if let Some(ns) = ns {
         args.extend(["-n", ns]);
     }
