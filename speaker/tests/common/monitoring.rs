@@ -122,10 +122,14 @@ pub async fn live_metric_names(dir: &TempDir) -> (String, BTreeSet<String>) {
         child,
         log: alloc_log,
     };
-    // Pool gauges appear once the leader has reconciled a pass.
+    // Pool gauges appear once the leader has reconciled a pass; the write counter once
+    // node-a's record is written (a series per kind and result, none before).
     let alloc_body = poll(Duration::from_secs(30), || async {
         let (code, body) = http_get(admin.parse().unwrap(), "/metrics").await?;
-        (code == 200 && body.contains("podcidr_allocator_pool_capacity{")).then_some(body)
+        (code == 200
+            && body.contains("podcidr_allocator_pool_capacity{")
+            && body.contains("podcidr_allocator_writes_total{"))
+        .then_some(body)
     })
     .await
     .unwrap_or_else(|| panic!("allocator metrics\n{}", allocator.log()));
