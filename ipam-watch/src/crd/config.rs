@@ -360,11 +360,11 @@ pub struct BGPPeerSpec {
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<u16>,
     #[schemars(schema_with = "peer_asn")]
-    pub asn: IntOrString,
+    pub asn: NumberOrString,
     /// With `asn: auto`: the AS numbers or ranges the peer may have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "asn_ranges")]
-    pub allowed_asns: Vec<IntOrString>,
+    pub allowed_asns: Vec<NumberOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -410,6 +410,21 @@ pub struct BGPPeerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 10))]
     pub as_path_prepend: Option<u8>,
+}
+
+/// An AS number or a string (`auto`, a `"first-last"` range), kept as written. Not
+/// `IntOrString`: its integer is 32-bit signed, and 4-octet AS numbers reach 4294967295.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum NumberOrString {
+    Number(u64),
+    String(String),
+}
+
+impl Default for NumberOrString {
+    fn default() -> Self {
+        NumberOrString::Number(0)
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
