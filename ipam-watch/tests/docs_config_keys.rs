@@ -52,7 +52,11 @@ fn schema_fields() -> BTreeMap<(String, String), bool> {
             .expect("a schema")["spec"];
         let mut fields = BTreeMap::new();
         paths("", spec, &mut fields);
-        out.extend(fields.into_iter().map(|(p, open)| ((kind.clone(), p), open)));
+        out.extend(
+            fields
+                .into_iter()
+                .map(|(p, open)| ((kind.clone(), p), open)),
+        );
     }
     out
 }
@@ -68,7 +72,10 @@ fn doc_rows() -> Vec<(String, Option<(String, String)>)> {
     // After the header row (the separator row starts "|-").
     for line in section.lines().filter(|l| l.starts_with("| ")).skip(1) {
         let cells: Vec<&str> = line.split(" | ").collect();
-        let file = cells[0].trim_start_matches("| ").trim_matches('`').to_owned();
+        let file = cells[0]
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .to_owned();
         let object = KINDS.iter().find_map(|kind| {
             let rest = cells[1].strip_prefix(&format!("`{kind}` `spec."))?;
             Some((kind.to_string(), rest[..rest.find('`')?].to_owned()))
@@ -89,10 +96,13 @@ fn config_md_lists_every_spec_field_of_both_crds_once_in_both_spellings() {
         *seen.entry((kind.clone(), path.clone())).or_default() += 1;
         // A field the schema has, or a key below one that takes any (`asn.fromNodeLabel`).
         let known = fields.contains_key(&(kind.clone(), path.clone()))
-            || fields.iter().any(|((k, p), open)| {
-                *open && k == kind && path.starts_with(&format!("{p}."))
-            });
-        assert!(known, "docs/config.md names {kind} spec.{path}, which the CRD has not");
+            || fields
+                .iter()
+                .any(|((k, p), open)| *open && k == kind && path.starts_with(&format!("{p}.")));
+        assert!(
+            known,
+            "docs/config.md names {kind} spec.{path}, which the CRD has not"
+        );
         let expected = match (kind.as_str(), path.as_str()) {
             (_, "nodeSelector") if kind == "BGPSpeakerConfig" => "—".to_owned(),
             ("BGPPeer", p) if p.starts_with("passwordSecretRef") => {
