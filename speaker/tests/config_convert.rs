@@ -351,3 +351,136 @@ fn example_object_manifests_are_what_convert_prints_and_pass_the_offline_check()
         }
     }
 }
+
+mod generated {
+    //! The round trip on generated configs: any file the config crate accepts, built from
+    //! every top-level and peer key, converts to objects that run its config on each node.
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    /// Optional keys: each present or not.
+    fn maybe(entries: Vec<(&'static str, Value)>) -> impl Strategy<Value = Map<String, Value>> {
+        let n = entries.len();
+        proptest::collection::vec(any::<bool>(), n).prop_map(move |on| {
+            entries
+                .iter()
+                .zip(on)
+                .filter(|(_, on)| *on)
+                .map(|((k, v), _)| ((*k).to_owned(), v.clone()))
+                .collect()
+        })
+    }
+
+    fn peer(i: usize) -> impl Strategy<Value = Value> {
+        let endpoint = prop_oneof![
+            Just(json!({"address": format!("192.0.2.{}", i + 1)})),
+            Just(json!({"address": format!("2001:db8::{}", i + 1), "families": ["ipv6-unicast"]})),
+            Just(
+                json!({"interface": format!("eth{i}"), "peerAddress": format!("fe80::{}", i + 1)})
+            ),
+            Just(
+                json!({"address": "default-gateway", "addressFamily": if i % 2 == 0 { "ipv4" } else { "ipv6" }})
+            ),
+        ];
+        let asn = prop_oneof![
+            Just(json!({"asn": 65000})),
+            Just(json!({"asn": 4_200_000_001u64})),
+            Just(json!({"asn": "auto", "allowedAsns": ["65000-65100", 4_200_000_002u64]})),
+        ];
+        let options = maybe(vec![
+            ("port", json!(1179)),
+            ("holdTime", json!("3m")),
+            ("keepaliveTime", json!(20)),
+            ("connectRetry", json!({"base": "2s", "max": "5m"})),
+            ("passwordFile", json!(format!("/etc/keys/p{i}"))),
+            ("ttlSecurity", json!(true)),
+            (
+                "gracefulRestart",
+                json!({"enabled": false, "restartTime": 30}),
+            ),
+            ("bfd", json!({"minTx": 100, "multiplier": 5})),
+            ("communities", json!(["65000:100", "no-export"])),
+            ("largeCommunities", json!(["4200000001:1:2"])),
+            ("med", json!(4_294_967_295u64)),
+            ("asPathPrepend", json!(2)),
+            ("acceptIncoming", json!(true)),
+            (
+                "nodeSelector",
+                json!({"matchLabels": {"rack": format!("r{i}")}}),
+            ),
+            ("port", Value::Null),
+        ]);
+        (endpoint, asn, options).prop_map(move |(endpoint, asn, options)| {
+            let mut p = Map::new();
+            p.insert("name".into(), json!(format!("peer-{i}")));
+            for part in [endpoint, asn, Value::Object(options)] {
+                p.extend(part.as_object().unwrap().clone());
+            }
+            Value::Object(p)
+        })
+    }
+
+    fn config() -> impl Strategy<Value = Value> {
+        let top = maybe(vec![
+            ("nodeName", json!("node-a")),
+            ("routerId", json!("192.0.2.100")),
+            (
+                "asnOverrides",
+                json!([{"nodeSelector": {"matchLabels": {"rack": "r1"}}, "asn": 65111}]),
+            ),
+            (
+                "gracefulShutdown",
+                json!({"wait": "20s", "onCordon": false}),
+            ),
+            ("minPrefixLength", json!({"ipv4": 20, "ipv6": 56})),
+            ("nextHop", json!({"ipv4": "node", "ipv6": "2001:db8::10"})),
+            ("status", json!({"publish": false, "minInterval": "1m"})),
+            ("log", json!({"format": "json", "level": "debug"})),
+            (
+                "cni",
+                json!({"enabled": true, "plugin": "ptp", "mtu": 1450}),
+            ),
+            ("admin", json!({"listen": "127.0.0.1:9999"})),
+        ]);
+        let asn = prop_oneof![
+            Just(json!(65001)),
+            Just(json!(4_200_000_001u64)),
+            Just(json!({"fromNodeLabel": "example.com/asn", "default": 64512})),
+        ];
+        let source = prop_oneof![Just("node-spec"), Just("ipam-crd"), Just("cilium-node")];
+        let peers = (1usize..=4).prop_flat_map(|n| (0..n).map(peer).collect::<Vec<_>>());
+        (top, asn, source, peers).prop_map(|(top, asn, source, peers)| {
+            let mut c = top;
+            c.insert("asn".into(), asn);
+            c.insert("source".into(), json!({"kind": source}));
+            c.insert("allowedPrefixes".into(), json!(["10.0.0.0/8", "fd00::/48"]));
+            c.insert("peers".into(), Value::Array(peers));
+            Value::Object(c)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, max_global_rejects: 20_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_valid_config_converts_to_objects_that_run_it_on_every_node(doc in config()) {
+            // JSON is YAML: the file the config crate reads.
+            let text = doc.to_string();
+            let file = Config::from_yaml_str(&text);
+            prop_assume!(file.is_ok());
+            let file = file.unwrap();
+            let converted = convert(&doc, "default").unwrap();
+            let objects = read_objects(&to_yaml(&converted, "generated").unwrap());
+            for labels in label_sets(&doc) {
+                prop_assert_eq!(
+                    objects_config(&objects, &labels),
+                    comparable(file.for_node(&labels)),
+                    "{} on {:?}", text, labels
+                );
+            }
+        }
+    }
+}
