@@ -382,7 +382,7 @@ mod generated {
                 json!({"interface": format!("eth{i}"), "peerAddress": format!("fe80::{}", i + 1)})
             ),
             Just(
-                json!({"address": "default-gateway", "addressFamily": if i % 2 == 0 { "ipv4" } else { "ipv6" }})
+                json!({"address": "default-gateway", "addressFamily": if i.is_multiple_of(2) { "ipv4" } else { "ipv6" }})
             ),
         ];
         let asn = prop_oneof![
