@@ -17,7 +17,8 @@ pub enum ConfigCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// The speaker config file (YAML), validated as `speaker --config FILE` does.
+    /// The speaker config file (YAML), validated as `speaker --config FILE` validates it (MD5
+    /// key files are not read: they go into a Secret).
     #[arg(long)]
     pub config: PathBuf,
     /// The BGPSpeakerConfig's name.
