@@ -269,12 +269,14 @@ fn config_convert_prints_the_objects_and_names_the_secret_and_the_flags_but_no_k
     assert!(stderr.contains(&create), "{stderr}");
     assert!(stdout.contains(&format!("#     {create}")), "{stdout}");
     assert!(
-        stderr.contains("nodeName: node-a is not in any object; run the speaker with --node-name"),
+        stderr.contains(
+            "nodeName: node-a dropped (no object holds it): run the speaker with --node-name"
+        ),
         "{stderr}"
     );
     assert!(
         stderr.contains(
-            "admin.listen: 127.0.0.1:9999 is not in any object; run the speaker with --admin-listen"
+            "admin.listen: 127.0.0.1:9999 dropped (no object holds it): run the speaker with --admin-listen"
         ),
         "{stderr}"
     );

@@ -184,7 +184,7 @@ pub fn notes(c: &Converted) -> Vec<String> {
     let mut out = Vec::new();
     for d in &c.dropped {
         out.push(format!(
-            "{}: {} is not in any object; run the speaker with {} instead",
+            "{}: {} dropped (no object holds it): run the speaker with {} instead",
             d.key, d.value, d.replaced_by
         ));
     }
