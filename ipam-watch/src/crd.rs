@@ -13,8 +13,8 @@ pub use config::{
     AddressFamilySpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
     BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
     ConfigObjectStatus, ConnectRetrySpec, FamilySpec, GracefulRestartSpec, GracefulShutdownSpec,
-    LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec, SecretKeyRef,
-    SourceKindSpec, SourceSpec, StatusSpec, config_condition,
+    LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec, NumberOrString,
+    SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec, config_condition,
 };
 
 pub use speaker::{

@@ -4,6 +4,7 @@
 
 pub mod allocator_cmd;
 pub mod cli;
+pub mod config_cmd;
 pub mod config_status;
 pub mod daemon;
 pub mod decode;

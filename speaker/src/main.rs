@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use podcidr_bgp::{allocator_cmd, cli, daemon, decode, demo};
+use podcidr_bgp::{allocator_cmd, cli, config_cmd, daemon, decode, demo};
 
 /// `podcidr-bgp --version`: version, git commit, build date.
 const VERSION: &str = concat!(
@@ -43,6 +43,12 @@ enum Command {
     Routes(cli::RoutesArgs),
     /// Print the CustomResourceDefinitions (YAML) for `kubectl apply -f -`.
     Crds,
+    /// Work with speaker config files: `convert` prints one as BGPSpeakerConfig and BGPPeer
+    /// objects.
+    Config {
+        #[command(subcommand)]
+        command: config_cmd::ConfigCommand,
+    },
     /// Run the whole flow in-process on an embedded default (no cluster needed).
     Demo(demo::DemoArgs),
     /// Print a shell completion script, e.g. `podcidr-bgp completion bash > /etc/bash_completion.d/podcidr-bgp`.
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Config { command } => config_cmd::run(&command),
         Command::Demo(args) => runtime().block_on(demo::run(args)),
         Command::Completion { shell } => {
             use clap::CommandFactory;

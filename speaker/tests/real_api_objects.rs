@@ -73,18 +73,20 @@ fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_la
     let Some(cp) = real_api::installed_control_plane() else {
         return;
     };
-    // The shipped example passes the server's schema as a person applies it.
-    let example = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../deploy/examples/objects/default.yaml"),
-    )
-    .unwrap();
-    cp.kubectl_with_input(
-        cp.admin(),
-        &["apply", "--dry-run=server", "-f", "-"],
-        Some(&example),
-    )
-    .unwrap_or_else(|e| panic!("deploy/examples/objects/default.yaml: {e}"));
+    // The shipped examples (default.yaml and what `config convert` made of each file
+    // example) pass the server's schema as a person applies them.
+    let examples =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/objects");
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        let example = std::fs::read_to_string(&path).unwrap();
+        cp.kubectl_with_input(
+            cp.admin(),
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&example),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
     let ours = net::alloc_v4();
     let router = Bird::start(
         BirdConfig::new(net::alloc_v4(), 65001).neighbor(

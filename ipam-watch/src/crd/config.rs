@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::schema;
 
+mod rules;
+
 /// API group of the configuration objects.
 pub const CONFIG_GROUP: &str = "bgp.podcidr.io";
 /// Their served and stored version.
@@ -36,9 +38,10 @@ pub mod config_condition {
 fn duration(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "x-kubernetes-int-or-string": true,
-        "description": "Seconds, or a string with one unit: 90, \"90s\", \"5m\", \"1h\".",
+        "description": "Seconds, or a string with one unit: 90, \"90s\", \"5m\", \"1h\" (not \"90\").",
         "minimum": 0,
-        "pattern": "^[0-9]+(s|m|h)?$"
+        "maxLength": 12,
+        "pattern": "^[0-9]+(s|m|h)$"
     })
 }
 
@@ -54,8 +57,8 @@ fn local_asn(_: &mut SchemaGenerator) -> Schema {
         "description": "The local AS: a number (1..4294967295, not 23456), or read from the node: {fromNodeLabel: <label key>} or {fromNodeAnnotation: <annotation key>}, with an optional default.",
         "x-kubernetes-preserve-unknown-fields": true,
         "x-kubernetes-validations": [{
-            "rule": "type(self) == int ? (self >= 1 && self <= 4294967295 && self != 23456) : (type(self) == map && (has(self.fromNodeLabel) != has(self.fromNodeAnnotation)) && self.all(k, k in ['fromNodeLabel', 'fromNodeAnnotation', 'default']))",
-            "message": "asn is a number (1..4294967295, not 23456) or a mapping with exactly one of fromNodeLabel, fromNodeAnnotation, and an optional default"
+            "rule": "type(self) == int ? (self >= 1 && self <= 4294967295 && self != 23456) : (type(self) == map && (has(self.fromNodeLabel) != has(self.fromNodeAnnotation)) && self.all(k, k in ['fromNodeLabel', 'fromNodeAnnotation', 'default']) && (!has(self.default) || (type(self.default) == int && self.default >= 1 && self.default <= 4294967295 && self.default != 23456)))",
+            "message": "asn is a number (1..4294967295, not 23456) or a mapping with exactly one of fromNodeLabel, fromNodeAnnotation, and an optional default (a number, 1..4294967295, not 23456)"
         }]
     })
 }
@@ -77,6 +80,7 @@ fn asn_ranges(_: &mut SchemaGenerator) -> Schema {
         "type": "array",
         "description": "AS numbers or \"first-last\" ranges (inclusive).",
         "x-kubernetes-list-type": "atomic",
+        "minItems": 1,
         "items": {
             "x-kubernetes-int-or-string": true,
             "minimum": 1,
@@ -119,6 +123,7 @@ fn asn_ranges(_: &mut SchemaGenerator) -> Schema {
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::speaker_config()))]
 pub struct BGPSpeakerConfigSpec {
     /// The nodes this config applies to; empty or absent selects every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,7 +139,9 @@ pub struct BGPSpeakerConfigSpec {
     /// The BGP identifier; absent: derived per node (the Node's IPv4 InternalIP, else the
     /// local IPv4 address towards the first IPv4 peer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$"))]
+    #[schemars(regex(
+        pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"
+    ))]
     pub router_id: Option<String>,
     /// Where pod CIDRs come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,6 +172,7 @@ pub struct BGPSpeakerConfigSpec {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::asn_override()))]
 pub struct AsnOverrideSpec {
     #[schemars(schema_with = "schema::label_selector")]
     pub node_selector: LabelSelector,
@@ -174,6 +182,7 @@ pub struct AsnOverrideSpec {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::source()))]
 pub struct SourceSpec {
     pub kind: SourceKindSpec,
     /// `file` only: the YAML file mapping node names to CIDRs.
@@ -214,6 +223,7 @@ pub struct NextHopSpec {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::graceful_shutdown()))]
 pub struct GracefulShutdownSpec {
     /// On a final stop: how long routes carry GRACEFUL_SHUTDOWN before the Cease (0..300 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,6 +265,7 @@ pub enum CniPluginSpec {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::status()))]
 pub struct StatusSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<bool>,
@@ -336,6 +347,7 @@ pub enum LogLevelSpec {
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::peer()))]
 pub struct BGPPeerSpec {
     /// The nodes that peer with this neighbor; empty or absent selects every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,11 +372,11 @@ pub struct BGPPeerSpec {
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<u16>,
     #[schemars(schema_with = "peer_asn")]
-    pub asn: IntOrString,
+    pub asn: NumberOrString,
     /// With `asn: auto`: the AS numbers or ranges the peer may have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "asn_ranges")]
-    pub allowed_asns: Vec<IntOrString>,
+    pub allowed_asns: Vec<NumberOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,6 +424,21 @@ pub struct BGPPeerSpec {
     pub as_path_prepend: Option<u8>,
 }
 
+/// An AS number or a string (`auto`, a `"first-last"` range), kept as written. Not
+/// `IntOrString`: its integer is 32-bit signed, and 4-octet AS numbers reach 4294967295.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum NumberOrString {
+    Number(u64),
+    String(String),
+}
+
+impl Default for NumberOrString {
+    fn default() -> Self {
+        NumberOrString::Number(0)
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AddressFamilySpec {
@@ -428,6 +455,7 @@ pub enum FamilySpec {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::connect_retry()))]
 pub struct ConnectRetrySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_duration")]
@@ -449,6 +477,7 @@ pub struct SecretKeyRef {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::graceful_restart()))]
 pub struct GracefulRestartSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,

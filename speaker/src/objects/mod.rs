@@ -5,6 +5,7 @@
 
 mod assemble;
 pub mod check;
+pub mod convert;
 mod node_config;
 mod select;
 pub mod status;
