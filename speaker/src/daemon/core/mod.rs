@@ -45,6 +45,7 @@ pub use vocab::*;
 
 mod asn;
 pub mod bfd_gate;
+pub mod departure;
 pub mod cni;
 pub mod errors;
 pub mod gateways;
@@ -54,6 +55,7 @@ pub mod node;
 mod node_events;
 mod origin;
 mod publishing;
+pub mod readiness;
 pub mod report;
 pub mod routes;
 pub mod session_setup;
@@ -157,6 +159,13 @@ pub struct Core {
     unix: u64,
     /// Where the config comes from (a file, or configuration objects and which).
     origin: ConfigOrigin,
+    /// `--ready-peer-grace` (see [`readiness`]).
+    ready_grace: Duration,
+    gate: readiness::GateState,
+    /// What a stop would be, as last logged (`None`: a restart).
+    departure_seen: Option<departure::Departure>,
+    /// What the first shutdown decided (`Some(None)`: a restart).
+    stop_decided: Option<Option<departure::Departure>>,
 }
 
 impl Core {
@@ -199,7 +208,17 @@ impl Core {
             lease_error: None,
             unix: 0,
             origin: ConfigOrigin::File,
+            ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
+            gate: readiness::GateState::default(),
+            departure_seen: None,
+            stop_decided: None,
         }
+    }
+
+    /// How long a peer that says nothing holds readiness back (`--ready-peer-grace`).
+    pub fn with_ready_grace(mut self, grace: Duration) -> Self {
+        self.ready_grace = grace;
+        self
     }
 
     /// A core whose config comes from configuration objects (`origin`), not a file.
@@ -229,12 +248,27 @@ impl Core {
         out
     }
 
+    /// After every input: readiness and what a stop would be, from the state it left.
+    fn follow_up(&mut self, out: &mut Vec<Effect>) {
+        if self.stopping {
+            return;
+        }
+        self.update_readiness(out);
+        self.note_departure(out);
+    }
+
     /// The Node's facts (empty before it is seen).
     fn node(&self) -> &NodeFacts {
         self.node.as_ref().unwrap_or(&node::UNKNOWN)
     }
 
     pub fn handle(&mut self, event: Event) -> Vec<Effect> {
+        let mut out = self.handle_event(event);
+        self.follow_up(&mut out);
+        out
+    }
+
+    fn handle_event(&mut self, event: Event) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.stopping {
             return out;
@@ -318,8 +352,9 @@ impl Core {
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
             Event::Shutdown { final_stop } => {
+                let departure = self.decide_stop(&mut out, final_stop);
                 // RFC 8326: warn the peers first; the loop asks again when the wait is over.
-                if final_stop && self.begin_final_wait(&mut out) {
+                if departure.is_some() && self.begin_final_wait(&mut out) {
                     return out;
                 }
                 self.stopping = true;
@@ -327,10 +362,16 @@ impl Core {
                     .peers
                     .values()
                     .map(|p| {
-                        let reason = if !final_stop && p.config.graceful_restart.enabled {
-                            StopReason::GracefulRestart
-                        } else {
-                            StopReason::Shutdown("podcidr-bgp speaker stopping".into())
+                        let reason = match &departure {
+                            None if p.config.graceful_restart.enabled => {
+                                StopReason::GracefulRestart
+                            }
+                            None | Some(departure::Departure::Forced) => {
+                                StopReason::Shutdown("podcidr-bgp speaker stopping".into())
+                            }
+                            Some(d) => StopReason::Shutdown(format!(
+                                "podcidr-bgp speaker stopping: node leaving ({d})"
+                            )),
                         };
                         (p.config.name.clone(), reason)
                     })
@@ -926,6 +967,7 @@ impl Core {
         statuses: BTreeMap<String, SessionStatus>,
     ) {
         self.learned_asns(out, &statuses);
+        self.gate.observe(&statuses);
         self.statuses = statuses;
         self.now = now;
         self.unix = unix;
