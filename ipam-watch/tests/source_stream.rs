@@ -429,7 +429,10 @@ fn one_node_update_publishes_its_cidrs_and_its_facts_together() {
     ))));
     assert!(set.cidrs.is_empty());
     assert_eq!(set.node.as_ref().unwrap().labels["rack"], "r2");
-    assert!(set.node.as_ref().unwrap().deleted, "a stop now is a departure");
+    assert!(
+        set.node.as_ref().unwrap().deleted,
+        "a stop now is a departure"
+    );
 }
 
 /// What says a node is leaving (the speaker's departure-or-restart choice at SIGTERM):
@@ -451,14 +454,18 @@ fn node_facts_carry_deletion_taints_and_the_not_ready_message() {
         n.metadata.deletion_timestamp = Some(Time(chrono_at(0)));
         let spec = n.spec.get_or_insert_default();
         spec.taints = Some(
-            ["ToBeDeletedByClusterAutoscaler", "a.example/b", "a.example/b"]
-                .iter()
-                .map(|k| Taint {
-                    key: (*k).into(),
-                    effect: "NoSchedule".into(),
-                    ..Taint::default()
-                })
-                .collect(),
+            [
+                "ToBeDeletedByClusterAutoscaler",
+                "a.example/b",
+                "a.example/b",
+            ]
+            .iter()
+            .map(|k| Taint {
+                key: (*k).into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            })
+            .collect(),
         );
         n.status = Some(NodeStatus {
             conditions: Some(vec![NodeCondition {
@@ -476,11 +483,18 @@ fn node_facts_carry_deletion_taints_and_the_not_ready_message() {
     let set = h.send(Ok(Event::Apply(leaving(1))));
     let facts = set.node.clone().unwrap();
     assert!(facts.deleting);
-    assert_eq!(facts.taints, ["ToBeDeletedByClusterAutoscaler", "a.example/b"]);
+    assert_eq!(
+        facts.taints,
+        ["ToBeDeletedByClusterAutoscaler", "a.example/b"]
+    );
     assert_eq!(facts.not_ready.as_deref(), Some("node is shutting down"));
     let before = h.history.len();
     h.send(Ok(Event::Apply(leaving(2))));
-    assert_eq!(h.history.len(), before, "a heartbeat alone publishes nothing");
+    assert_eq!(
+        h.history.len(),
+        before,
+        "a heartbeat alone publishes nothing"
+    );
 }
 
 fn chrono_at(secs: i64) -> k8s_openapi::jiff::Timestamp {

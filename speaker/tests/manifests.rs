@@ -559,7 +559,10 @@ fn daemonset_runs_the_speaker_from_config_objects_with_keys_in_memory() {
 async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
     let ds = &documents(&deploy().join("speaker/daemonset.yaml"))[0];
     let spec = &ds["spec"];
-    assert!(spec["minReadySeconds"].as_u64().unwrap_or(0) >= 30, "{spec}");
+    assert!(
+        spec["minReadySeconds"].as_u64().unwrap_or(0) >= 30,
+        "{spec}"
+    );
     assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
     let pod = &spec["template"]["spec"];
     let container = &pod["containers"][0];
@@ -575,7 +578,10 @@ async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
         .expect("--admin-listen");
     let probe = &container["readinessProbe"]["httpGet"];
     assert_eq!(probe["path"], "/readyz");
-    assert_eq!(format!("{}:{}", probe["host"].as_str().unwrap(), probe["port"]), admin);
+    assert_eq!(
+        format!("{}:{}", probe["host"].as_str().unwrap(), probe["port"]),
+        admin
+    );
     let grace = args
         .iter()
         .find(|a| a.starts_with("--ready-peer-grace="))
@@ -583,7 +589,14 @@ async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
     // The binary accepts the flag as written.
     let dir = TempDir::new("ds-grace");
     let cfg = common::lone_speaker_config(&dir, &["10.0.0.0/24"], "");
-    let run = common::run(&["speaker", grace, "--check-config", "--config", cfg.to_str().unwrap()]).await;
+    let run = common::run(&[
+        "speaker",
+        grace,
+        "--check-config",
+        "--config",
+        cfg.to_str().unwrap(),
+    ])
+    .await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     // gracefulShutdown.wait defaults to 15 s.
     assert!(pod["terminationGracePeriodSeconds"].as_u64().unwrap() > 15 + 5);

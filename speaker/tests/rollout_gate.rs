@@ -109,7 +109,10 @@ async fn waiting_for_bgp(s: &Setup) -> (u16, String) {
 }
 
 async fn wait_ready(s: &Setup) {
-    let ok = poll(WAIT, || async { readyz(s).await.filter(|(c, _)| *c == 200) }).await;
+    let ok = poll(WAIT, || async {
+        readyz(s).await.filter(|(c, _)| *c == 200)
+    })
+    .await;
     assert!(ok.is_some(), "never ready\n{}", s.speaker.log());
 }
 
@@ -232,7 +235,9 @@ async fn a_node_being_deleted_departs() {
             n["metadata"]["finalizers"] = json!(["example.com/drain"]);
         });
         f.delete(&Gvr::nodes(), None, "node-a").unwrap();
-        let node = f.get(&Gvr::nodes(), None, "node-a").expect("held by its finalizer");
+        let node = f
+            .get(&Gvr::nodes(), None, "node-a")
+            .expect("held by its finalizer");
         assert!(!node["metadata"]["deletionTimestamp"].is_null());
     }))
     .await;

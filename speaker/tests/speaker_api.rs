@@ -243,7 +243,9 @@ async fn node_spec_source_announces_node_pod_cidrs_and_readyz_follows_the_source
     );
     // Ready once the session that carried those routes is seen Established (next tick).
     let ready = poll(Duration::from_secs(10), || async {
-        http_get(s.admin, "/readyz").await.filter(|(c, _)| *c == 200)
+        http_get(s.admin, "/readyz")
+            .await
+            .filter(|(c, _)| *c == 200)
     })
     .await;
     assert!(ready.is_some(), "{}", s.speaker.log());

@@ -192,7 +192,9 @@ pub fn record(m: &Metrics, notice: Notice) {
             tracing::info!(%why, "stopping sessions: departure (RFC 8326 graceful shutdown, then Cease)");
         }
         Notice::Stopping(None) => {
-            tracing::info!("stopping sessions: restart (graceful restart close, routers keep the routes)");
+            tracing::info!(
+                "stopping sessions: restart (graceful restart close, routers keep the routes)"
+            );
         }
         Notice::SessionMetrics(statuses) => {
             for (peer, s) in statuses {

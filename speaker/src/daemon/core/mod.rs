@@ -45,8 +45,8 @@ pub use vocab::*;
 
 mod asn;
 pub mod bfd_gate;
-pub mod departure;
 pub mod cni;
+pub mod departure;
 pub mod errors;
 pub mod gateways;
 pub mod guard;

@@ -174,7 +174,8 @@ fn each_node_signal_of_leaving_makes_the_stop_a_departure_rfc8326() {
         );
         let message = stop(&mut core, false).unwrap_or_else(|()| panic!("{case}: a restart"));
         assert!(
-            message.starts_with("podcidr-bgp speaker stopping: node leaving (") && message.contains(said),
+            message.starts_with("podcidr-bgp speaker stopping: node leaving (")
+                && message.contains(said),
             "{case}: {message}"
         );
         assert!(message.len() <= 255, "RFC 9003 caps the message: {message}");
@@ -293,5 +294,8 @@ fn what_a_stop_would_be_is_logged_when_it_changes() {
     let out = core.handle(core.node_seen(NodeFacts::default()));
     assert_eq!(departures(&out), [None]);
     let out = core.handle(Event::Shutdown { final_stop: false });
-    assert!(out.contains(&Effect::Notice(Notice::Stopping(None))), "{out:?}");
+    assert!(
+        out.contains(&Effect::Notice(Notice::Stopping(None))),
+        "{out:?}"
+    );
 }

@@ -86,7 +86,10 @@ fn ready_only_when_synced_and_every_peer_established_once() {
     assert!(r.why.contains("tor2 (not Established yet)"), "{}", r.why);
     at(&mut core, 3, Peer::Established, Peer::Silent);
     let r = now(&core);
-    assert!(!r.ready && !r.why.contains("tor1") && r.why.contains("tor2"), "{r:?}");
+    assert!(
+        !r.ready && !r.why.contains("tor1") && r.why.contains("tor2"),
+        "{r:?}"
+    );
     let out = at(&mut core, 4, Peer::Established, Peer::Established);
     assert_eq!(readiness(&out).map(|r| r.ready), Some(true));
 }
@@ -156,7 +159,10 @@ fn a_node_no_peer_selects_is_ready_once_synced() {
     core.start();
     let out = core.handle(core.node_seen(NodeFacts::default()));
     assert_eq!(readiness(&out).map(|r| r.ready), Some(false));
-    assert_eq!(readiness(&core.handle(ready(&[]))).map(|r| r.ready), Some(true));
+    assert_eq!(
+        readiness(&core.handle(ready(&[]))).map(|r| r.ready),
+        Some(true)
+    );
 }
 
 #[test]
@@ -177,6 +183,12 @@ fn api_mode_waits_for_the_node_before_judging_its_peers() {
 fn readiness_is_handed_out_only_when_it_changes() {
     let mut core = started(120);
     core.handle(ready(&[]));
-    assert_eq!(readiness(&at(&mut core, 1, Peer::Silent, Peer::Silent)), None);
-    assert_eq!(readiness(&at(&mut core, 2, Peer::Silent, Peer::Silent)), None);
+    assert_eq!(
+        readiness(&at(&mut core, 1, Peer::Silent, Peer::Silent)),
+        None
+    );
+    assert_eq!(
+        readiness(&at(&mut core, 2, Peer::Silent, Peer::Silent)),
+        None
+    );
 }
