@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use bgp_proto::session::StopReason;
 use podcidr_config::Config;
 
 use super::node::NodeFacts;
@@ -112,9 +113,36 @@ impl Core {
         }
     }
 
+    /// SIGTERM (again after the RFC 8326 wait, or on a second signal): a departure warns the
+    /// peers first and then sends the Cease; a restart closes for graceful restart.
+    pub(super) fn shutdown(&mut self, out: &mut Vec<Effect>, forced: bool) {
+        let departure = self.decide_stop(out, forced);
+        if departure.is_some() && self.begin_final_wait(out) {
+            return;
+        }
+        self.stopping = true;
+        let stops = self
+            .peers
+            .values()
+            .map(|p| {
+                let reason = match &departure {
+                    None if p.config.graceful_restart.enabled => StopReason::GracefulRestart,
+                    None | Some(Departure::Forced) => {
+                        StopReason::Shutdown("podcidr-bgp speaker stopping".into())
+                    }
+                    Some(d) => StopReason::Shutdown(format!(
+                        "podcidr-bgp speaker stopping: node leaving ({d})"
+                    )),
+                };
+                (p.config.name.clone(), reason)
+            })
+            .collect();
+        out.push(Effect::StopAll(stops));
+    }
+
     /// The first shutdown decides, later ones (the end of the RFC 8326 wait, a second
     /// SIGTERM) keep it.
-    pub(super) fn decide_stop(&mut self, out: &mut Vec<Effect>, forced: bool) -> Option<Departure> {
+    fn decide_stop(&mut self, out: &mut Vec<Effect>, forced: bool) -> Option<Departure> {
         if let Some(decided) = &self.stop_decided {
             return decided.clone();
         }

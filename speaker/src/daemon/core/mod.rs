@@ -351,33 +351,7 @@ impl Core {
                 out.push(Effect::Notice(Notice::LeaseRenewed { unix, result }));
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
-            Event::Shutdown { final_stop } => {
-                let departure = self.decide_stop(&mut out, final_stop);
-                // RFC 8326: warn the peers first; the loop asks again when the wait is over.
-                if departure.is_some() && self.begin_final_wait(&mut out) {
-                    return out;
-                }
-                self.stopping = true;
-                let stops = self
-                    .peers
-                    .values()
-                    .map(|p| {
-                        let reason = match &departure {
-                            None if p.config.graceful_restart.enabled => {
-                                StopReason::GracefulRestart
-                            }
-                            None | Some(departure::Departure::Forced) => {
-                                StopReason::Shutdown("podcidr-bgp speaker stopping".into())
-                            }
-                            Some(d) => StopReason::Shutdown(format!(
-                                "podcidr-bgp speaker stopping: node leaving ({d})"
-                            )),
-                        };
-                        (p.config.name.clone(), reason)
-                    })
-                    .collect();
-                out.push(Effect::StopAll(stops));
-            }
+            Event::Shutdown { final_stop } => self.shutdown(&mut out, final_stop),
         }
         out
     }
