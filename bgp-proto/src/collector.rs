@@ -48,6 +48,16 @@ pub struct PeerTable {
 /// The collector's table: BGP Identifier → routes.
 pub type CollectorRib = BTreeMap<Ipv4Addr, PeerTable>;
 
+/// How one speaker's session ended: with its NOTIFICATION (a Cease says the speaker left)
+/// or without (a graceful-restart close, or a dropped connection), and what it announced
+/// just before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    pub id: Ipv4Addr,
+    pub notification: Option<crate::message::notification::Notification>,
+    pub routes: BTreeMap<IpNet, CollectedRoute>,
+}
+
 #[derive(Debug, Clone)]
 pub struct CollectorConfig {
     pub listen: SocketAddr,
@@ -79,6 +89,7 @@ const COLLECTOR_ID: std::num::NonZeroU32 = match std::num::NonZeroU32::new(0xc00
 pub struct Collector {
     addr: SocketAddr,
     rib: watch::Receiver<CollectorRib>,
+    ends: watch::Receiver<Vec<SessionEnd>>,
     task: JoinHandle<()>,
 }
 
@@ -94,18 +105,26 @@ impl Collector {
         let addr = listener.local_addr()?;
         let (tx, rib) = watch::channel(CollectorRib::new());
         let tx = Arc::new(tx);
+        let (ends_tx, ends) = watch::channel(Vec::new());
+        let ends_tx = Arc::new(ends_tx);
         let task = tokio::spawn(async move {
             let mut sessions = tokio::task::JoinSet::new();
             loop {
                 tokio::select! {
                     Ok((stream, remote)) = listener.accept() => {
-                        sessions.spawn(serve(stream, remote, cfg.clone(), Arc::clone(&tx)));
+                        let (rib, ends) = (Arc::clone(&tx), Arc::clone(&ends_tx));
+                        sessions.spawn(serve(stream, remote, cfg.clone(), rib, ends));
                     }
                     Some(_) = sessions.join_next() => {}
                 }
             }
         });
-        Ok(Collector { addr, rib, task })
+        Ok(Collector {
+            addr,
+            rib,
+            ends,
+            task,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -118,6 +137,16 @@ impl Collector {
 
     pub fn subscribe(&self) -> watch::Receiver<CollectorRib> {
         self.rib.clone()
+    }
+
+    /// Waits until a session of the speaker `id` has ended, at most `timeout`.
+    pub async fn wait_for_end(&self, timeout: Duration, id: Ipv4Addr) -> Option<SessionEnd> {
+        let mut rx = self.ends.clone();
+        let ends = tokio::time::timeout(timeout, rx.wait_for(|e| e.iter().any(|e| e.id == id)))
+            .await
+            .ok()?
+            .ok()?;
+        ends.iter().find(|e| e.id == id).cloned()
     }
 
     /// Waits until `pred` holds for the table, at most `timeout`.
@@ -193,6 +222,7 @@ async fn serve(
     remote: SocketAddr,
     cfg: CollectorConfig,
     rib: Arc<watch::Sender<CollectorRib>>,
+    ends: Arc<watch::Sender<Vec<SessionEnd>>>,
 ) {
     let _ = stream.set_nodelay(true);
     let mut framed = Framed::new(stream, BgpCodec::new(WireOptions::default()));
@@ -240,6 +270,7 @@ async fn serve(
         );
     });
     let mut ticker = tokio::time::interval(keepalive);
+    let mut notification = None;
     loop {
         tokio::select! {
             _ = ticker.tick(), if !hold.is_disabled() => {
@@ -259,7 +290,10 @@ async fn serve(
                             apply(t, &u, &opts);
                         }
                     }),
-                    Message::Notification(_) => break,
+                    Message::Notification(n) => {
+                        notification = Some(n);
+                        break;
+                    }
                     _ => {}
                 },
                 _ => break,
@@ -267,9 +301,17 @@ async fn serve(
         }
     }
     // No graceful restart here: a closed session forgets its routes, like a router without GR.
+    let mut routes = BTreeMap::new();
     rib.send_modify(|r| {
         if r.get(&id).is_some_and(|t| t.remote == remote) {
-            r.remove(&id);
+            routes = r.remove(&id).map(|t| t.routes).unwrap_or_default();
         }
+    });
+    ends.send_modify(|e| {
+        e.push(SessionEnd {
+            id,
+            notification,
+            routes,
+        });
     });
 }

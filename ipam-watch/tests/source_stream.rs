@@ -429,6 +429,76 @@ fn one_node_update_publishes_its_cidrs_and_its_facts_together() {
     ))));
     assert!(set.cidrs.is_empty());
     assert_eq!(set.node.as_ref().unwrap().labels["rack"], "r2");
+    assert!(
+        set.node.as_ref().unwrap().deleted,
+        "a stop now is a departure"
+    );
+}
+
+/// What says a node is leaving (the speaker's departure-or-restart choice at SIGTERM):
+/// `deletionTimestamp`, taint keys, and the Ready condition's message while not Ready, but
+/// not its heartbeat (which would wake the speaker on every status update).
+#[test]
+fn node_facts_carry_deletion_taints_and_the_not_ready_message() {
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let mut h = node_spec_harness("node-a");
+    h.send(Ok(Event::Init));
+    h.send(Ok(Event::InitApply(labelled("node-a", &[], "r1"))));
+    let set = h.send(Ok(Event::InitDone));
+    let facts = set.node.clone().unwrap();
+    assert!(!facts.deleting && !facts.deleted && facts.taints.is_empty());
+    assert_eq!(facts.not_ready, None);
+    let leaving = |heartbeat: i64| {
+        let mut n = labelled("node-a", &[], "r1");
+        n.metadata.deletion_timestamp = Some(Time(chrono_at(0)));
+        let spec = n.spec.get_or_insert_default();
+        spec.taints = Some(
+            [
+                "ToBeDeletedByClusterAutoscaler",
+                "a.example/b",
+                "a.example/b",
+            ]
+            .iter()
+            .map(|k| Taint {
+                key: (*k).into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            })
+            .collect(),
+        );
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: Some("KubeletNotReady".into()),
+                message: Some("node is shutting down".into()),
+                last_heartbeat_time: Some(Time(chrono_at(heartbeat))),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        });
+        n
+    };
+    let set = h.send(Ok(Event::Apply(leaving(1))));
+    let facts = set.node.clone().unwrap();
+    assert!(facts.deleting);
+    assert_eq!(
+        facts.taints,
+        ["ToBeDeletedByClusterAutoscaler", "a.example/b"]
+    );
+    assert_eq!(facts.not_ready.as_deref(), Some("node is shutting down"));
+    let before = h.history.len();
+    h.send(Ok(Event::Apply(leaving(2))));
+    assert_eq!(
+        h.history.len(),
+        before,
+        "a heartbeat alone publishes nothing"
+    );
+}
+
+fn chrono_at(secs: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(secs).unwrap()
 }
 
 /// With a second view (ipam-crd), the Node's facts come from that view's watch.

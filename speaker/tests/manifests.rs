@@ -628,3 +628,54 @@ fn daemonset_runs_the_speaker_from_config_objects_with_keys_in_memory() {
         );
     }
 }
+
+/// The rollout watches BGP (issue 23 item 4): a new pod counts only after it has been Ready
+/// (source synced, sessions Established or a silent peer excused after `--ready-peer-grace`)
+/// for `minReadySeconds`, one node at a time, with the probe on the admin endpoint; the
+/// grace period leaves room for a departure's RFC 8326 wait before the Cease.
+#[tokio::test]
+async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
+    let ds = &documents(&deploy().join("speaker/daemonset.yaml"))[0];
+    let spec = &ds["spec"];
+    assert!(
+        spec["minReadySeconds"].as_u64().unwrap_or(0) >= 30,
+        "{spec}"
+    );
+    assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
+    let pod = &spec["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let admin = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--admin-listen="))
+        .expect("--admin-listen");
+    let probe = &container["readinessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/readyz");
+    assert_eq!(
+        format!("{}:{}", probe["host"].as_str().unwrap(), probe["port"]),
+        admin
+    );
+    let grace = args
+        .iter()
+        .find(|a| a.starts_with("--ready-peer-grace="))
+        .expect("--ready-peer-grace, stated in the manifest");
+    // The binary accepts the flag as written.
+    let dir = TempDir::new("ds-grace");
+    let cfg = common::lone_speaker_config(&dir, &["10.0.0.0/24"], "");
+    let run = common::run(&[
+        "speaker",
+        grace,
+        "--check-config",
+        "--config",
+        cfg.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // gracefulShutdown.wait defaults to 15 s.
+    assert!(pod["terminationGracePeriodSeconds"].as_u64().unwrap() > 15 + 5);
+}

@@ -238,7 +238,8 @@ status: {{publish: false}}
     std::fs::write(dir.path("config.yaml"), config).unwrap();
     let log = std::fs::File::create(dir.path("speaker.log")).unwrap();
     let mut speaker = tokio::process::Command::new(BIN)
-        .args(["speaker", "--config"])
+        // `closed` never answers: no grace, so /readyz says only that the source synced.
+        .args(["speaker", "--ready-peer-grace", "0", "--config"])
         .arg(dir.path("config.yaml"))
         .env("KUBECONFIG", dir.path("no-kubeconfig"))
         .env_remove("KUBERNETES_SERVICE_HOST")

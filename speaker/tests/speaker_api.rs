@@ -241,8 +241,14 @@ async fn node_spec_source_announces_node_pod_cidrs_and_readyz_follows_the_source
         Some("2001:db8::10".parse().unwrap()),
         "IPv6 next hop is a real IPv6 address"
     );
-    let (code, _) = http_get(s.admin, "/readyz").await.unwrap();
-    assert_eq!(code, 200);
+    // Ready once the session that carried those routes is seen Established (next tick).
+    let ready = poll(Duration::from_secs(10), || async {
+        http_get(s.admin, "/readyz")
+            .await
+            .filter(|(c, _)| *c == 200)
+    })
+    .await;
+    assert!(ready.is_some(), "{}", s.speaker.log());
     let (code, _) = http_get(s.admin, "/livez").await.unwrap();
     assert_eq!(code, 200);
     let up = poll(Duration::from_secs(10), || async {

@@ -114,7 +114,8 @@ pub(super) struct Tracker {
 
 impl Tracker {
     fn handle(&mut self, (view, item): Observation) -> bool {
-        // A Node's facts are kept through its deletion and through watch errors.
+        // A Node's facts are kept through its deletion (marked `deleted`: a stop then is a
+        // departure) and through watch errors.
         let facts_changed = match &item {
             Ok(Event::InitApply(o) | Event::Apply(o)) => match &o.facts {
                 Some(f) if self.node.as_ref() != Some(f) => {
@@ -122,6 +123,18 @@ impl Tracker {
                     true
                 }
                 _ => false,
+            },
+            Ok(Event::Delete(o)) => match &o.facts {
+                Some(f) => {
+                    let gone = NodeFacts {
+                        deleted: true,
+                        ..f.clone()
+                    };
+                    let changed = self.node.as_ref() != Some(&gone);
+                    self.node = Some(gone);
+                    changed
+                }
+                None => false,
             },
             _ => false,
         };

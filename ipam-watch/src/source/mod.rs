@@ -195,6 +195,20 @@ pub struct NodeFacts {
     /// The first InternalIP of each family.
     pub internal_v4: Option<std::net::Ipv4Addr>,
     pub internal_v6: Option<std::net::Ipv6Addr>,
+    /// `metadata.deletionTimestamp` is set: the Node is being deleted.
+    #[serde(default)]
+    pub deleting: bool,
+    /// The watch saw the Node deleted (the other facts are its last state).
+    #[serde(default)]
+    pub deleted: bool,
+    /// `spec.taints` keys, sorted (drain and removal markers such as
+    /// `ToBeDeletedByClusterAutoscaler`).
+    #[serde(default)]
+    pub taints: Vec<String>,
+    /// The `Ready` condition's message while it is not `True` (kubelet's graceful node
+    /// shutdown says `node is shutting down`); `None` while Ready.
+    #[serde(default)]
+    pub not_ready: Option<String>,
 }
 
 /// What one node should announce, as published by a per-node source.

@@ -75,6 +75,30 @@ pub fn node_facts(node: &Node) -> NodeFacts {
             IpAddr::V6(v) => Some(*v),
             IpAddr::V4(_) => None,
         }),
+        deleting: node.metadata.deletion_timestamp.is_some(),
+        deleted: false,
+        taints: {
+            let mut keys: Vec<String> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|t| t.key.clone())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        },
+        // Only the message while not Ready: heartbeat times never change the facts.
+        not_ready: node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready" && c.status != "True")
+            .map(|c| c.message.clone().unwrap_or_default()),
     }
 }
 

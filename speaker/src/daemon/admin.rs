@@ -26,8 +26,10 @@ const LIVENESS_WINDOW: u64 = 60;
 pub struct AdminState {
     pub node: String,
     pub metrics: Arc<Metrics>,
-    /// Config valid and source synced. A down router does not clear it.
+    /// Source synced and BGP sessions settled (see `core::readiness`).
     pub ready: AtomicBool,
+    /// Why not ready (the `/readyz` body).
+    not_ready_why: std::sync::Mutex<String>,
     /// Unix seconds of the main loop's last tick.
     pub heartbeat: AtomicU64,
     /// Rendered per request (see `ReportInputs`).
@@ -40,9 +42,17 @@ impl AdminState {
             node,
             metrics,
             ready: AtomicBool::new(false),
+            not_ready_why: std::sync::Mutex::new("starting".into()),
             heartbeat: AtomicU64::new(now()),
             report_inputs: std::sync::Mutex::new(None),
         }
+    }
+
+    pub fn set_readiness(&self, r: super::core::readiness::Readiness) {
+        if let Ok(mut why) = self.not_ready_why.lock() {
+            *why = r.why;
+        }
+        self.ready.store(r.ready, Ordering::Relaxed);
     }
 
     pub fn beat(&self) {
@@ -102,9 +112,14 @@ pub fn handle(state: &AdminState, method: &Method, path: &str) -> Response<Full<
             if state.ready.load(Ordering::Relaxed) {
                 text(StatusCode::OK, "ready\n".into(), "text/plain")
             } else {
+                let why = state
+                    .not_ready_why
+                    .lock()
+                    .map(|w| w.clone())
+                    .unwrap_or_default();
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "pod-CIDR source not synced yet\n".into(),
+                    format!("not ready: {why}\n"),
                     "text/plain",
                 )
             }

@@ -70,10 +70,16 @@ pub struct SpeakerArgs {
     /// With `--objects`: the node's labels, `key=value[,key=value…]`.
     #[arg(long, value_name = "LABELS", default_value = "")]
     pub node_labels: String,
-    /// On SIGTERM send Cease/Administrative Shutdown (routers withdraw at once) instead of
-    /// closing for graceful restart (routers keep the routes while we restart).
+    /// On SIGTERM always depart: RFC 8326 graceful shutdown, then Cease/Administrative
+    /// Shutdown (routers withdraw at once). Without it the Node decides: deleted, marked for
+    /// removal, shutting down or cordoned is a departure, anything else a graceful-restart
+    /// close (routers keep the routes while the pod restarts).
     #[arg(long = "final")]
     pub final_stop: bool,
+    /// `/readyz` waits for every peer to reach Established; a peer that sends nothing at all
+    /// (down, unreachable) is excused this long after start, e.g. `120` (seconds), `2m`.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::cli::parse_duration)]
+    pub ready_peer_grace: u64,
     /// Kubeconfig file (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -267,6 +273,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
     let opts = RunOptions {
         config_path: (!objects_mode).then(|| args.config.clone()),
         final_stop: args.final_stop,
+        ready_peer_grace: Duration::from_secs(args.ready_peer_grace),
         config_poll: Duration::from_secs(args.config_poll_seconds.max(1)),
         file_poll: Duration::from_millis(args.file_poll_ms.max(1)),
         node_name_fallback: fallback,

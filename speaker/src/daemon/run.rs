@@ -7,7 +7,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bgp_proto::session::SessionEvent;
@@ -48,8 +47,11 @@ const EVENT_QUEUE: usize = 1024;
 pub struct RunOptions {
     /// Reload from this file on SIGHUP and when it changes (none for in-process speakers).
     pub config_path: Option<PathBuf>,
-    /// Stop with Cease/Administrative Shutdown instead of closing for graceful restart.
+    /// Always stop with Cease/Administrative Shutdown (a departure), whatever the Node says;
+    /// otherwise the Node decides (see `core::departure`).
     pub final_stop: bool,
+    /// How long a peer that says nothing holds `/readyz` back (see `core::readiness`).
+    pub ready_peer_grace: Duration,
     pub config_poll: Duration,
     /// Polling interval of a `file` source.
     pub file_poll: Duration,
@@ -76,6 +78,7 @@ impl RunOptions {
         RunOptions {
             config_path: None,
             final_stop,
+            ready_peer_grace: super::core::readiness::DEFAULT_READY_PEER_GRACE,
             config_poll: Duration::from_secs(2),
             file_poll: Duration::from_secs(2),
             node_name_fallback: None,
@@ -240,7 +243,9 @@ impl Speaker {
             Some(_) => ConfigOrigin::Objects(None),
             None => ConfigOrigin::File,
         };
-        let core = Core::new(config, node_name, client.is_some(), facts).with_origin(origin);
+        let core = Core::new(config, node_name, client.is_some(), facts)
+            .with_origin(origin)
+            .with_ready_grace(opts.ready_peer_grace);
         let status_writer = client.clone().map(|c| Arc::new(StatusWriter::new(c)));
         let lease_writer = client.clone().map(|c| {
             let namespace = opts
@@ -288,8 +293,9 @@ impl Speaker {
         self.admin_addr
     }
 
-    /// Runs until `shutdown` completes, then stops every session (graceful restart or
-    /// Cease, per [`RunOptions::final_stop`]).
+    /// Runs until `shutdown` completes, then stops every session: a departure (RFC 8326,
+    /// then Cease) when [`RunOptions::final_stop`] or the Node says the node is leaving, a
+    /// graceful-restart close otherwise.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) {
         self.run_until(shutdown, std::future::pending()).await;
     }
@@ -364,7 +370,6 @@ impl Speaker {
                 }
                 () = &mut shutdown, if !signalled => {
                     signalled = true;
-                    tracing::info!(graceful_restart = !self.opts.final_stop, "stopping sessions");
                     stop.clone()
                 }
                 () = &mut again, if signalled && !signalled_again => {
@@ -516,7 +521,14 @@ impl Speaker {
                 },
                 Effect::SetReady(ready) => {
                     self.metrics.source_ready.set(i64::from(ready));
-                    self.admin.ready.store(ready, Ordering::Relaxed);
+                }
+                Effect::SetReadiness(r) => {
+                    if !r.ready {
+                        tracing::info!(why = %r.why, "not ready");
+                    } else {
+                        tracing::info!("ready");
+                    }
+                    self.admin.set_readiness(r);
                 }
                 Effect::ReportInputs(inputs) => self.admin.set_report_inputs(inputs.0),
                 Effect::Publish {

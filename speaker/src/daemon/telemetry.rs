@@ -187,6 +187,20 @@ pub fn record(m: &Metrics, notice: Notice) {
         Notice::NeedsRestart(key) => {
             tracing::warn!(key, "this setting takes effect after a restart");
         }
+        Notice::Departure(Some(why)) => {
+            tracing::info!(%why, "the node is leaving: a stop now is a departure (RFC 8326 graceful shutdown, then Cease)");
+        }
+        Notice::Departure(None) => {
+            tracing::info!("the node is staying: a stop now is a restart (graceful restart)");
+        }
+        Notice::Stopping(Some(why)) => {
+            tracing::info!(%why, "stopping sessions: departure (RFC 8326 graceful shutdown, then Cease)");
+        }
+        Notice::Stopping(None) => {
+            tracing::info!(
+                "stopping sessions: restart (graceful restart close, routers keep the routes)"
+            );
+        }
         Notice::SessionMetrics(statuses) => {
             for (peer, s) in statuses {
                 let label = Metrics::peer(&peer);

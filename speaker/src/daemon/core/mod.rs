@@ -46,6 +46,7 @@ pub use vocab::*;
 mod asn;
 pub mod bfd_gate;
 pub mod cni;
+pub mod departure;
 pub mod errors;
 pub mod gateways;
 pub mod guard;
@@ -54,6 +55,7 @@ pub mod node;
 mod node_events;
 mod origin;
 mod publishing;
+pub mod readiness;
 pub mod refused_now;
 pub mod report;
 pub mod routes;
@@ -160,6 +162,13 @@ pub struct Core {
     unix: u64,
     /// Where the config comes from (a file, or configuration objects and which).
     origin: ConfigOrigin,
+    /// `--ready-peer-grace` (see [`readiness`]).
+    ready_grace: Duration,
+    gate: readiness::GateState,
+    /// What a stop would be, as last logged (`None`: a restart).
+    departure_seen: Option<departure::Departure>,
+    /// What the first shutdown decided (`Some(None)`: a restart).
+    stop_decided: Option<Option<departure::Departure>>,
 }
 
 impl Core {
@@ -203,7 +212,17 @@ impl Core {
             lease_error: None,
             unix: 0,
             origin: ConfigOrigin::File,
+            ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
+            gate: readiness::GateState::default(),
+            departure_seen: None,
+            stop_decided: None,
         }
+    }
+
+    /// How long a peer that says nothing holds readiness back (`--ready-peer-grace`).
+    pub fn with_ready_grace(mut self, grace: Duration) -> Self {
+        self.ready_grace = grace;
+        self
     }
 
     /// A core whose config comes from configuration objects (`origin`), not a file.
@@ -253,6 +272,17 @@ impl Core {
         }
     }
 
+    /// After every input: what is refused now, readiness and what a stop would be, from the
+    /// state it left.
+    fn follow_up(&mut self, out: &mut Vec<Effect>) {
+        if self.stopping {
+            return;
+        }
+        self.note_refused(out);
+        self.update_readiness(out);
+        self.note_departure(out);
+    }
+
     /// The Node's facts (empty before it is seen).
     fn node(&self) -> &NodeFacts {
         self.node.as_ref().unwrap_or(&node::UNKNOWN)
@@ -260,9 +290,7 @@ impl Core {
 
     pub fn handle(&mut self, event: Event) -> Vec<Effect> {
         let mut out = self.handle_event(event);
-        if !self.stopping {
-            self.note_refused(&mut out);
-        }
+        self.follow_up(&mut out);
         out
     }
 
@@ -349,26 +377,7 @@ impl Core {
                 out.push(Effect::Notice(Notice::LeaseRenewed { unix, result }));
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
-            Event::Shutdown { final_stop } => {
-                // RFC 8326: warn the peers first; the loop asks again when the wait is over.
-                if final_stop && self.begin_final_wait(&mut out) {
-                    return out;
-                }
-                self.stopping = true;
-                let stops = self
-                    .peers
-                    .values()
-                    .map(|p| {
-                        let reason = if !final_stop && p.config.graceful_restart.enabled {
-                            StopReason::GracefulRestart
-                        } else {
-                            StopReason::Shutdown("podcidr-bgp speaker stopping".into())
-                        };
-                        (p.config.name.clone(), reason)
-                    })
-                    .collect();
-                out.push(Effect::StopAll(stops));
-            }
+            Event::Shutdown { final_stop } => self.shutdown(&mut out, final_stop),
         }
         out
     }
@@ -958,6 +967,7 @@ impl Core {
         statuses: BTreeMap<String, SessionStatus>,
     ) {
         self.learned_asns(out, &statuses);
+        self.gate.observe(&statuses);
         self.statuses = statuses;
         self.now = now;
         self.unix = unix;

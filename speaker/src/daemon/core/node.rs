@@ -1,6 +1,7 @@
 //! The speaker's own Node, as the core uses it: labels and annotations (peer nodeSelectors,
-//! a per-node local AS), `spec.unschedulable` (graceful shutdown while cordoned), InternalIPs
-//! (`nextHop: node`, the default router ID) and UID (owner of what the speaker writes). The
+//! a per-node local AS), `spec.unschedulable` (graceful shutdown while cordoned), deletion,
+//! taints and the Ready condition (whether a stop is a departure, see `core::departure`),
+//! InternalIPs (`nextHop: node`, the default router ID) and UID (owner of what the speaker writes). The
 //! facts arrive with the pod-CIDR source's set, from the same Node watch.
 
 use std::collections::BTreeMap;
@@ -16,6 +17,10 @@ pub static UNKNOWN: NodeFacts = NodeFacts {
     unschedulable: false,
     internal_v4: None,
     internal_v6: None,
+    deleting: false,
+    deleted: false,
+    taints: Vec::new(),
+    not_ready: None,
 };
 
 /// The Node's InternalIPs, IPv4 first.

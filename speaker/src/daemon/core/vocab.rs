@@ -166,7 +166,10 @@ pub enum Effect {
         node: String,
     },
     SetLog(LogConfig),
+    /// The source is synced (or the node is selected by no config): `podcidr_source_ready`.
     SetReady(bool),
+    /// What `/readyz` answers (see [`super::readiness`]).
+    SetReadiness(super::readiness::Readiness),
     /// Hand the admin endpoint what it renders `/debug/*` from.
     ReportInputs(SharedInputs),
     /// Write this report about `node` (off the loop); answer with [`Event::Published`].
@@ -345,6 +348,11 @@ pub enum Notice {
     },
     /// A setting that changed and takes effect only after a restart.
     NeedsRestart(&'static str),
+    /// What a stop would be now changed: a departure, and why, or a restart (`None`).
+    Departure(Option<super::departure::Departure>),
+    /// The first shutdown signal: a departure (RFC 8326 wait, then Cease) and why, or a
+    /// graceful-restart close (`None`).
+    Stopping(Option<super::departure::Departure>),
     SessionMetrics(Vec<(String, SessionStatus)>),
     /// A BFD session changed state, and what the gate did with its BGP session.
     BfdStateChanged {

@@ -550,14 +550,14 @@ fn a_failed_status_write_is_retried() {
 fn shutdown_closes_for_graceful_restart_unless_final() {
     let (mut core, _) = file_core(config("", PEERS));
     let out = core.handle(Event::Shutdown { final_stop: false });
-    let Effect::StopAll(s) = &out[0] else {
+    let Some(Effect::StopAll(s)) = out.last() else {
         panic!("{out:?}")
     };
     assert!(s.iter().all(|(_, r)| *r == StopReason::GracefulRestart));
     // No graceful shutdown wait (RFC 8326, core_asn_tests.rs): the Cease at once.
     let (mut core, _) = file_core(config("gracefulShutdown: {wait: 0}", PEERS));
     let out = core.handle(Event::Shutdown { final_stop: true });
-    let Effect::StopAll(s) = &out[0] else {
+    let Some(Effect::StopAll(s)) = out.last() else {
         panic!("{out:?}")
     };
     assert!(s.iter().all(|(_, r)| matches!(r, StopReason::Shutdown(_))));
@@ -753,10 +753,12 @@ fn condition_transition_times_move_only_when_the_status_changes() {
 
 /// Status refresh and Lease renewal over simulated hours.
 mod asn;
+mod departure;
 mod gateways;
 mod node_events;
 mod objects;
 mod publishing;
+mod readiness;
 
 /// The core is pure by construction, not by habit: no source file of `core/` (tests aside)
 /// names a runtime, a client, a socket, a file, a clock or the effectful modules around it.
