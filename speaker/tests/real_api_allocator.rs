@@ -133,6 +133,14 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     // record already there, empty, for the allocator to fill (a spec patch).
     cp.apply(&pool_yaml("main", &["10.30.0.0/23"], 24, None));
     cp.apply(&npc_yaml("node-a", "", "{}"));
+    // Configuration objects, whose status the leader writes (no Secret named: the MD5
+    // Secret's Role is the speakers', proven in real_api_objects.rs).
+    cp.apply(
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\nmetadata: {name: all}\n\
+         spec: {asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.30.0.0/16]}\n\
+         ---\napiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\nmetadata: {name: tor}\n\
+         spec: {address: 192.0.2.1, asn: 65000}\n",
+    );
     for (i, n) in ["node-a", "node-b", "node-c"].iter().enumerate() {
         cp.create_node(n, &format!("198.18.0.{}", 10 + i), &[]);
     }
@@ -144,6 +152,17 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     };
     let (mut alloc, admin) = run.spawn(&dir, &id);
     wait_allocated(&cp, &["node-a", "node-b"], &mut alloc);
+    wait_for(WAIT, "both configuration objects Accepted", || {
+        [
+            "bgpspeakerconfigs.bgp.podcidr.io/all",
+            "bgppeers.bgp.podcidr.io/tor",
+        ]
+        .iter()
+        .all(|o| {
+            cp.kubectl(&["get", o, "-o", "jsonpath={.status.conditions[0].reason}"]) == "Valid"
+        })
+        .then_some(())
+    });
     wait_for(WAIT, "node-c PoolExhausted, two Event attempts", || {
         let c = records(&cp).remove("node-c")?;
         let m = admin_get(&admin, "/metrics")?;
