@@ -4,8 +4,9 @@
 //!
 //! What `default-gateway` means: every next hop of a default route of that family in the
 //! main table (ECMP siblings and routes of different metrics alike: a node with two ToRs
-//! peers with both), ordered by metric. One gateway: the peer keeps its name. Several: one
-//! session per next hop, named `<peer>-<interface>`. An IPv6 link-local gateway (a route
+//! peers with both), ordered by metric. One session per next hop, always named
+//! `<peer>-<interface>` (one gateway or several), so a session keeps its name while its
+//! gateway stays. An IPv6 link-local gateway (a route
 //! from Router Advertisements) becomes an `interface` peer on its device. The routes come from an rtnetlink dump
 //! (`netlink_route.rs`), else from the proc files, where `/proc/net/route` lists only the
 //! first next hop of an IPv4 multipath route.
@@ -220,13 +221,11 @@ pub fn resolve_peers(
                 "no default route for {family}; the session starts when one appears"
             )));
         }
-        let several = usable.len() > 1;
+        // Always `<peer>-<interface>`, however many gateways there are: a name that
+        // followed the count would rename (reset) the surviving uplink's session when
+        // the other uplink's default route goes.
         for g in usable {
-            let name = if several {
-                unique_name(&mut names, &format!("{}-{}", p.name, label(&g.dev)))
-            } else {
-                p.name.clone()
-            };
+            let name = unique_name(&mut names, &format!("{}-{}", p.name, label(&g.dev)));
             // A router-advertised IPv6 gateway is link-local: peer on its interface.
             let address = match g.via {
                 IpAddr::V6(v6) if v6.is_unicast_link_local() => PeerAddress::Interface {
