@@ -1,7 +1,7 @@
 //! `address: default-gateway` + `asn: auto` in network namespaces this test creates: a node
 //! whose default route points at a ToR namespace running BIRD (`neighbor range`) or GoBGP
-//! (dynamic neighbors), a node with two ToRs, and a gateway change that moves one session
-//! while an unrelated one stays up. One speaker config, no peer address or AS in it.
+//! (dynamic neighbors), a node with two ToRs, a gateway change that moves one session
+//! while an unrelated one stays up, and one of two uplinks lost without touching the other. One speaker config, no peer address or AS in it.
 //! Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
 
 mod common;
@@ -83,7 +83,7 @@ fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
 /// stops it.
 fn learned_as_then_stop(dir: &TempDir, speaker: &mut Proc, asn: u32) {
     let line =
-        format!("peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn={asn}");
+        format!("peer AS learned from its OPEN (asn: auto) peer=tor-eth0 address=198.18.1.1 asn={asn}");
     wait_until(
         dir,
         "the learned AS in the speaker's log",
@@ -464,9 +464,10 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
     );
     let log = speaker.log();
     assert!(log.contains("default routes changed"), "{log}");
+    // The gateway moved to another interface: tor-eth0 stopped, tor-eth1 started; rr kept.
     assert!(
-        log.contains("reset=1") || log.contains("reset: 1"),
-        "only tor was reset:\n{log}"
+        log.contains("added=1 removed=1 reset=0"),
+        "only tor's session was replaced:\n{log}"
     );
 
     // No default route at all: the session stops, the log says why, rr stays.
@@ -488,5 +489,64 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         dynamic_v4_session(&rr, &sock3),
         "rr still did not flap"
     );
+    drop(speaker);
+}
+
+#[test]
+fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
+    let tag = tag(6);
+    let Some((mut ns, dir)) = setup(&tag) else {
+        return;
+    };
+    let (node, tor1, tor2) = (
+        format!("{tag}-node"),
+        format!("{tag}-tor1"),
+        format!("{tag}-tor2"),
+    );
+    for n in [&node, &tor1, &tor2] {
+        ns.add(n);
+    }
+    link(&tor1, "to-node", &node, "eth0", 1);
+    link(&tor2, "to-node", &node, "eth1", 2);
+    // One default route per uplink, as DHCP or networkd installs them.
+    for (via, dev, metric) in [("198.18.1.1", "eth0", "100"), ("198.18.2.1", "eth1", "200")] {
+        ip(&[
+            "-n", &node, "route", "add", "default", "via", via, "dev", dev, "metric", metric,
+        ]);
+    }
+    let (_b1, sock1) = start_bird(&dir, &tor1, 1, 65001);
+    let (_b2, sock2) = start_bird(&dir, &tor2, 2, 65002);
+    let speaker = start_speaker(&dir, &node, &write_config(&dir, &ipv4_gateway_peer()));
+    for (n, sock) in [(&tor1, &sock1), (&tor2, &sock2)] {
+        wait_until(
+            &dir,
+            "both ToRs to get the route",
+            || birdc(n, sock, "show route"),
+            |r| r.contains("198.19.1.0/24"),
+        );
+    }
+    let tor2_before = dynamic_v4_session(&tor2, &sock2);
+    assert!(tor2_before.contains("Established"), "{tor2_before}");
+
+    // eth0's default route goes (its lease ended, say): only tor1's session stops.
+    ip(&[
+        "-n", &node, "route", "del", "default", "via", "198.18.1.1", "dev", "eth0",
+    ]);
+    wait_until(
+        &dir,
+        "tor1 to lose the route",
+        || birdc(&tor1, &sock1, "show route"),
+        |r| !r.contains("198.19.1.0/24"),
+    );
+    // Same dynamic protocol, same state, same "since": no Cease, no new session.
+    assert_eq!(
+        tor2_before,
+        dynamic_v4_session(&tor2, &sock2),
+        "tor2's session did not flap; speaker log:\n{}",
+        speaker.log()
+    );
+    assert!(birdc(&tor2, &sock2, "show route").contains("198.19.1.0/24"));
+    let log = speaker.log();
+    assert!(log.contains("default routes changed"), "{log}");
     drop(speaker);
 }
