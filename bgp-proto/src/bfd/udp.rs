@@ -63,7 +63,7 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
     if let Some(s) = ports.get(&local) {
         return Ok(Arc::clone(s));
     }
-    let rx = std::net::UdpSocket::bind(local)
+    let rx = bind_udp(local)
         .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
     ttl_options(&rx, v6)?;
     rx.set_nonblocking(true)?;
@@ -88,6 +88,22 @@ async fn dispatch(rx: UdpSocket, sessions: Sessions) {
             let _ = to.try_send(d);
         }
     }
+}
+
+/// A UDP socket bound to `addr`. IPv6 sockets are IPv6-only: without `IPV6_V6ONLY`,
+/// `[::]:3784` also claims `0.0.0.0:3784`, so a v4 and a v6 session without a local
+/// address could not both run (EADDRINUSE on the second family).
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
 }
 
 fn unspecified(peer: IpAddr) -> IpAddr {
@@ -151,7 +167,7 @@ impl UdpTransport {
             let mut tx = None;
             for _ in 0..SOURCE_PORT_ATTEMPTS {
                 let port = fastrand::u16(SOURCE_PORTS);
-                match std::net::UdpSocket::bind(SocketAddr::new(local, port)) {
+                match bind_udp(SocketAddr::new(local, port)) {
                     Ok(s) => {
                         tx = Some(s);
                         break;
