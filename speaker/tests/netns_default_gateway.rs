@@ -82,8 +82,9 @@ fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
 /// Waits for the speaker to log the AS it learned from the ToR's OPEN (`asn: auto`), then
 /// stops it.
 fn learned_as_then_stop(dir: &TempDir, speaker: &mut Proc, asn: u32) {
-    let line =
-        format!("peer AS learned from its OPEN (asn: auto) peer=tor-eth0 address=198.18.1.1 asn={asn}");
+    let line = format!(
+        "peer AS learned from its OPEN (asn: auto) peer=tor-eth0 address=198.18.1.1 asn={asn}"
+    );
     wait_until(
         dir,
         "the learned AS in the speaker's log",
@@ -530,7 +531,15 @@ fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
 
     // eth0's default route goes (its lease ended, say): only tor1's session stops.
     ip(&[
-        "-n", &node, "route", "del", "default", "via", "198.18.1.1", "dev", "eth0",
+        "-n",
+        &node,
+        "route",
+        "del",
+        "default",
+        "via",
+        "198.18.1.1",
+        "dev",
+        "eth0",
     ]);
     wait_until(
         &dir,

@@ -34,6 +34,8 @@ fn ipv4_and_ipv6_bfd_without_local_address_both_bind_port_3784_rfc5881_4() {
             // Each session's peer is its own loopback address: what it sends comes back to
             // it through its family's control port.
             for (family, t, from) in [("IPv4", &mut t4, v4), ("IPv6", &mut t6, v6)] {
+                let class = t.traffic_class().map_err(|e| format!("{family}: {e}"))?;
+                assert_eq!(class, 0xC0, "{family}: DSCP CS6");
                 t.send(family.as_bytes())
                     .await
                     .map_err(|e| format!("{family} send: {e}"))?;

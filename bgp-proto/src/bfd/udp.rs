@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use super::driver::{BfdTransport, Datagram};
 use super::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
+use crate::transport::dscp;
 use crate::transport::sys::setsockopt;
 
 /// Attempts at a free random source port before giving up.
@@ -113,7 +114,10 @@ fn unspecified(peer: IpAddr) -> IpAddr {
     }
 }
 
+/// TTL 255 and its check (RFC 5881 §5), and DSCP CS6 like BGP's.
 fn ttl_options(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    dscp::apply(sock.as_fd(), v6)
+        .map_err(|(name, e)| io::Error::new(e.kind(), format!("{name}: {e}")))?;
     let ttl = libc::c_int::from(SINGLE_HOP_TTL);
     let on: libc::c_int = 1;
     if v6 {
@@ -203,6 +207,11 @@ impl UdpTransport {
 
     pub fn source_port(&self) -> io::Result<u16> {
         Ok(self.tx.local_addr()?.port())
+    }
+
+    /// The TOS byte / traffic class the session's packets are sent with.
+    pub fn traffic_class(&self) -> io::Result<u8> {
+        crate::transport::traffic_class(&self.tx)
     }
 }
 

@@ -293,7 +293,10 @@ fn a_gateway_keeps_its_session_name_when_another_comes_or_goes() {
     );
     let (one, _) = resolve_config(&cfg, &one);
     let (two, _) = resolve_config(&cfg, &two);
-    for (rule, before, after) in [("eth0's route goes", &two, &one), ("it returns", &one, &two)] {
+    for (rule, before, after) in [
+        ("eth0's route goes", &two, &one),
+        ("it returns", &one, &two),
+    ] {
         let changes = podcidr_config::diff_peers(before, after);
         assert_eq!(changes.unchanged, vec!["tor-eth1".to_owned()], "{rule}");
         assert!(changes.changed.is_empty(), "{rule}: {changes:?}");
