@@ -1,8 +1,9 @@
 //! `address: default-gateway` + `asn: auto` in network namespaces this test creates: a node
 //! whose default route points at a ToR namespace running BIRD (`neighbor range`) or GoBGP
 //! (dynamic neighbors), a node with two ToRs, a gateway change that moves one session
-//! while an unrelated one stays up, and one of two uplinks lost without touching the other. One speaker config, no peer address or AS in it.
-//! Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
+//! while an unrelated one stays up, one of two uplinks lost without touching the other, and
+//! BFD on an IPv4 and an IPv6 gateway at once (no localAddress). One speaker config, no
+//! peer address or AS in it. Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
 
 mod common;
 
@@ -55,15 +56,28 @@ fn link(a: &str, a_if: &str, b: &str, b_if: &str, net: u8) {
 
 /// BIRD in `ns` accepting any eBGP speaker from the link's subnets (dynamic BGP).
 fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
+    start_bird_with(dir, ns, net, asn, false)
+}
+
+/// [`start_bird`], with `bfd on` in both protocols when `bfd`.
+fn start_bird_with(dir: &TempDir, ns: &str, net: u8, asn: u32, bfd: bool) -> (Daemon, String) {
     let conf = dir.path(&format!("bird-{net}.conf"));
+    let (bfd_proto, bfd_on) = if bfd {
+        (
+            "protocol bfd { interface \"*\" { min rx interval 100 ms; min tx interval 100 ms; }; }\n",
+            " bfd on;",
+        )
+    } else {
+        ("", "")
+    };
     std::fs::write(
         &conf,
         format!(
-            "router id 198.18.{net}.1;\nprotocol device {{}}\n\
-             protocol bgp nodes {{ local 198.18.{net}.1 as {asn};\n  \
+            "router id 198.18.{net}.1;\nprotocol device {{}}\n{bfd_proto}\
+             protocol bgp nodes {{ local 198.18.{net}.1 as {asn};{bfd_on}\n  \
              neighbor range 198.18.{net}.0/24 external; dynamic name \"node\";\n  \
              ipv4 {{ import all; export none; }}; ipv6 {{ import all; export none; }}; }}\n\
-             protocol bgp nodes6 {{ local fd00:18:{net}::1 as {asn};\n  \
+             protocol bgp nodes6 {{ local fd00:18:{net}::1 as {asn};{bfd_on}\n  \
              neighbor range fd00:18:{net}::/64 external; dynamic name \"vsix\";\n  \
              ipv4 {{ import all; export none; }}; ipv6 {{ import all; export none; }}; }}\n"
         ),
@@ -557,5 +571,50 @@ fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
     assert!(birdc(&tor2, &sock2, "show route").contains("198.19.1.0/24"));
     let log = speaker.log();
     assert!(log.contains("default routes changed"), "{log}");
+    drop(speaker);
+}
+
+#[test]
+fn ipv4_and_ipv6_gateways_both_run_bfd_without_local_address() {
+    let tag = tag(7);
+    let Some((mut ns, dir)) = setup(&tag) else {
+        return;
+    };
+    let (node, tor) = (format!("{tag}-node"), format!("{tag}-tor"));
+    ns.add(&node);
+    ns.add(&tor);
+    link(&tor, "to-node", &node, "eth0", 1);
+    ip(&["-n", &node, "route", "add", "default", "via", "198.18.1.1"]);
+    ip(&[
+        "-n",
+        &node,
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd00:18:1::1",
+    ]);
+    let (_bird, sock) = start_bird_with(&dir, &tor, 1, 65042, true);
+    // Both default-gateway peers with BFD: neither may set localAddress, so the IPv4
+    // session binds 0.0.0.0:3784 and the IPv6 one [::]:3784.
+    let peers = GATEWAY_PEERS.replace(
+        "gracefulRestart: {enabled: false}}",
+        "gracefulRestart: {enabled: false}, bfd: {minTx: 100, minRx: 100}}",
+    );
+    let speaker = start_speaker(&dir, &node, &write_config(&dir, &peers));
+    let sessions = wait_until(
+        &dir,
+        "BIRD's BFD sessions with both of the node's addresses to be Up",
+        || birdc(&tor, &sock, "show bfd sessions"),
+        |b| {
+            ["198.18.1.2", "fd00:18:1::2"].iter().all(|a| {
+                b.lines()
+                    .any(|l| l.contains(a) && l.split_whitespace().any(|w| w == "Up"))
+            })
+        },
+    );
+    let log = speaker.log();
+    assert!(!log.contains("BFD not started"), "{sessions}\n{log}");
     drop(speaker);
 }
