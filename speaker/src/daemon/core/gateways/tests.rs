@@ -240,7 +240,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
         ),
     ];
     for (rule, r, want, want_problems) in rows {
-        let (peers, problems) = resolve_peers(&cfg.peers, &r);
+        let (peers, problems) = resolve_peers(&cfg.peers, &r, &[]);
         let want: Vec<(String, String)> = want
             .into_iter()
             .map(|(n, a)| (n.to_owned(), a.to_owned()))
@@ -259,7 +259,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
 }
 
 fn resolve_config(config: &Config, routes: &DefaultRoutes) -> (Config, Vec<Unresolved>) {
-    let (peers, problems) = resolve_peers(&config.peers, routes);
+    let (peers, problems) = resolve_peers(&config.peers, routes, &[]);
     (
         Config {
             peers,
@@ -313,7 +313,33 @@ fn name_suffixes_stay_unique() {
         vec![gw("198.18.1.1", "eth0", 0), gw("198.18.1.2", "eth0", 0)],
         vec![],
     );
-    let (peers, _) = resolve_peers(&cfg.peers, &r);
+    let (peers, _) = resolve_peers(&cfg.peers, &r, &[]);
     let names: Vec<&str> = peers.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, vec!["tor-eth0-2", "tor-eth0-3", "tor-eth0"]);
+}
+
+#[test]
+fn a_second_gateway_on_one_interface_keeps_its_name_when_the_first_goes() {
+    let cfg = config("  - {name: tor, address: default-gateway, asn: 65000}\n");
+    let both = routes(
+        vec![gw("198.18.1.1", "eth0", 0), gw("198.18.1.2", "eth0", 10)],
+        vec![],
+    );
+    let second = routes(vec![gw("198.18.1.2", "eth0", 10)], vec![]);
+    let (first_run, _) = resolve_peers(&cfg.peers, &both, &[]);
+    assert_eq!(
+        summary(&first_run),
+        vec![
+            ("tor-eth0".to_owned(), "198.18.1.1".to_owned()),
+            ("tor-eth0-2".to_owned(), "198.18.1.2".to_owned())
+        ]
+    );
+    let (alone, _) = resolve_peers(&cfg.peers, &second, &first_run);
+    assert_eq!(
+        summary(&alone),
+        vec![("tor-eth0-2".to_owned(), "198.18.1.2".to_owned())]
+    );
+    // The first returns: it takes the free name, the second keeps its own.
+    let (again, _) = resolve_peers(&cfg.peers, &both, &alone);
+    assert_eq!(summary(&again), summary(&first_run));
 }
