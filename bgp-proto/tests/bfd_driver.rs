@@ -279,6 +279,15 @@ async fn udp_transport_on_loopback_comes_up_with_ttl_255_rfc5881_5() {
     assert_eq!((change.1, change.3), (BfdState::Down, BfdState::AdminDown));
 }
 
+#[tokio::test]
+async fn udp_transport_sends_with_dscp_cs6_network_control_rfc4594() {
+    use bgp_proto::bfd::udp::UdpTransport;
+    for (local, peer) in [("127.0.0.63", "127.0.0.64"), ("::1", "::1")] {
+        let t = UdpTransport::bind(Some(addr(local)), addr(peer)).unwrap();
+        assert_eq!(t.traffic_class().unwrap(), 0xC0, "{local}");
+    }
+}
+
 /// A planned restart: the old session stretches the peer's detection time and falls
 /// silent; the next process's resuming session continues it. The peer never leaves Up.
 #[tokio::test(start_paused = true)]

@@ -7,8 +7,8 @@ use std::num::NonZeroU8;
 use std::time::Duration;
 
 use bgp_proto::transport::{
-    Accepted, BgpListener, ConnectOptions, ListenOptions, Md5Key, PassivePeer, TransportError,
-    TtlSecurity, connect, min_ttl, ttl,
+    Accepted, BgpListener, CS6_TOS, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
+    TransportError, TtlSecurity, connect, min_ttl, traffic_class, ttl,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -312,6 +312,28 @@ async fn gtsm_reads_back_ttl_255_and_min_ttl_254_on_both_ends_rfc5082() {
         for (end, stream) in [("client", &client), ("server", &server)] {
             assert_eq!(ttl(stream).unwrap(), 255, "{local} {end}");
             assert_eq!(min_ttl(stream).unwrap(), 254, "{local} {end}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bgp_sockets_send_dscp_cs6_network_control_rfc4594() {
+    for (local, source) in [("127.0.0.1", "127.0.0.2"), ("::1", "::1")] {
+        let listener = listen(local, vec![peer(source, None, TtlSecurity::EBGP_DEFAULT)]);
+        assert_eq!(
+            traffic_class(listener.listener()).unwrap(),
+            CS6_TOS,
+            "{local}"
+        );
+        let client = connect(
+            listener.local_addr(),
+            &opts(Some(source), None, TtlSecurity::EBGP_DEFAULT),
+        )
+        .await
+        .unwrap();
+        let (server, _, _) = accept_peer(&listener).await;
+        for (end, stream) in [("client", &client), ("server", &server)] {
+            assert_eq!(traffic_class(stream).unwrap(), 0xC0, "{local} {end}");
         }
     }
 }

@@ -1,8 +1,9 @@
 //! `address: default-gateway` + `asn: auto` in network namespaces this test creates: a node
 //! whose default route points at a ToR namespace running BIRD (`neighbor range`) or GoBGP
-//! (dynamic neighbors), a node with two ToRs, and a gateway change that moves one session
-//! while an unrelated one stays up. One speaker config, no peer address or AS in it.
-//! Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
+//! (dynamic neighbors), a node with two ToRs, a gateway change that moves one session
+//! while an unrelated one stays up, one of two uplinks lost without touching the other, and
+//! BFD on an IPv4 and an IPv6 gateway at once (no localAddress). One speaker config, no
+//! peer address or AS in it. Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
 
 mod common;
 
@@ -55,15 +56,28 @@ fn link(a: &str, a_if: &str, b: &str, b_if: &str, net: u8) {
 
 /// BIRD in `ns` accepting any eBGP speaker from the link's subnets (dynamic BGP).
 fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
+    start_bird_with(dir, ns, net, asn, false)
+}
+
+/// [`start_bird`], with `bfd on` in both protocols when `bfd`.
+fn start_bird_with(dir: &TempDir, ns: &str, net: u8, asn: u32, bfd: bool) -> (Daemon, String) {
     let conf = dir.path(&format!("bird-{net}.conf"));
+    let (bfd_proto, bfd_on) = if bfd {
+        (
+            "protocol bfd { interface \"*\" { min rx interval 100 ms; min tx interval 100 ms; }; }\n",
+            " bfd on;",
+        )
+    } else {
+        ("", "")
+    };
     std::fs::write(
         &conf,
         format!(
-            "router id 198.18.{net}.1;\nprotocol device {{}}\n\
-             protocol bgp nodes {{ local 198.18.{net}.1 as {asn};\n  \
+            "router id 198.18.{net}.1;\nprotocol device {{}}\n{bfd_proto}\
+             protocol bgp nodes {{ local 198.18.{net}.1 as {asn};{bfd_on}\n  \
              neighbor range 198.18.{net}.0/24 external; dynamic name \"node\";\n  \
              ipv4 {{ import all; export none; }}; ipv6 {{ import all; export none; }}; }}\n\
-             protocol bgp nodes6 {{ local fd00:18:{net}::1 as {asn};\n  \
+             protocol bgp nodes6 {{ local fd00:18:{net}::1 as {asn};{bfd_on}\n  \
              neighbor range fd00:18:{net}::/64 external; dynamic name \"vsix\";\n  \
              ipv4 {{ import all; export none; }}; ipv6 {{ import all; export none; }}; }}\n"
         ),
@@ -82,8 +96,9 @@ fn start_bird(dir: &TempDir, ns: &str, net: u8, asn: u32) -> (Daemon, String) {
 /// Waits for the speaker to log the AS it learned from the ToR's OPEN (`asn: auto`), then
 /// stops it.
 fn learned_as_then_stop(dir: &TempDir, speaker: &mut Proc, asn: u32) {
-    let line =
-        format!("peer AS learned from its OPEN (asn: auto) peer=tor address=198.18.1.1 asn={asn}");
+    let line = format!(
+        "peer AS learned from its OPEN (asn: auto) peer=tor-eth0 address=198.18.1.1 asn={asn}"
+    );
     wait_until(
         dir,
         "the learned AS in the speaker's log",
@@ -464,9 +479,10 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
     );
     let log = speaker.log();
     assert!(log.contains("default routes changed"), "{log}");
+    // The gateway moved to another interface: tor-eth0 stopped, tor-eth1 started; rr kept.
     assert!(
-        log.contains("reset=1") || log.contains("reset: 1"),
-        "only tor was reset:\n{log}"
+        log.contains("added=1 removed=1 reset=0"),
+        "only tor's session was replaced:\n{log}"
     );
 
     // No default route at all: the session stops, the log says why, rr stays.
@@ -488,5 +504,117 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         dynamic_v4_session(&rr, &sock3),
         "rr still did not flap"
     );
+    drop(speaker);
+}
+
+#[test]
+fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
+    let tag = tag(6);
+    let Some((mut ns, dir)) = setup(&tag) else {
+        return;
+    };
+    let (node, tor1, tor2) = (
+        format!("{tag}-node"),
+        format!("{tag}-tor1"),
+        format!("{tag}-tor2"),
+    );
+    for n in [&node, &tor1, &tor2] {
+        ns.add(n);
+    }
+    link(&tor1, "to-node", &node, "eth0", 1);
+    link(&tor2, "to-node", &node, "eth1", 2);
+    // One default route per uplink, as DHCP or networkd installs them.
+    for (via, dev, metric) in [("198.18.1.1", "eth0", "100"), ("198.18.2.1", "eth1", "200")] {
+        ip(&[
+            "-n", &node, "route", "add", "default", "via", via, "dev", dev, "metric", metric,
+        ]);
+    }
+    let (_b1, sock1) = start_bird(&dir, &tor1, 1, 65001);
+    let (_b2, sock2) = start_bird(&dir, &tor2, 2, 65002);
+    let speaker = start_speaker(&dir, &node, &write_config(&dir, &ipv4_gateway_peer()));
+    for (n, sock) in [(&tor1, &sock1), (&tor2, &sock2)] {
+        wait_until(
+            &dir,
+            "both ToRs to get the route",
+            || birdc(n, sock, "show route"),
+            |r| r.contains("198.19.1.0/24"),
+        );
+    }
+    let tor2_before = dynamic_v4_session(&tor2, &sock2);
+    assert!(tor2_before.contains("Established"), "{tor2_before}");
+
+    // eth0's default route goes (its lease ended, say): only tor1's session stops.
+    ip(&[
+        "-n",
+        &node,
+        "route",
+        "del",
+        "default",
+        "via",
+        "198.18.1.1",
+        "dev",
+        "eth0",
+    ]);
+    wait_until(
+        &dir,
+        "tor1 to lose the route",
+        || birdc(&tor1, &sock1, "show route"),
+        |r| !r.contains("198.19.1.0/24"),
+    );
+    // Same dynamic protocol, same state, same "since": no Cease, no new session.
+    assert_eq!(
+        tor2_before,
+        dynamic_v4_session(&tor2, &sock2),
+        "tor2's session did not flap; speaker log:\n{}",
+        speaker.log()
+    );
+    assert!(birdc(&tor2, &sock2, "show route").contains("198.19.1.0/24"));
+    let log = speaker.log();
+    assert!(log.contains("default routes changed"), "{log}");
+    drop(speaker);
+}
+
+#[test]
+fn ipv4_and_ipv6_gateways_both_run_bfd_without_local_address() {
+    let tag = tag(7);
+    let Some((mut ns, dir)) = setup(&tag) else {
+        return;
+    };
+    let (node, tor) = (format!("{tag}-node"), format!("{tag}-tor"));
+    ns.add(&node);
+    ns.add(&tor);
+    link(&tor, "to-node", &node, "eth0", 1);
+    ip(&["-n", &node, "route", "add", "default", "via", "198.18.1.1"]);
+    ip(&[
+        "-n",
+        &node,
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd00:18:1::1",
+    ]);
+    let (_bird, sock) = start_bird_with(&dir, &tor, 1, 65042, true);
+    // Both default-gateway peers with BFD: neither may set localAddress, so the IPv4
+    // session binds 0.0.0.0:3784 and the IPv6 one [::]:3784.
+    let peers = GATEWAY_PEERS.replace(
+        "gracefulRestart: {enabled: false}}",
+        "gracefulRestart: {enabled: false}, bfd: {minTx: 100, minRx: 100}}",
+    );
+    let speaker = start_speaker(&dir, &node, &write_config(&dir, &peers));
+    let sessions = wait_until(
+        &dir,
+        "BIRD's BFD sessions with both of the node's addresses to be Up",
+        || birdc(&tor, &sock, "show bfd sessions"),
+        |b| {
+            ["198.18.1.2", "fd00:18:1::2"].iter().all(|a| {
+                b.lines()
+                    .any(|l| l.contains(a) && l.split_whitespace().any(|w| w == "Up"))
+            })
+        },
+    );
+    let log = speaker.log();
+    assert!(!log.contains("BFD not started"), "{sessions}\n{log}");
     drop(speaker);
 }

@@ -132,3 +132,21 @@ pub fn tcp_listener_in(ns: &str, addr: SocketAddr) -> std::io::Result<TcpListene
     .join()
     .map_err(|_| std::io::Error::other("the setns thread panicked"))?
 }
+
+/// `f` run on a short-lived thread inside namespace `ns`: sockets it creates stay there.
+pub fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = File::open(&path)?;
+        // SAFETY: setns(2) with a namespace fd we own; it affects this thread only.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("the setns thread panicked"))?
+}

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use super::driver::{BfdTransport, Datagram};
 use super::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
+use crate::transport::dscp;
 use crate::transport::sys::setsockopt;
 
 /// Attempts at a free random source port before giving up.
@@ -63,7 +64,7 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
     if let Some(s) = ports.get(&local) {
         return Ok(Arc::clone(s));
     }
-    let rx = std::net::UdpSocket::bind(local)
+    let rx = bind_udp(local)
         .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
     ttl_options(&rx, v6)?;
     rx.set_nonblocking(true)?;
@@ -90,6 +91,22 @@ async fn dispatch(rx: UdpSocket, sessions: Sessions) {
     }
 }
 
+/// A UDP socket bound to `addr`. IPv6 sockets are IPv6-only: without `IPV6_V6ONLY`,
+/// `[::]:3784` also claims `0.0.0.0:3784`, so a v4 and a v6 session without a local
+/// address could not both run (EADDRINUSE on the second family).
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
+
 fn unspecified(peer: IpAddr) -> IpAddr {
     match peer {
         IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -97,7 +114,10 @@ fn unspecified(peer: IpAddr) -> IpAddr {
     }
 }
 
+/// TTL 255 and its check (RFC 5881 §5), and DSCP CS6 like BGP's.
 fn ttl_options(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    dscp::apply(sock.as_fd(), v6)
+        .map_err(|(name, e)| io::Error::new(e.kind(), format!("{name}: {e}")))?;
     let ttl = libc::c_int::from(SINGLE_HOP_TTL);
     let on: libc::c_int = 1;
     if v6 {
@@ -151,7 +171,7 @@ impl UdpTransport {
             let mut tx = None;
             for _ in 0..SOURCE_PORT_ATTEMPTS {
                 let port = fastrand::u16(SOURCE_PORTS);
-                match std::net::UdpSocket::bind(SocketAddr::new(local, port)) {
+                match bind_udp(SocketAddr::new(local, port)) {
                     Ok(s) => {
                         tx = Some(s);
                         break;
@@ -187,6 +207,11 @@ impl UdpTransport {
 
     pub fn source_port(&self) -> io::Result<u16> {
         Ok(self.tx.local_addr()?.port())
+    }
+
+    /// The TOS byte / traffic class the session's packets are sent with.
+    pub fn traffic_class(&self) -> io::Result<u8> {
+        crate::transport::traffic_class(&self.tx)
     }
 }
 

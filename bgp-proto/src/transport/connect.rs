@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::Family;
+use super::dscp;
 use super::error::TransportError;
 use super::md5::{Md5Key, set_md5_key};
 use super::ttl::{self, TtlSecurity};
@@ -76,6 +77,7 @@ pub async fn connect(peer: SocketAddr, opts: &ConnectOptions) -> Result<TcpStrea
         .set_nodelay(true)
         .map_err(|e| option_err("TCP_NODELAY", e))?;
     ttl::apply(socket.as_fd(), family, opts.ttl).map_err(|(name, e)| option_err(name, e))?;
+    dscp::apply_family(socket.as_fd(), family).map_err(|(name, e)| option_err(name, e))?;
     if let Some(key) = &opts.md5 {
         set_md5_key(socket.as_fd(), family, peer.ip(), Some(key))
             .map_err(|e| option_err("TCP_MD5SIG", e))?;

@@ -14,6 +14,7 @@ use std::os::fd::AsFd;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use super::Family;
+use super::dscp;
 use super::error::TransportError;
 use super::md5::{Md5Key, set_md5_key};
 use super::ttl::{self, TtlSecurity};
@@ -119,13 +120,13 @@ impl BgpListener {
                 })?;
             }
         }
-        ttl::apply(socket.as_fd(), family, listener_ttl(peers.values())).map_err(
-            |(option, source)| TransportError::SocketOption {
+        ttl::apply(socket.as_fd(), family, listener_ttl(peers.values()))
+            .and_then(|()| dscp::apply_family(socket.as_fd(), family))
+            .map_err(|(option, source)| TransportError::SocketOption {
                 option,
                 addr: opts.local.ip(),
                 source,
-            },
-        )?;
+            })?;
         let listener = socket
             .listen(opts.backlog)
             .map_err(io_err("listening on"))?;
@@ -204,6 +205,8 @@ impl BgpListener {
             .set_nodelay(true)
             .map_err(|e| option_err("TCP_NODELAY", e))?;
         ttl::apply(stream.as_fd(), self.family, peer.ttl)
+            .map_err(|(option, e)| option_err(option, e))?;
+        dscp::apply_family(stream.as_fd(), self.family)
             .map_err(|(option, e)| option_err(option, e))?;
         Ok(Accepted::Peer {
             stream,

@@ -1,6 +1,6 @@
 //! TCP transport for BGP sessions (Linux, tokio): active connect with an optional source
 //! address, a passive listener that accepts configured peers only, TCP MD5 (RFC 2385),
-//! GTSM (RFC 5082) / eBGP multihop TTL, and a jittered exponential [`Backoff`] for reconnects.
+//! GTSM (RFC 5082) / eBGP multihop TTL, DSCP CS6, and a jittered exponential [`Backoff`] for reconnects.
 //!
 //! Every option is set before `connect`/`listen`, so the first SYN already carries the
 //! signature and TTL. RFC 4271 §6.8 collision detection is the session layer's job: both
@@ -8,6 +8,7 @@
 
 mod backoff;
 mod connect;
+pub(crate) mod dscp;
 mod error;
 mod listen;
 mod md5;
@@ -19,6 +20,7 @@ use std::os::fd::BorrowedFd;
 
 pub use backoff::{Backoff, Jitter, JitterRng};
 pub use connect::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, connect};
+pub use dscp::{CS6_TOS, traffic_class};
 pub use error::TransportError;
 pub use listen::{Accepted, BgpListener, ListenOptions, PassivePeer};
 pub use md5::{MD5_MAX_KEY_LEN, Md5Key};

@@ -4,8 +4,9 @@
 //!
 //! What `default-gateway` means: every next hop of a default route of that family in the
 //! main table (ECMP siblings and routes of different metrics alike: a node with two ToRs
-//! peers with both), ordered by metric. One gateway: the peer keeps its name. Several: one
-//! session per next hop, named `<peer>-<interface>`. An IPv6 link-local gateway (a route
+//! peers with both), ordered by metric. One session per next hop, always named
+//! `<peer>-<interface>` (one gateway or several; `-2`, `-3` for more on one interface), and
+//! a session keeps its name while its gateway stays. An IPv6 link-local gateway (a route
 //! from Router Advertisements) becomes an `interface` peer on its device. The routes come from an rtnetlink dump
 //! (`netlink_route.rs`), else from the proc files, where `/proc/net/route` lists only the
 //! first next hop of an IPv4 multipath route.
@@ -183,9 +184,11 @@ impl std::fmt::Display for Unresolved {
 }
 
 /// The peers with every `default-gateway` replaced by its gateway(s); fixed peers as they are.
+/// `previous`: the peers as last resolved; a gateway still there keeps its session's name.
 pub fn resolve_peers(
     peers: &[PeerConfig],
     routes: &DefaultRoutes,
+    previous: &[PeerConfig],
 ) -> (Vec<PeerConfig>, Vec<Unresolved>) {
     let mut out: Vec<PeerConfig> = Vec::with_capacity(peers.len());
     let mut problems = Vec::new();
@@ -220,21 +223,27 @@ pub fn resolve_peers(
                 "no default route for {family}; the session starts when one appears"
             )));
         }
-        let several = usable.len() > 1;
-        for g in usable {
-            let name = if several {
-                unique_name(&mut names, &format!("{}-{}", p.name, label(&g.dev)))
-            } else {
-                p.name.clone()
-            };
-            // A router-advertised IPv6 gateway is link-local: peer on its interface.
-            let address = match g.via {
-                IpAddr::V6(v6) if v6.is_unicast_link_local() => PeerAddress::Interface {
-                    name: g.dev.clone(),
-                    peer: Some(v6),
-                },
-                via => PeerAddress::Fixed(via),
-            };
+        // Always `<peer>-<interface>`, however many gateways there are: a name that
+        // followed the count would rename (reset) the surviving uplink's session when
+        // the other uplink's default route goes. A gateway that has a session keeps its
+        // name first, so a second gateway on one interface (`-2`) is not renumbered when
+        // the first goes.
+        let wanted: Vec<(String, PeerAddress)> = usable
+            .iter()
+            .map(|g| (format!("{}-{}", p.name, label(&g.dev)), gateway_address(g)))
+            .collect();
+        let kept: Vec<Option<String>> = wanted
+            .iter()
+            .map(|(want, address)| {
+                previous
+                    .iter()
+                    .find(|q| q.address == *address && q.port == p.port && numbered(&q.name, want))
+                    .map(|q| q.name.clone())
+                    .filter(|n| names.insert(n.clone()))
+            })
+            .collect();
+        for ((want, address), kept) in wanted.into_iter().zip(kept) {
+            let name = kept.unwrap_or_else(|| unique_name(&mut names, &want));
             out.push(PeerConfig {
                 name,
                 address,
@@ -243,6 +252,17 @@ pub fn resolve_peers(
         }
     }
     (out, problems)
+}
+
+/// A router-advertised IPv6 gateway is link-local: peer on its interface.
+fn gateway_address(g: &Gateway) -> PeerAddress {
+    match g.via {
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => PeerAddress::Interface {
+            name: g.dev.clone(),
+            peer: Some(v6),
+        },
+        via => PeerAddress::Fixed(via),
+    }
 }
 
 pub fn uses_default_gateway(config: &Config) -> bool {
@@ -263,6 +283,16 @@ fn label(dev: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `name` is `want` or one of [`unique_name`]'s `want-<n>`.
+fn numbered(name: &str, want: &str) -> bool {
+    name.strip_prefix(want).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix('-')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 fn unique_name(names: &mut BTreeSet<String>, want: &str) -> String {

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv6Addr};
 
-use podcidr_config::{Config, PeerAddress};
+use podcidr_config::{Config, PeerAddress, PeerConfig};
 
 use super::gateways::{
     DefaultRoutes, Unresolved, UnresolvedCause, resolve_peers, uses_default_gateway,
@@ -97,9 +97,14 @@ impl KernelFacts {
 
 /// The config with every peer the kernel decides resolved: `default-gateway` peers to their
 /// gateways, `interface` peers without `peerAddress` to their neighbour. What cannot be
-/// resolved is left out and said why.
-pub fn resolve(written: &Config, facts: &KernelFacts) -> (Config, Vec<Unresolved>) {
-    let (peers, mut problems) = resolve_peers(&written.peers, &facts.default_routes);
+/// resolved is left out and said why. `previous`: the peers as last resolved (a gateway
+/// keeps its session's name).
+pub fn resolve(
+    written: &Config,
+    facts: &KernelFacts,
+    previous: &[PeerConfig],
+) -> (Config, Vec<Unresolved>) {
+    let (peers, mut problems) = resolve_peers(&written.peers, &facts.default_routes, previous);
     let mut out = Vec::with_capacity(peers.len());
     for mut p in peers {
         if let PeerAddress::Interface { name, peer: None } = &p.address {

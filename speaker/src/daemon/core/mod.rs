@@ -177,7 +177,7 @@ impl Core {
     /// as known at once (file mode).
     pub fn new(written: Config, node_name: String, api: bool, kernel: KernelFacts) -> Self {
         let node = (!watches_node(api, &written)).then(NodeFacts::default);
-        let (config, problems) = resolve(&written, &kernel);
+        let (config, problems) = resolve(&written, &kernel, &[]);
         let unresolved = resolves_peers(&written).then_some(problems);
         Core {
             written,
@@ -778,7 +778,7 @@ impl Core {
     /// Resolves the written config with the kernel facts and applies the result.
     fn resolve_and_apply(&mut self, out: &mut Vec<Effect>, node_name: String, why: &'static str) {
         self.config_rejected = None;
-        let (resolved, problems) = resolve(&self.written, &self.kernel);
+        let (resolved, problems) = resolve(&self.written, &self.kernel, &self.config.peers);
         self.note_unresolved(out, problems);
         self.apply_config(out, resolved, node_name, why);
     }
@@ -796,7 +796,7 @@ impl Core {
             )));
         }
         self.kernel = kernel;
-        let (resolved, problems) = resolve(&self.written, &self.kernel);
+        let (resolved, problems) = resolve(&self.written, &self.kernel, &self.config.peers);
         self.note_unresolved(out, problems);
         if resolved != self.config {
             self.apply_config(

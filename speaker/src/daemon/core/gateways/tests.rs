@@ -200,14 +200,14 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
     );
     let rows: Vec<Row> = vec![
         (
-            "one gateway: the peer keeps its name",
+            "one gateway: named after its interface too",
             routes(
                 vec![gw("198.18.1.1", "eth0", 0)],
                 vec![gw("2001:db8::1", "eth0", 1024)],
             ),
             vec![
-                ("tor", "198.18.1.1"),
-                ("tor6", "2001:db8::1"),
+                ("tor-eth0", "198.18.1.1"),
+                ("tor6-eth0", "2001:db8::1"),
                 ("rr", "192.0.2.7"),
             ],
             vec![],
@@ -218,7 +218,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
             vec![
                 ("tor-eth0", "198.18.1.1"),
                 ("tor-eth1-100", "198.18.2.1"),
-                ("tor6", "2001:db8::1"),
+                ("tor6-eth0", "2001:db8::1"),
                 ("rr", "192.0.2.7"),
             ],
             vec![],
@@ -226,7 +226,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
         (
             "no default route: no session, a clear reason; a link-local gateway peers on its interface",
             routes(vec![], vec![gw("fe80::1", "eth0", 1024)]),
-            vec![("tor6", "fe80::1%eth0"), ("rr", "192.0.2.7")],
+            vec![("tor6-eth0", "fe80::1%eth0"), ("rr", "192.0.2.7")],
             vec!["peer tor: no default route for ipv4; the session starts when one appears"],
         ),
         (
@@ -240,7 +240,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
         ),
     ];
     for (rule, r, want, want_problems) in rows {
-        let (peers, problems) = resolve_peers(&cfg.peers, &r);
+        let (peers, problems) = resolve_peers(&cfg.peers, &r, &[]);
         let want: Vec<(String, String)> = want
             .into_iter()
             .map(|(n, a)| (n.to_owned(), a.to_owned()))
@@ -259,7 +259,7 @@ fn default_gateway_resolves_to_one_peer_per_next_hop() {
 }
 
 fn resolve_config(config: &Config, routes: &DefaultRoutes) -> (Config, Vec<Unresolved>) {
-    let (peers, problems) = resolve_peers(&config.peers, routes);
+    let (peers, problems) = resolve_peers(&config.peers, routes, &[]);
     (
         Config {
             peers,
@@ -278,9 +278,29 @@ fn a_changed_gateway_changes_only_that_peer() {
     let before = resolve_config(&cfg, &routes(vec![gw("198.18.1.1", "eth0", 0)], vec![])).0;
     let after = resolve_config(&cfg, &routes(vec![gw("198.18.9.1", "eth0", 0)], vec![])).0;
     let changes = podcidr_config::diff_peers(&before, &after);
-    assert_eq!(changes.changed, vec!["tor".to_owned()]);
+    assert_eq!(changes.changed, vec!["tor-eth0".to_owned()]);
     assert_eq!(changes.unchanged, vec!["rr".to_owned()]);
     assert!(changes.added.is_empty() && changes.removed.is_empty());
+}
+
+#[test]
+fn a_gateway_keeps_its_session_name_when_another_comes_or_goes() {
+    let cfg = config("  - {name: tor, address: default-gateway, asn: 65000}\n");
+    let one = routes(vec![gw("198.18.2.1", "eth1", 0)], vec![]);
+    let two = routes(
+        vec![gw("198.18.1.1", "eth0", 0), gw("198.18.2.1", "eth1", 0)],
+        vec![],
+    );
+    let (one, _) = resolve_config(&cfg, &one);
+    let (two, _) = resolve_config(&cfg, &two);
+    for (rule, before, after) in [
+        ("eth0's route goes", &two, &one),
+        ("it returns", &one, &two),
+    ] {
+        let changes = podcidr_config::diff_peers(before, after);
+        assert_eq!(changes.unchanged, vec!["tor-eth1".to_owned()], "{rule}");
+        assert!(changes.changed.is_empty(), "{rule}: {changes:?}");
+    }
 }
 
 #[test]
@@ -293,7 +313,33 @@ fn name_suffixes_stay_unique() {
         vec![gw("198.18.1.1", "eth0", 0), gw("198.18.1.2", "eth0", 0)],
         vec![],
     );
-    let (peers, _) = resolve_peers(&cfg.peers, &r);
+    let (peers, _) = resolve_peers(&cfg.peers, &r, &[]);
     let names: Vec<&str> = peers.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, vec!["tor-eth0-2", "tor-eth0-3", "tor-eth0"]);
+}
+
+#[test]
+fn a_second_gateway_on_one_interface_keeps_its_name_when_the_first_goes() {
+    let cfg = config("  - {name: tor, address: default-gateway, asn: 65000}\n");
+    let both = routes(
+        vec![gw("198.18.1.1", "eth0", 0), gw("198.18.1.2", "eth0", 10)],
+        vec![],
+    );
+    let second = routes(vec![gw("198.18.1.2", "eth0", 10)], vec![]);
+    let (first_run, _) = resolve_peers(&cfg.peers, &both, &[]);
+    assert_eq!(
+        summary(&first_run),
+        vec![
+            ("tor-eth0".to_owned(), "198.18.1.1".to_owned()),
+            ("tor-eth0-2".to_owned(), "198.18.1.2".to_owned())
+        ]
+    );
+    let (alone, _) = resolve_peers(&cfg.peers, &second, &first_run);
+    assert_eq!(
+        summary(&alone),
+        vec![("tor-eth0-2".to_owned(), "198.18.1.2".to_owned())]
+    );
+    // The first returns: it takes the free name, the second keeps its own.
+    let (again, _) = resolve_peers(&cfg.peers, &both, &alone);
+    assert_eq!(summary(&again), summary(&first_run));
 }

@@ -62,7 +62,7 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
         Effect::StartPeer(s) => Some(s.config.name.as_str()),
         _ => None,
     });
-    assert_eq!(started, vec!["tor", "rr"]);
+    assert_eq!(started, vec!["tor-eth0", "rr"]);
 
     let out = core.handle(Event::Kernel(kernel(via("198.18.2.1"))));
     let reset: Vec<(&str, String)> = out
@@ -72,7 +72,7 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
             _ => None,
         })
         .collect();
-    assert_eq!(reset, vec![("tor", "198.18.2.1".to_owned())]);
+    assert_eq!(reset, vec![("tor-eth0", "198.18.2.1".to_owned())]);
     assert!(
         !out.iter()
             .any(|e| matches!(e, Effect::StopPeer { .. } | Effect::StartPeer(_)))
@@ -92,8 +92,76 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
         Effect::StopPeer { name, .. } => Some(name.as_str()),
         _ => None,
     });
-    assert_eq!(stopped, vec!["tor"]);
+    assert_eq!(stopped, vec!["tor-eth0"]);
     assert!(!out.iter().any(|e| matches!(e, Effect::ResetPeer(_))));
+}
+
+fn two_uplinks(devs: &[&str]) -> DefaultRoutes {
+    DefaultRoutes {
+        ipv4: devs
+            .iter()
+            .map(|dev| Gateway {
+                via: match *dev {
+                    "eth0" => "198.18.1.1",
+                    _ => "198.18.2.1",
+                }
+                .parse()
+                .unwrap(),
+                dev: (*dev).into(),
+                metric: 0,
+            })
+            .collect(),
+        ipv6: Vec::new(),
+    }
+}
+
+/// Every effect that names the session `name`: a start, reset or stop (a Cease), or an
+/// address change.
+fn touches(out: &[Effect], name: &str) -> Vec<String> {
+    out.iter()
+        .filter(|e| match e {
+            Effect::StartPeer(s) | Effect::ResetPeer(s) => s.config.name == name,
+            Effect::StopPeer { name: n, .. } => n == name,
+            _ => false,
+        })
+        .map(|e| format!("{e:?}"))
+        .collect()
+}
+
+#[test]
+fn losing_one_of_two_uplinks_leaves_the_other_session_alone() {
+    let mut core = Core::new(
+        written(),
+        "node-a".into(),
+        false,
+        kernel(two_uplinks(&["eth0", "eth1"])),
+    );
+    let mut out = core.start();
+    out.extend(core.handle(source_ready()));
+    let started = names(&out, |e| match e {
+        Effect::StartPeer(s) => Some(s.config.name.as_str()),
+        _ => None,
+    });
+    assert_eq!(started, vec!["tor-eth0", "tor-eth1", "rr"]);
+
+    // eth0's default route goes: only its session stops, eth1's keeps its name and runs on.
+    let out = core.handle(Event::Kernel(kernel(two_uplinks(&["eth1"]))));
+    let stopped = names(&out, |e| match e {
+        Effect::StopPeer { name, .. } => Some(name.as_str()),
+        _ => None,
+    });
+    assert_eq!(stopped, vec!["tor-eth0"], "{out:?}");
+    assert_eq!(touches(&out, "tor-eth1"), Vec::<String>::new(), "no Cease");
+    assert_eq!(touches(&out, "tor"), Vec::<String>::new(), "no rename");
+
+    // It comes back: eth0's session starts again, eth1's is still untouched.
+    let out = core.handle(Event::Kernel(kernel(two_uplinks(&["eth0", "eth1"]))));
+    let started = names(&out, |e| match e {
+        Effect::StartPeer(s) => Some(s.config.name.as_str()),
+        _ => None,
+    });
+    assert_eq!(started, vec!["tor-eth0"], "{out:?}");
+    assert_eq!(touches(&out, "tor-eth1"), Vec::<String>::new());
 }
 
 fn established(asn: u32) -> SessionStatus {
@@ -105,7 +173,7 @@ fn established(asn: u32) -> SessionStatus {
 
 fn tick(core: &mut Core, secs: u64, tor: SessionStatus) -> Vec<(String, u32)> {
     let statuses: BTreeMap<String, SessionStatus> = [
-        ("tor".to_owned(), tor),
+        ("tor-eth0".to_owned(), tor),
         ("rr".to_owned(), established(65003)),
     ]
     .into();
@@ -130,13 +198,13 @@ fn the_as_an_auto_peer_learned_from_its_open_is_noticed_once_rfc4271_6_2() {
     assert_eq!(tick(&mut core, 1, SessionStatus::new(0)), vec![]);
     assert_eq!(
         tick(&mut core, 2, established(65042)),
-        vec![("tor".to_owned(), 65042)]
+        vec![("tor-eth0".to_owned(), 65042)]
     );
     assert_eq!(tick(&mut core, 3, established(65042)), vec![], "once");
     // A fixed-AS peer (rr) is never "learned"; a different AS after a reconnect is.
     assert_eq!(
         tick(&mut core, 4, established(65077)),
-        vec![("tor".to_owned(), 65077)]
+        vec![("tor-eth0".to_owned(), 65077)]
     );
 }
 
