@@ -203,16 +203,8 @@ fn setup(tag: &str) -> Option<(Netns, TempDir)> {
     Some((Netns::default(), TempDir::new("netns-gw")))
 }
 
-fn tag(test: u32) -> String {
-    format!("pgw{}{test}", std::process::id() % 100_000)
-}
-
-#[test]
-fn default_gateway_and_asn_auto_peer_with_bird_neighbor_range() {
-    let tag = tag(1);
-    let Some((mut ns, dir)) = setup(&tag) else {
-        return;
-    };
+/// A node behind one ToR on eth0 with an IPv4 and an IPv6 default route through it.
+fn dual_stack_gateway(ns: &mut Netns, tag: &str) -> (String, String) {
     let (node, tor) = (format!("{tag}-node"), format!("{tag}-tor"));
     ns.add(&node);
     ns.add(&tor);
@@ -228,6 +220,20 @@ fn default_gateway_and_asn_auto_peer_with_bird_neighbor_range() {
         "via",
         "fd00:18:1::1",
     ]);
+    (node, tor)
+}
+
+fn tag(test: u32) -> String {
+    format!("pgw{}{test}", std::process::id() % 100_000)
+}
+
+#[test]
+fn default_gateway_and_asn_auto_peer_with_bird_neighbor_range() {
+    let tag = tag(1);
+    let Some((mut ns, dir)) = setup(&tag) else {
+        return;
+    };
+    let (node, tor) = dual_stack_gateway(&mut ns, &tag);
     let (_bird, sock) = start_bird(&dir, &tor, 1, 65042);
     let mut speaker = start_speaker(&dir, &node, &write_config(&dir, GATEWAY_PEERS));
 
@@ -580,21 +586,7 @@ fn ipv4_and_ipv6_gateways_both_run_bfd_without_local_address() {
     let Some((mut ns, dir)) = setup(&tag) else {
         return;
     };
-    let (node, tor) = (format!("{tag}-node"), format!("{tag}-tor"));
-    ns.add(&node);
-    ns.add(&tor);
-    link(&tor, "to-node", &node, "eth0", 1);
-    ip(&["-n", &node, "route", "add", "default", "via", "198.18.1.1"]);
-    ip(&[
-        "-n",
-        &node,
-        "-6",
-        "route",
-        "add",
-        "default",
-        "via",
-        "fd00:18:1::1",
-    ]);
+    let (node, tor) = dual_stack_gateway(&mut ns, &tag);
     let (_bird, sock) = start_bird_with(&dir, &tor, 1, 65042, true);
     // Both default-gateway peers with BFD: neither may set localAddress, so the IPv4
     // session binds 0.0.0.0:3784 and the IPv6 one [::]:3784.
