@@ -107,6 +107,15 @@ pub async fn live_metric_names(dir: &TempDir) -> (String, BTreeSet<String>) {
     let fake = FakeKube::start().await.unwrap();
     fake.insert(&Gvr::nodes(), json!({"metadata": {"name": "node-a"}}))
         .unwrap();
+    // A configuration object, so the leader counts objects by Accepted reason.
+    fake.insert(
+        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpspeakerconfigs"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+               "metadata": {"name": "default", "generation": 1},
+               "spec": {"asn": 64512, "source": {"kind": "ipam-crd"},
+                        "allowedPrefixes": ["10.20.0.0/16"]}}),
+    )
+    .unwrap();
     let kc = dir.path("kubeconfig");
     fake.write_kubeconfig(&kc).unwrap();
     let admin = format!("127.0.0.1:{}", free_port());
@@ -128,7 +137,8 @@ pub async fn live_metric_names(dir: &TempDir) -> (String, BTreeSet<String>) {
         let (code, body) = http_get(admin.parse().unwrap(), "/metrics").await?;
         (code == 200
             && body.contains("podcidr_allocator_pool_capacity{")
-            && body.contains("podcidr_allocator_writes_total{"))
+            && body.contains("podcidr_allocator_writes_total{")
+            && body.contains("podcidr_allocator_config_objects{"))
         .then_some(body)
     })
     .await
