@@ -20,8 +20,8 @@
 # speakers idle for 5 s, 50 speakers' config-object watches and two edits, and the
 # criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
-# build scripts/test.sh already made), the speaker in release. It checks that the harness
-# works, not the targets.
+# build scripts/test.sh already made), the speaker in profile.quick (release without LTO).
+# It checks that the harness works, not the targets.
 #
 # Exit status: non-zero if any convergence run failed (convergence.py --strict), if the latency
 # bench did not receive every change of both sources (it exits 1), or if a criterion bench
@@ -75,8 +75,12 @@ mkdir -p "$out"
 failed=()
 
 bash bench/install-deps.sh
-cargo build --release --locked -p podcidr-bgp
-speaker=$CARGO_TARGET_DIR/release/podcidr-bgp
+# The shipped profile (fat LTO) for measurements; --quick, which checks the harness and not
+# the numbers, builds the same code without the whole-program link (profile.quick).
+profile=release
+((quick)) && profile=quick
+cargo build --profile "$profile" --locked -p podcidr-bgp
+speaker=$CARGO_TARGET_DIR/$profile/podcidr-bgp
 # The full run measures with `cargo bench`; --quick only runs the harnesses, through
 # `cargo test --workspace` (the features and debug build of scripts/test.sh, reused).
 bench_cmd() {
