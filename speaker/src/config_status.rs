@@ -74,7 +74,12 @@ pub async fn run(
         tokio::select! {
             Some(ev) = configs.next() => dirty |= config_store.apply(ev, "BGPSpeakerConfig"),
             Some(ev) = peers.next() => dirty |= peer_store.apply(ev, "BGPPeer"),
-            Some(ev) = nodes.next() => dirty |= node_store.apply(ev, "Node"),
+            Some(ev) = nodes.next() => {
+                // Nodes change often (status, heartbeats); only their labels and their
+                // coming and going matter here.
+                let relevant = !same_labels(&node_store, &ev);
+                dirty |= node_store.apply(ev, "Node") && relevant;
+            }
             Some(ev) = secret_rx.recv() => dirty |= secrets.apply(ev),
             r = leadership.changed() => {
                 if r.is_err() {
@@ -109,6 +114,20 @@ pub async fn run(
                 dirty = !writer.write_changed(&objects, &vs, &leadership).await;
             }
         }
+    }
+}
+
+/// Whether `ev` updates a known Node without changing its labels.
+fn same_labels(
+    store: &Store<PartialObjectMeta<Node>>,
+    ev: &Result<watcher::Event<PartialObjectMeta<Node>>, watcher::Error>,
+) -> bool {
+    match ev {
+        Ok(watcher::Event::Apply(n)) => store
+            .objects
+            .get(&n.name_any())
+            .is_some_and(|old| old.labels() == n.labels()),
+        _ => false,
     }
 }
 
@@ -270,4 +289,44 @@ fn accepted(s: Option<&ConfigObjectStatus>) -> Option<bool> {
         .iter()
         .find(|c| c.type_ == ipam_watch::crd::config_condition::ACCEPTED)
         .map(|c| c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use watcher::Event;
+
+    fn node(name: &str, rv: &str, labels: &[(&str, &str)]) -> PartialObjectMeta<Node> {
+        let mut n = PartialObjectMeta::<Node>::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.resource_version = Some(rv.into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        n
+    }
+
+    /// A heartbeat-driven Node update is no reason for a pass; a label change, a new Node or
+    /// a deleted one is.
+    #[test]
+    fn only_label_changes_and_node_churn_call_for_a_pass() {
+        let mut store = Store::new();
+        store.apply(Ok(Event::Init), "Node");
+        store.apply(
+            Ok(Event::InitApply(node("a", "1", &[("rack", "r1")]))),
+            "Node",
+        );
+        assert!(store.apply(Ok(Event::InitDone), "Node"));
+        let same = Ok(Event::Apply(node("a", "2", &[("rack", "r1")])));
+        assert!(same_labels(&store, &same));
+        let relabelled = Ok(Event::Apply(node("a", "3", &[("rack", "r2")])));
+        assert!(!same_labels(&store, &relabelled));
+        let new = Ok(Event::Apply(node("b", "4", &[("rack", "r1")])));
+        assert!(!same_labels(&store, &new));
+        let gone = Ok(Event::Delete(node("a", "5", &[("rack", "r1")])));
+        assert!(!same_labels(&store, &gone));
+    }
 }

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use ipam_watch::crd::SecretKeyRef;
+use podcidr_bgp::objects::check::parse_manifests;
 use podcidr_bgp::objects::convert::{MD5_SECRET, convert, to_yaml};
 use podcidr_bgp::objects::{Objects, assemble, select};
 use podcidr_config::{AdminConfig, Config};
@@ -47,16 +48,9 @@ fn read_doc(path: &Path) -> Value {
 
 /// The objects of a multi-document manifest, as the API server's clients read them.
 fn read_objects(yaml: &str) -> Objects {
-    let docs: Vec<Value> = serde_saphyr::from_str_multiple(yaml).expect("valid YAML");
-    let of = |kind: &'static str| docs.iter().filter(move |d| d["kind"] == kind).cloned();
-    let configs: Vec<BGPSpeakerConfig> = of("BGPSpeakerConfig")
-        .map(|d| serde_json::from_value(d).expect("a BGPSpeakerConfig"))
-        .collect();
-    let peers: Vec<BGPPeer> = of("BGPPeer")
-        .map(|d| serde_json::from_value(d).expect("a BGPPeer"))
-        .collect();
-    assert_eq!(configs.len(), 1, "one BGPSpeakerConfig");
-    Objects::from_lists(configs, peers)
+    let (objects, _) = parse_manifests(yaml).expect("valid object manifests");
+    assert_eq!(objects.configs.len(), 1, "one BGPSpeakerConfig");
+    objects
 }
 
 /// Labels of a node each selector in the file selects (plus a node with no labels): every

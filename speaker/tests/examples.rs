@@ -6,34 +6,30 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig};
-use podcidr_bgp::objects::{Objects, assemble, select};
+use podcidr_bgp::objects::check::parse_manifests;
+use podcidr_bgp::objects::{assemble, select};
 use serde_json::Value;
 
-fn example(name: &str) -> Vec<Value> {
+fn example_text(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../deploy/examples/objects")
         .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn example(name: &str) -> Vec<Value> {
+    serde_saphyr::from_str_multiple(&example_text(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
 fn example_config_objects_assemble_into_a_valid_config_on_any_node() {
     let docs = example("default.yaml");
-    let of = |kind: &'static str| docs.iter().filter(move |d| d["kind"] == kind).cloned();
-    let configs: Vec<BGPSpeakerConfig> = of("BGPSpeakerConfig")
-        .map(|d| serde_json::from_value(d).expect("a BGPSpeakerConfig"))
-        .collect();
-    let peers: Vec<BGPPeer> = of("BGPPeer")
-        .map(|d| serde_json::from_value(d).expect("a BGPPeer"))
-        .collect();
     // Keys are referenced, never shipped: a re-apply of the example must not reset them.
     assert!(
-        of("Secret").next().is_none(),
+        docs.iter().all(|d| d["kind"] != "Secret"),
         "the example ships no Secret (kubectl create secret generic, operator guide)"
     );
-    let objects = Objects::from_lists(configs, peers);
+    let (objects, _) = parse_manifests(&example_text("default.yaml")).expect("the example reads");
     let node = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "node-a".to_owned())]);
     let selection = select(&objects, &node);
     let config = selection.config.expect("the example selects every node");

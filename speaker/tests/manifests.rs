@@ -547,6 +547,16 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
     assert_eq!(used, granted, "used (left) vs granted (right)");
 }
 
+/// A container's `args`, as strings.
+fn container_args(container: &Value) -> Vec<&str> {
+    container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .collect()
+}
+
 /// The DaemonSet configures each speaker from the objects (`--config-source=kubernetes`), with
 /// no config file mounted; its MD5 keys go to the in-memory `emptyDir` at `--key-dir`; the
 /// Secret namespace is the pod's own, where the Role granting the example's Secret lives.
@@ -555,12 +565,7 @@ fn daemonset_runs_the_speaker_from_config_objects_with_keys_in_memory() {
     let ds = documents(&deploy().join("speaker/daemonset.yaml"));
     let pod = &ds[0]["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|a| a.as_str())
-        .collect();
+    let args = container_args(container);
     assert!(args.contains(&"--config-source=kubernetes"), "{args:?}");
     assert!(
         !args
@@ -644,12 +649,7 @@ async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
     assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
     let pod = &spec["template"]["spec"];
     let container = &pod["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|a| a.as_str())
-        .collect();
+    let args = container_args(container);
     let admin = args
         .iter()
         .find_map(|a| a.strip_prefix("--admin-listen="))

@@ -223,6 +223,21 @@ fn dual_stack_gateway(ns: &mut Netns, tag: &str) -> (String, String) {
     (node, tor)
 }
 
+/// A node with two uplinks: eth0 to one ToR (198.18.1.0/24), eth1 to another (198.18.2.0/24).
+fn two_uplinks(ns: &mut Netns, tag: &str) -> (String, String, String) {
+    let (node, tor1, tor2) = (
+        format!("{tag}-node"),
+        format!("{tag}-tor1"),
+        format!("{tag}-tor2"),
+    );
+    for n in [&node, &tor1, &tor2] {
+        ns.add(n);
+    }
+    link(&tor1, "to-node", &node, "eth0", 1);
+    link(&tor2, "to-node", &node, "eth1", 2);
+    (node, tor1, tor2)
+}
+
 fn tag(test: u32) -> String {
     format!("pgw{}{test}", std::process::id() % 100_000)
 }
@@ -352,16 +367,7 @@ fn two_tors_one_config_one_session_per_next_hop_ecmp_or_metric_with_its_own_loca
     let Some((mut ns, dir)) = setup(&tag) else {
         return;
     };
-    let (node, tor1, tor2) = (
-        format!("{tag}-node"),
-        format!("{tag}-tor1"),
-        format!("{tag}-tor2"),
-    );
-    for n in [&node, &tor1, &tor2] {
-        ns.add(n);
-    }
-    link(&tor1, "to-node", &node, "eth0", 1);
-    link(&tor2, "to-node", &node, "eth1", 2);
+    let (node, tor1, tor2) = two_uplinks(&mut ns, &tag);
     // IPv4: one multipath (ECMP) route, whose second next hop only rtnetlink shows.
     let ecmp = "default nexthop via 198.18.1.1 dev eth0 nexthop via 198.18.2.1 dev eth1";
     let mut args = vec!["-n", node.as_str(), "route", "add"];
@@ -519,16 +525,7 @@ fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
     let Some((mut ns, dir)) = setup(&tag) else {
         return;
     };
-    let (node, tor1, tor2) = (
-        format!("{tag}-node"),
-        format!("{tag}-tor1"),
-        format!("{tag}-tor2"),
-    );
-    for n in [&node, &tor1, &tor2] {
-        ns.add(n);
-    }
-    link(&tor1, "to-node", &node, "eth0", 1);
-    link(&tor2, "to-node", &node, "eth1", 2);
+    let (node, tor1, tor2) = two_uplinks(&mut ns, &tag);
     // One default route per uplink, as DHCP or networkd installs them.
     for (via, dev, metric) in [("198.18.1.1", "eth0", "100"), ("198.18.2.1", "eth1", "200")] {
         ip(&[

@@ -28,34 +28,62 @@ pub struct ObjectsCheck {
 /// Reads every YAML document of `files`; an unreadable file or an object that is not of its
 /// kind's shape is an error naming the file.
 pub fn read_manifests(files: &[PathBuf]) -> Result<(Objects, BTreeMap<String, Value>), String> {
-    let mut configs = Vec::new();
-    let mut peers = Vec::new();
-    let mut raw = BTreeMap::new();
+    let mut read = Manifests::default();
     for file in files {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
+        read.add(&file.display().to_string(), &text)?;
+    }
+    Ok(read.done())
+}
+
+/// The objects of one multi-document manifest `text` (as [`read_manifests`] reads a file).
+pub fn parse_manifests(text: &str) -> Result<(Objects, BTreeMap<String, Value>), String> {
+    let mut read = Manifests::default();
+    read.add("manifest", text)?;
+    Ok(read.done())
+}
+
+/// The configuration objects read so far, and each one's spec as written.
+#[derive(Default)]
+struct Manifests {
+    configs: Vec<BGPSpeakerConfig>,
+    peers: Vec<BGPPeer>,
+    raw: BTreeMap<String, Value>,
+}
+
+impl Manifests {
+    fn add(&mut self, origin: &str, text: &str) -> Result<(), String> {
+        let docs: Vec<Value> =
+            serde_saphyr::from_str_multiple(text).map_err(|e| format!("{origin}: {e}"))?;
         for doc in docs.into_iter().filter(|d| !d.is_null()) {
             let name = doc["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
             let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-            let shape = |e: serde_json::Error| format!("{}: {kind} {name}: {e}", file.display());
+            let shape = |e: serde_json::Error| format!("{origin}: {kind} {name}: {e}");
             match kind.as_str() {
                 "BGPSpeakerConfig" => {
-                    raw.insert(format!("{kind}/{name}"), doc["spec"].clone());
-                    configs.push(serde_json::from_value::<BGPSpeakerConfig>(doc).map_err(shape)?);
+                    self.raw
+                        .insert(format!("{kind}/{name}"), doc["spec"].clone());
+                    self.configs
+                        .push(serde_json::from_value::<BGPSpeakerConfig>(doc).map_err(shape)?);
                 }
                 "BGPPeer" => {
-                    raw.insert(format!("{kind}/{name}"), doc["spec"].clone());
-                    peers.push(serde_json::from_value::<BGPPeer>(doc).map_err(shape)?);
+                    self.raw
+                        .insert(format!("{kind}/{name}"), doc["spec"].clone());
+                    self.peers
+                        .push(serde_json::from_value::<BGPPeer>(doc).map_err(shape)?);
                 }
                 _ => {}
             }
         }
+        Ok(())
     }
-    Ok((Objects::from_lists(configs, peers), raw))
+
+    fn done(self) -> (Objects, BTreeMap<String, Value>) {
+        (Objects::from_lists(self.configs, self.peers), self.raw)
+    }
 }
 
 /// What a node with `labels` runs from `objects`, and every problem with it. MD5 keys are
