@@ -313,9 +313,11 @@ fn default_gateway_peers_with_gobgp_dynamic_neighbors() {
         &conf,
         "[global.config]\n  as = 65010\n  router-id = \"198.18.1.1\"\n  \
          local-address-list = [\"198.18.1.1\"]\n\
+         [global.apply-policy.config]\n  default-export-policy = \"reject-route\"\n\
          [[peer-groups]]\n  [peer-groups.config]\n    peer-group-name = \"nodes\"\n    \
          peer-as = 64512\n  [[peer-groups.afi-safis]]\n    [peer-groups.afi-safis.config]\n      \
-         afi-safi-name = \"ipv4-unicast\"\n\
+         afi-safi-name = \"ipv4-unicast\"\n    \
+         [peer-groups.afi-safis.prefix-limit.config]\n      max-prefixes = 16\n\
          [[dynamic-neighbors]]\n  [dynamic-neighbors.config]\n    prefix = \"198.18.1.0/24\"\n    \
          peer-group = \"nodes\"\n",
     )
@@ -358,6 +360,22 @@ fn default_gateway_peers_with_gobgp_dynamic_neighbors() {
         |r| r.contains("198.19.1.0/24"),
     );
     assert!(rib.contains("198.18.1.2"), "next hop self:\n{rib}");
+    // docs/tor.md's outbound deny: a route in GoBGP's table is not sent to the node.
+    let gobgp = |args: &[&str]| {
+        let mut all = vec!["gobgp", "-u", "127.0.0.1", "-p", "50151"];
+        all.extend_from_slice(args);
+        let out = in_ns(&tor, &all);
+        assert!(out.status.success(), "{all:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    gobgp(&["global", "rib", "add", "198.18.200.0/24", "-a", "ipv4"]);
+    let rib = gobgp(&["global", "rib", "-a", "ipv4"]);
+    assert!(rib.contains("198.18.200.0/24"), "{rib}");
+    let adj_out = gobgp(&["neighbor", "198.18.1.2", "adj-out", "-a", "ipv4"]);
+    assert!(
+        !adj_out.contains("198.18.200.0/24") && !adj_out.contains("198.19.1.0/24"),
+        "default-export-policy reject-route sends the node nothing:\n{adj_out}"
+    );
     learned_as_then_stop(&dir, &mut speaker, 65010);
 }
 

@@ -188,7 +188,15 @@ fn every_tested_block_of_the_tor_guide_is_run_here() {
         .collect();
     assert_eq!(
         marked,
-        ["bird-per-node", "bird-range", "frr-per-node", "frr-range"].into(),
+        [
+            "bird-per-node",
+            "bird-range",
+            "bird-range-per-node-as",
+            "frr-per-node",
+            "frr-range",
+            "frr-range-per-node-as",
+        ]
+        .into(),
         "a block marked tested needs a test below"
     );
 }
@@ -213,4 +221,16 @@ fn frr_one_neighbor_per_node_accepts_ipv6_under_ebgp_requires_policy() {
 #[test]
 fn frr_listen_range_with_md5_and_gtsm_accepts_a_node_of_the_rack() {
     run_frr("frr-range");
+}
+
+/// Nodes with an AS each: the range takes any external AS, with an import limit.
+#[test]
+fn bird_neighbor_range_external_with_import_limit_accepts_a_node_with_its_own_as() {
+    run_bird("bird-range-per-node-as");
+}
+
+/// `remote-as external`, an explicit outbound deny and maximum-prefix, both families.
+#[test]
+fn frr_listen_range_remote_as_external_with_outbound_deny_accepts_a_node_with_its_own_as() {
+    run_frr("frr-range-per-node-as");
 }
