@@ -44,7 +44,8 @@ async fn bfd_timeout_without_bfd_up_lets_bgp_reestablish_rfc5882_3_2() {
     wait_state(&h.task, State::Established).await;
     // A BFD that comes Up and fails again resets the session again.
     h.task.bfd(BfdInput::Up);
-    h.task.bfd(BfdInput::Failed("neighbor signaled session down".into()));
+    h.task
+        .bfd(BfdInput::Failed("neighbor signaled session down".into()));
     assert_eq!(notification(&mut peer).await, (6, cease::BFD_DOWN));
     let mut peer = next_peer(&mut h).await;
     establish(&mut peer, 90).await;
@@ -110,7 +111,10 @@ async fn strict_mode_waits_for_bfd_up_and_shows_the_wait_draft_bfd_strict_8_5() 
     assert!(ours.capabilities().any(|c| *c == Capability::BfdStrictMode));
     peer.send(strict_open(90)).await.unwrap();
     let st = wait_status(&h.task, |s| s.waiting_for_bfd_since.is_some()).await;
-    assert_eq!((st.state, st.peer_bfd_strict), (State::OpenSent, Some(true)));
+    assert_eq!(
+        (st.state, st.peer_bfd_strict),
+        (State::OpenSent, Some(true))
+    );
     // No KEEPALIVE while BFD is not Up, however long (short of the hold time).
     let early = tokio::time::timeout(Duration::from_secs(60), peer.next()).await;
     assert!(early.is_err(), "sent before BFD Up: {early:?}");

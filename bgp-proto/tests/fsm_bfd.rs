@@ -42,14 +42,20 @@ fn bfd_strict_mode_capability_is_code_74_with_no_value_draft_bfd_strict_5() {
         .unwrap();
     assert!(buf.windows(2).any(|w| w == [74, 0]), "{buf:?}");
     let plain = bgp_proto::session::open::local_open(&cfg(), false);
-    assert!(!plain.capabilities().any(|c| *c == Capability::BfdStrictMode));
+    assert!(
+        !plain
+            .capabilities()
+            .any(|c| *c == Capability::BfdStrictMode)
+    );
 }
 
 #[test]
 fn bfd_failure_resets_an_established_session_and_reconnects_rfc5882_3_2() {
     let mut s = Session::new(cfg());
     to_established(&mut s, peer_open(PEER, 90, both_families()));
-    let out = s.handle(Input::Bfd(BfdInput::Failed("control detection time expired".into())));
+    let out = s.handle(Input::Bfd(BfdInput::Failed(
+        "control detection time expired".into(),
+    )));
     assert_eq!(sent_notification(&out), Some((6, cease::BFD_DOWN)));
     assert_eq!(s.state(), State::Idle);
     assert_eq!(
@@ -167,7 +173,10 @@ fn strict_bfd_down_while_waiting_sends_cease_bfd_down_draft_bfd_strict_8_5_2() {
     let out = s.handle(Input::Bfd(BfdInput::NotUp));
     assert_eq!(sent_notification(&out), Some((6, cease::BFD_DOWN)));
     assert_eq!(s.state(), State::Idle);
-    assert!(armed(&out, Timer::ConnectRetry).is_some(), "retries: {out:?}");
+    assert!(
+        armed(&out, Timer::ConnectRetry).is_some(),
+        "retries: {out:?}"
+    );
 }
 
 #[test]
@@ -201,8 +210,7 @@ fn strict_hold_time_zero_waits_bfd_hold_time_draft_bfd_strict_8_5_3() {
 }
 
 #[test]
-fn strict_established_session_is_reset_by_bfd_failure_then_waits_again_draft_bfd_strict_8_7_2()
-{
+fn strict_established_session_is_reset_by_bfd_failure_then_waits_again_draft_bfd_strict_8_7_2() {
     let mut s = Session::new(strict_cfg());
     s.handle(Input::Bfd(BfdInput::Up));
     to_established(&mut s, peer_open(PEER, 90, with_strict(both_families())));

@@ -54,10 +54,7 @@ pub use super::status::SessionEvent;
 enum Control {
     Stop(StopReason),
     Bfd(BfdInput),
-    SetConnectRetry {
-        base: Duration,
-        max: Duration,
-    },
+    SetConnectRetry { base: Duration, max: Duration },
 }
 
 /// Handle to a running session task.

@@ -149,5 +149,7 @@ pub enum SessionEvent {
     /// BFD strict mode is configured and the peer's OPEN says whether it is negotiated
     /// (sent when that changes): without the peer's capability 74 the session runs
     /// non-strict.
-    BfdStrict { negotiated: bool },
+    BfdStrict {
+        negotiated: bool,
+    },
 }
