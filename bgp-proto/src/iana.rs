@@ -76,6 +76,8 @@ pub mod capability_code {
     pub const ADD_PATH: u8 = 69;
     pub const ENHANCED_ROUTE_REFRESH: u8 = 70;
     pub const FQDN: u8 = 73;
+    /// draft-ietf-idr-bgp-bfd-strict-mode §5 (IANA-assigned).
+    pub const BFD_STRICT_MODE: u8 = 74;
 }
 
 /// OPEN optional parameter types (RFC 5492, RFC 9072).

@@ -84,6 +84,7 @@ fn capability() -> impl Strategy<Value = Capability> {
             prop::collection::vec(any::<u8>(), 0..20)
         )
             .prop_map(|(hostname, domain)| Capability::Fqdn { hostname, domain }),
+        Just(Capability::BfdStrictMode),
         // Codes the decoder does not interpret.
         (
             prop::sample::select(vec![0u8, 7, 9, 71, 128, 200]),

@@ -439,6 +439,9 @@ pub struct BfdConfig {
     /// Detection multiplier sent to the peer (the peer's detection time is this × the
     /// agreed interval).
     pub multiplier: u8,
+    /// BFD strict mode (draft-ietf-idr-bgp-bfd-strict-mode): advertised in the OPEN; when
+    /// the peer advertises it too, BGP waits for BFD Up.
+    pub strict: bool,
 }
 
 /// 300 ms × 3: under a second to detect, and tolerant of a busy node.
@@ -451,6 +454,7 @@ impl Default for BfdConfig {
             min_tx: DEFAULT_BFD_INTERVAL,
             min_rx: DEFAULT_BFD_INTERVAL,
             multiplier: DEFAULT_BFD_MULTIPLIER,
+            strict: false,
         }
     }
 }

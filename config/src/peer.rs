@@ -506,11 +506,11 @@ fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<Graceful
 /// with; a minute is far past any BGP hold time, where BFD stops making sense.
 const BFD_INTERVAL_RULE: &str = "10..60000 milliseconds";
 
-/// `bfd: {enabled, minTx, minRx, multiplier}`; the block's presence turns BFD on unless
-/// `enabled: false`.
+/// `bfd: {enabled, minTx, minRx, multiplier, strict}`; the block's presence turns BFD on
+/// unless `enabled: false`.
 fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
     let obj = Obj::of(n, errs)?;
-    obj.check_keys(&["enabled", "minTx", "minRx", "multiplier"], errs);
+    obj.check_keys(&["enabled", "minTx", "minRx", "multiplier", "strict"], errs);
     let d = BfdConfig::default();
     let ms = |key: &str, errs: &mut Errors, default: Duration| {
         Lookup::of(&obj, key, errs, |n, e| {
@@ -524,10 +524,12 @@ fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
     let min_rx = ms("minRx", errs, d.min_rx);
     let multiplier = Lookup::of(&obj, "multiplier", errs, |n, e| n.int(1, 255, "1..255", e))
         .known(u64::from(d.multiplier));
+    let strict = Lookup::of(&obj, "strict", errs, boolean).known(d.strict);
     let cfg = BfdConfig {
         min_tx: min_tx?,
         min_rx: min_rx?,
         multiplier: u8::try_from(multiplier?).ok()?,
+        strict: strict?,
     };
     Some(enabled?.then_some(cfg))
 }

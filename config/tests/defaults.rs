@@ -322,6 +322,14 @@ fn duration_keys_take_seconds_or_a_unit() {
 }
 
 #[test]
+fn bfd_strict_is_off_unless_written_draft_bfd_strict_6() {
+    let c = valid(&with_peer("bfd: {}"));
+    assert!(!c.peers[0].bfd.unwrap().strict);
+    let c = valid(&with_peer("bfd: {strict: true}"));
+    assert!(c.peers[0].bfd.unwrap().strict);
+}
+
+#[test]
 fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
     use podcidr_config::BfdConfig;
     let c = valid(&with_peer("bfd: {}"));
@@ -330,7 +338,8 @@ fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
         Some(BfdConfig {
             min_tx: Duration::from_millis(300),
             min_rx: Duration::from_millis(300),
-            multiplier: 3
+            multiplier: 3,
+            strict: false,
         })
     );
     let c = valid(&with_peer("bfd: {minTx: 100, minRx: 150, multiplier: 5}"));

@@ -373,6 +373,11 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "peers[0].bfd.multiplier: 256 is not allowed (1..255)",
         ),
         (
+            "bfd_strict_is_a_boolean",
+            with_peer("bfd: {strict: \"yes\"}"),
+            "peers[0].bfd.strict: \"yes\" is not a boolean (true or false)",
+        ),
+        (
             "bfd_unknown_key",
             with_peer("bfd: {minTX: 100}"),
             "peers[0].bfd.minTX: unknown key (did you mean minTx?)",

@@ -218,6 +218,7 @@ fn capability_json(c: &Capability) -> Value {
             "domain": String::from_utf8_lossy(domain),
         }),
         Capability::Unknown { value, .. } => json!({"value": hex(value)}),
+        Capability::BfdStrictMode => json!({}),
         Capability::RouteRefresh
         | Capability::EnhancedRouteRefresh
         | Capability::ExtendedMessage => {

@@ -397,7 +397,10 @@ mod generated {
                 "gracefulRestart",
                 json!({"enabled": false, "restartTime": 30}),
             ),
-            ("bfd", json!({"minTx": 100, "multiplier": 5})),
+            (
+                "bfd",
+                json!({"minTx": 100, "multiplier": 5, "strict": true}),
+            ),
             ("communities", json!(["65000:100", "no-export"])),
             ("largeCommunities", json!(["4200000001:1:2"])),
             ("med", json!(4_294_967_295u64)),

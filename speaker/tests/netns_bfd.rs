@@ -1,8 +1,9 @@
 //! BFD against BIRD 2 in network namespaces the test creates (node + ToR, veth): a cut
 //! link or a crashed speaker takes the node's routes off the ToR through BFD, graceful
 //! restart or not; a planned restart (SIGTERM without --final) keeps them, and the ToR's
-//! BFD session never goes down (the handover of docs/bgp.md). Skipped with a message where
-//! namespaces, BIRD or iptables are not available.
+//! BFD session never goes down (the handover of docs/bgp.md); a ToR that drops BFD never
+//! strands the BGP session. Skipped with a message where namespaces, BIRD or iptables are
+//! not available.
 
 mod common;
 
@@ -15,6 +16,11 @@ const WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
 
 fn topology(case: u32) -> Option<BfdTopology> {
+    topology_with(case, |c| c)
+}
+
+/// [`topology`] with the speaker's config file edited first.
+fn topology_with(case: u32, edit: impl FnOnce(String) -> String) -> Option<BfdTopology> {
     let tag = format!("pcbfd{}{case}", std::process::id() % 100_000);
     if !netns_permitted(&format!("{tag}-probe"), &["bird", "iptables"]) {
         eprintln!("SKIPPED: network namespaces, bird or iptables are not available here");
@@ -26,6 +32,7 @@ fn topology(case: u32) -> Option<BfdTopology> {
         restart_time: 120,
     };
     let mut t = BfdTopology::new(&tag, common::BIN.as_ref(), &opts);
+    t.edit_speaker_config(edit);
     t.start_speaker();
     let up = t.poll_until(POLL, WAIT, |t| {
         t.tor_has_route() && t.tor_bfd_up() && t.log().contains("BFD session state")
@@ -63,7 +70,7 @@ fn cut_link_withdraws_routes_through_bfd_not_hold_timer_rfc5882_3_2() {
     );
     assert!(bird_says_bfd_down(&t), "{}", t.diagnostics());
     // Our side: BFD Down tears BGP down (Cease/BFD Down cannot reach the ToR over a cut
-    // link, so the log line is the evidence) and holds it down.
+    // link, so the log line is the evidence); BGP retries on its own backoff meanwhile.
     let logged = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
     assert!(logged.is_some(), "{}", t.log());
     assert!(
@@ -132,4 +139,76 @@ fn planned_restart_keeps_routes_and_the_tor_bfd_session_rfc5882_4_3() {
         t.birdc("show bfd sessions").contains("0.300")
     });
     assert!(fast.is_some(), "{}", t.diagnostics());
+}
+
+/// The peer as `podcidr-bgp peers -o json` shows it.
+fn tor_peer(t: &BfdTopology) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&t.peers_json()).ok()?;
+    v["peers"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == "tor")
+        .cloned()
+}
+
+/// (state, flaps) of the session with the ToR.
+fn tor_session(t: &BfdTopology) -> Option<(String, u64)> {
+    let p = tor_peer(t)?;
+    Some((p["state"].as_str()?.to_owned(), p["flaps"].as_u64()?))
+}
+
+/// The review's stranded session: the ToR's operator removes `bfd on`, BIRD frees its BFD
+/// session without AdminDown, and our BFD times out. BGP is reset once (Cease/BFD Down) and
+/// must come back by itself, with BFD down for good and no speaker restart: only strict mode,
+/// agreed by both OPENs, may make BGP wait for BFD.
+#[test]
+fn tor_dropping_bfd_does_not_strand_the_bgp_session_rfc5882_3_2() {
+    let Some(t) = topology(4) else { return };
+    t.tor_reconfigure_without_bfd();
+    let reset = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
+    assert!(reset.is_some(), "no BFD timeout\n{}", t.diagnostics());
+    assert!(
+        t.log().contains("BFD down: control detection time expired"),
+        "{}",
+        t.log()
+    );
+    // Back without BFD: Established again after the flap, and the route at the ToR.
+    let back = t.poll_until(POLL, Duration::from_secs(60), |t| {
+        tor_session(t).is_some_and(|(state, flaps)| state == "Established" && flaps >= 1)
+            && t.tor_bgp_established()
+            && t.tor_has_route()
+    });
+    assert!(back.is_some(), "BGP stranded\n{}", t.diagnostics());
+    let m = t.metrics();
+    assert!(m.contains("podcidr_bgp_session_up{peer=\"tor\"} 1"), "{m}");
+    assert!(
+        m.contains("podcidr_bgp_waiting_for_bfd{peer=\"tor\"} 0"),
+        "{m}"
+    );
+    assert!(!t.tor_bfd_up(), "{}", t.diagnostics());
+}
+
+/// `bfd.strict` against a ToR whose OPEN has no capability 74 (BIRD 2 has none): the
+/// session runs non-strict and says so, so losing BFD does not strand it either.
+#[test]
+fn strict_mode_with_a_tor_without_capability_74_runs_non_strict_draft_bfd_strict_6() {
+    let Some(t) = topology_with(5, |c| {
+        c.replace("multiplier: 3}", "multiplier: 3, strict: true}")
+    }) else {
+        return;
+    };
+    let said = t.poll_until(POLL, WAIT, |t| {
+        tor_peer(t).is_some_and(|p| p["bfdStrict"] == "peerNotStrict")
+            && t.log().contains("running non-strict")
+    });
+    assert!(said.is_some(), "{}\n{}", t.peers_json(), t.log());
+    t.tor_reconfigure_without_bfd();
+    let reset = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
+    assert!(reset.is_some(), "no BFD timeout\n{}", t.diagnostics());
+    let back = t.poll_until(POLL, Duration::from_secs(60), |t| {
+        tor_session(t).is_some_and(|(state, flaps)| state == "Established" && flaps >= 1)
+            && t.tor_has_route()
+    });
+    assert!(back.is_some(), "BGP stranded\n{}", t.diagnostics());
+    assert!(!t.log().contains("held waiting for BFD"), "{}", t.log());
 }

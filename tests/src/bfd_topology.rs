@@ -114,6 +114,13 @@ impl BfdTopology {
         }
     }
 
+    /// Rewrites the speaker's config file (read at its next start).
+    pub fn edit_speaker_config(&self, f: impl FnOnce(String) -> String) {
+        let path = self.dir.path("speaker.yaml");
+        let conf = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, f(conf)).unwrap();
+    }
+
     /// Starts the speaker (without `--final`: SIGTERM means a graceful restart).
     pub fn start_speaker(&mut self) {
         self.launches += 1;
@@ -199,6 +206,17 @@ impl BfdTopology {
             "json",
         ];
         String::from_utf8_lossy(&in_ns(&self.node, &args).stdout).into_owned()
+    }
+
+    /// The ToR's operator removes `bfd on` and reconfigures: BIRD keeps the BGP session and
+    /// frees its BFD session without sending AdminDown, so the node's BFD times out.
+    pub fn tor_reconfigure_without_bfd(&self) {
+        let path = self.dir.path("bird.conf");
+        let conf = std::fs::read_to_string(&path).unwrap();
+        assert!(conf.contains(" bfd on;"), "BFD is not on at the ToR");
+        std::fs::write(&path, conf.replace(" bfd on;", "")).unwrap();
+        let out = self.birdc("configure");
+        assert!(out.contains("Reconfigur"), "birdc configure: {out}");
     }
 
     pub fn birdc(&self, cmd: &str) -> String {

@@ -79,6 +79,8 @@ pub enum Capability {
     AddPath(Vec<AddPathFamily>),
     /// draft-walton-bgp-hostname-capability.
     Fqdn { hostname: Vec<u8>, domain: Vec<u8> },
+    /// draft-ietf-idr-bgp-bfd-strict-mode §5: no value.
+    BfdStrictMode,
     /// Anything else, kept byte for byte.
     Unknown { code: u8, value: Vec<u8> },
 }
@@ -95,6 +97,7 @@ impl Capability {
             Capability::FourOctetAs(_) => code::FOUR_OCTET_AS,
             Capability::AddPath(_) => code::ADD_PATH,
             Capability::Fqdn { .. } => code::FQDN,
+            Capability::BfdStrictMode => code::BFD_STRICT_MODE,
             Capability::Unknown { code, .. } => *code,
         }
     }
@@ -110,6 +113,7 @@ impl Capability {
             Capability::FourOctetAs(_) => "four-octet-as",
             Capability::AddPath(_) => "add-path",
             Capability::Fqdn { .. } => "fqdn",
+            Capability::BfdStrictMode => "bfd-strict-mode",
             Capability::Unknown { code: 128, .. } => "route-refresh-cisco",
             Capability::Unknown { code: 71, .. } => "long-lived-graceful-restart",
             Capability::Unknown { code: 9, .. } => "bgp-role",
@@ -228,6 +232,12 @@ impl Capability {
                 }
                 Capability::Fqdn { hostname, domain }
             }
+            code::BFD_STRICT_MODE => {
+                if !value.is_empty() {
+                    return Err(bad_len());
+                }
+                Capability::BfdStrictMode
+            }
             other => Capability::Unknown {
                 code: other,
                 value: value.to_vec(),
@@ -247,6 +257,7 @@ impl Capability {
             Capability::RouteRefresh
             | Capability::EnhancedRouteRefresh
             | Capability::ExtendedMessage => {}
+            Capability::BfdStrictMode => {}
             Capability::ExtendedNextHop(entries) => {
                 for e in entries {
                     value.put_u16(e.nlri_afi);

@@ -33,7 +33,7 @@ use super::second_conn::{SecondConnection, SecondEvent, close_second, second_eve
 use super::status::{NotificationRecord, SessionStatus};
 pub use super::update_errors::UPDATE_ERROR_EVENT_INTERVAL;
 use super::update_errors::{Summary, UpdateErrorWindow};
-use super::{Input, Output, Session, State, StopReason, Timer};
+use super::{BfdInput, Input, Output, Session, State, StopReason, Timer};
 
 /// Opens the TCP (or test) connection for active sessions.
 pub trait Connector: Send + 'static {
@@ -53,13 +53,8 @@ pub use super::status::SessionEvent;
 #[derive(Debug)]
 enum Control {
     Stop(StopReason),
-    /// Stop without ending the task, and stay down until [`Control::Resume`].
-    HoldDown(StopReason),
-    Resume,
-    SetConnectRetry {
-        base: Duration,
-        max: Duration,
-    },
+    Bfd(BfdInput),
+    SetConnectRetry { base: Duration, max: Duration },
 }
 
 /// Handle to a running session task.
@@ -77,9 +72,9 @@ impl SessionTask {
         let _ = self.control.send(Control::Stop(reason));
     }
 
-    /// A handle that can hold the session down and resume it, from a task of its own.
-    pub fn hold_control(&self) -> HoldControl {
-        HoldControl(self.control.clone())
+    /// What the BFD session beside this one says (see [`BfdInput`]).
+    pub fn bfd(&self, input: BfdInput) {
+        let _ = self.control.send(Control::Bfd(input));
     }
 
     /// New ConnectRetry backoff bounds, used from the next retry on; the session is not
@@ -95,23 +90,6 @@ impl SessionTask {
 
     pub fn is_finished(&self) -> bool {
         self.join.is_finished()
-    }
-}
-
-/// Holds a session down and lets it up again (BFD Down holds BGP down until BFD is Up).
-#[derive(Debug, Clone)]
-pub struct HoldControl(mpsc::UnboundedSender<Control>);
-
-impl HoldControl {
-    /// Takes the session down now (NOTIFICATION per reason) and keeps it down, task
-    /// running, until [`HoldControl::resume`].
-    pub fn hold_down(&self, reason: StopReason) {
-        let _ = self.0.send(Control::HoldDown(reason));
-    }
-
-    /// Starts a held-down session again (ManualStart); nothing if it is running.
-    pub fn resume(&self) {
-        let _ = self.0.send(Control::Resume);
     }
 }
 
@@ -354,8 +332,7 @@ impl<C: Connector> Driver<C> {
                         self.stopping = true;
                         self.process(Input::Stop(reason));
                     }
-                    Control::HoldDown(reason) => self.process(Input::Stop(reason)),
-                    Control::Resume => self.process(Input::Start),
+                    Control::Bfd(input) => self.process(Input::Bfd(input)),
                     Control::SetConnectRetry { base, max } => {
                         self.process(Input::SetConnectRetry { base, max });
                     }
@@ -665,8 +642,21 @@ impl<C: Connector> Driver<C> {
         let sent = s.last_notification_sent().cloned();
         let received = s.last_notification_received().cloned();
         let rib = s.adj_rib_out();
+        let (waiting, peer_strict) = (s.waiting_for_bfd(), s.peer_bfd_strict());
+        let strict = s.config().bfd_strict;
+        let mut events = Vec::new();
         self.status.send_if_modified(|st| {
             let before = st.clone();
+            if waiting != st.waiting_for_bfd_since.is_some() {
+                st.waiting_for_bfd_since = waiting.then(unix_now);
+                events.push(SessionEvent::WaitingForBfd(waiting));
+            }
+            if strict && peer_strict.is_some() && peer_strict != st.peer_bfd_strict {
+                events.push(SessionEvent::BfdStrict {
+                    negotiated: peer_strict == Some(true),
+                });
+            }
+            st.peer_bfd_strict = peer_strict;
             if !st.adj_rib_out.0.same_snapshot(rib) {
                 st.adj_rib_out = super::status::RibSnapshot(rib.clone());
             }
@@ -690,6 +680,9 @@ impl<C: Connector> Driver<C> {
             }
             *st != before
         });
+        for ev in events {
+            let _ = self.events.send(ev);
+        }
     }
 }
 

@@ -19,6 +19,9 @@ use super::rib_out::{self, AdjRibOut, ExportContext, Refusal, RouteSet};
 use super::update_errors::unnegotiated_next_hop;
 use super::{DownReason, Input, Output, SessionConfig, State, StopReason, Timer};
 
+mod bfd;
+use bfd::BfdPending;
+
 /// RFC 4271 §8.2.2: "a large value (4 minutes)" for the hold timer before OPEN arrives.
 const OPEN_HOLD: Duration = Duration::from_secs(240);
 
@@ -45,6 +48,12 @@ pub struct Session {
     rng: JitterRng,
     last_sent: Option<Notification>,
     last_received: Option<Notification>,
+    /// The BFD session beside this one is Up (or AdminDown): strict mode need not wait.
+    bfd_up: bool,
+    /// Strict mode: the OPENs are exchanged and the KEEPALIVE waits for BFD Up.
+    bfd_pending: Option<BfdPending>,
+    /// Whether the peer's last OPEN carried BFD strict mode; kept across sessions.
+    peer_bfd_strict: Option<bool>,
 }
 
 impl Session {
@@ -67,6 +76,9 @@ impl Session {
             rng,
             last_sent: None,
             last_received: None,
+            bfd_up: false,
+            bfd_pending: None,
+            peer_bfd_strict: None,
         }
     }
 
@@ -141,6 +153,7 @@ impl Session {
                 self.retry.max = max;
             }
             Input::SendQueueDrained => self.refresh_drained(&mut out),
+            Input::Bfd(b) => self.bfd(&mut out, b),
         }
         out
     }
@@ -151,6 +164,8 @@ impl Session {
             return;
         }
         self.state = to;
+        // The sub-states of strict mode live in OpenSent only.
+        self.bfd_pending = None;
         if to < State::OpenConfirm {
             self.negotiated = None;
         }
@@ -206,7 +221,6 @@ impl Session {
                 )),
                 // RFC 4724: no NOTIFICATION, so the peer keeps our routes as stale.
                 StopReason::GracefulRestart => None,
-                StopReason::BfdDown(_) => Some(Notification::new(n::CEASE, cease::BFD_DOWN)),
             };
             if let Some(nt) = notification {
                 self.last_sent = Some(nt.clone());
@@ -226,6 +240,7 @@ impl Session {
             Timer::Hold,
             Timer::Keepalive,
             Timer::SendHold,
+            Timer::BfdHold,
         ] {
             out.push(Output::StopTimer(t));
         }
@@ -278,8 +293,15 @@ impl Session {
             // Event 10 HoldTimer_Expires.
             (State::OpenSent | State::OpenConfirm | State::Established, Timer::Hold) => {
                 let nt = Notification::new(n::HOLD_TIMER_EXPIRED, 0);
-                self.fail(out, Some(DownReason::HoldTimerExpired), Some(nt));
+                // draft-ietf-idr-bgp-bfd-strict-mode §10: say it was the wait for BFD.
+                let why = if self.bfd_pending.is_some() {
+                    DownReason::BfdNotUp
+                } else {
+                    DownReason::HoldTimerExpired
+                };
+                self.fail(out, Some(why), Some(nt));
             }
+            (State::OpenSent, Timer::BfdHold) => self.bfd_hold_expired(out),
             // Event 11 KeepaliveTimer_Expires.
             (State::OpenConfirm | State::Established, Timer::Keepalive) => {
                 out.push(Output::Send(Message::Keepalive));
@@ -447,13 +469,23 @@ impl Session {
                 self.last_received = Some(nt.clone());
                 self.fail(out, Some(DownReason::NotificationReceived(nt)), None);
             }
+            // draft-ietf-idr-bgp-bfd-strict-mode §8.5.5: a second OPEN while waiting.
+            (State::OpenSent, Message::Open(_)) if self.bfd_pending.is_some() => {
+                self.fsm_error(out);
+            }
             // Event 19 BGPOpen.
             (State::OpenSent, Message::Open(open)) => match negotiate(&self.cfg, &open) {
                 Err(nt) => self.fail(out, None, Some(nt)),
                 Ok(neg) => {
                     out.push(Output::Negotiated(Box::new(neg.clone())));
+                    self.peer_bfd_strict = Some(neg.peer_bfd_strict);
+                    let wait_for_bfd = neg.bfd_strict && !self.bfd_up;
                     self.negotiated = Some(neg);
                     self.restarting = false;
+                    if wait_for_bfd {
+                        self.wait_for_bfd(out);
+                        return;
+                    }
                     out.push(Output::Send(Message::Keepalive));
                     self.arm_keepalive(out);
                     if self
@@ -468,13 +500,13 @@ impl Session {
                     self.enter(out, State::OpenConfirm, None);
                 }
             },
-            // Event 26 KeepAliveMsg.
-            (State::OpenConfirm, Message::Keepalive) => {
+            // draft-ietf-idr-bgp-bfd-strict-mode §8.5.6: the peer's BFD came Up first.
+            (State::OpenSent, Message::Keepalive) if self.bfd_pending.is_some() => {
                 self.restart_hold(out);
-                self.retry.reset();
-                self.enter(out, State::Established, None);
-                self.send_full_table(out);
+                self.bfd_pending = Some(BfdPending::PeerConfirmed);
             }
+            // Event 26 KeepAliveMsg.
+            (State::OpenConfirm, Message::Keepalive) => self.establish(out),
             (State::Established, Message::Keepalive) => self.restart_hold(out),
             // Event 27 UpdateMsg: validated on decode, then discarded (we do not import).
             (State::Established, Message::Update(u)) => {
@@ -496,6 +528,13 @@ impl Session {
             // Events 19 (OPEN outside OpenSent), 26/27 too early: FSM error.
             _ => self.fsm_error(out),
         }
+    }
+
+    fn establish(&mut self, out: &mut Vec<Output>) {
+        self.restart_hold(out);
+        self.retry.reset();
+        self.enter(out, State::Established, None);
+        self.send_full_table(out);
     }
 
     fn export_context(&self) -> Option<ExportContext> {

@@ -73,6 +73,10 @@ pub struct SessionConfig {
     pub send_queue_limit: usize,
     /// Seeds the connect-retry jitter, so tests are deterministic.
     pub jitter_seed: u64,
+    /// BFD strict mode (draft-ietf-idr-bgp-bfd-strict-mode): advertise capability 74 and,
+    /// when the peer advertises it too, send no KEEPALIVE before BFD is Up
+    /// ([`Input::Bfd`]). Only meaningful with a BFD session beside this one.
+    pub bfd_strict: bool,
 }
 
 impl SessionConfig {
@@ -95,6 +99,7 @@ impl SessionConfig {
             send_hold_time: None,
             send_queue_limit: DEFAULT_SEND_QUEUE_LIMIT,
             jitter_seed: 0x9e37_79b9_7f4a_7c15,
+            bfd_strict: false,
         }
     }
 
@@ -149,6 +154,22 @@ pub enum Timer {
     Keepalive,
     /// RFC 9687: armed by the driver while a write is pending; the FSM only hears it fire.
     SendHold,
+    /// draft-ietf-idr-bgp-bfd-strict-mode §3 BfdHoldTimer: bounds the wait for BFD Up when
+    /// the negotiated hold time is zero (otherwise the hold timer does).
+    BfdHold,
+}
+
+/// What the BFD session beside this one says, as the owner of both decides it (RFC 5882
+/// §3.2; the events of draft-ietf-idr-bgp-bfd-strict-mode §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BfdInput {
+    /// BFD is Up, or was stopped on purpose (AdminDown): nothing to wait for (Events 30, 32).
+    Up,
+    /// BFD is Down and was not Up just before: it has not come up (Event 31 from Init).
+    NotUp,
+    /// BFD was Up and went Down: the path failed (Event 31 from Up). The text says why (the
+    /// BFD diagnostic).
+    Failed(String),
 }
 
 /// How a session is stopped (RFC 4271 Event 2, ManualStop).
@@ -164,9 +185,6 @@ pub enum StopReason {
     /// Our process restarts and wants graceful restart: close without a NOTIFICATION so the
     /// peer keeps our routes as stale.
     GracefulRestart,
-    /// BFD declared the path down (RFC 5882 §3.2): Cease/BFD Down (RFC 9384). The text
-    /// says why (the BFD diagnostic).
-    BfdDown(String),
 }
 
 /// Inputs, with the RFC 4271 §8.1 events they stand for.
@@ -201,6 +219,8 @@ pub enum Input {
     SetConnectRetry { base: Duration, max: Duration },
     /// Everything queued for the peer was written (after [`Output::NotifyWhenDrained`]).
     SendQueueDrained,
+    /// The BFD session beside this one changed (see [`BfdInput`]).
+    Bfd(BfdInput),
 }
 
 /// Why the session left Established or failed to get there.
@@ -212,6 +232,12 @@ pub enum DownReason {
     ConnectionFailed(String),
     NotificationReceived(Notification),
     NotificationSent(Notification),
+    /// BFD went down (Cease/BFD Down sent, RFC 9384); the session reconnects as after any
+    /// failure. The text is the BFD diagnostic.
+    BfdDown(String),
+    /// Strict mode: BFD did not come Up before the hold timer (or the BfdHoldTimer) ran
+    /// out.
+    BfdNotUp,
 }
 
 impl std::fmt::Display for DownReason {
@@ -225,7 +251,6 @@ impl std::fmt::Display for DownReason {
                 f.write_str("configuration changed")
             }
             DownReason::Stopped(StopReason::GracefulRestart) => f.write_str("graceful restart"),
-            DownReason::Stopped(StopReason::BfdDown(why)) => write!(f, "BFD down: {why}"),
             DownReason::HoldTimerExpired => f.write_str("hold timer expired"),
             DownReason::SendHoldTimerExpired => {
                 f.write_str("send hold timer expired (peer not reading)")
@@ -239,6 +264,10 @@ impl std::fmt::Display for DownReason {
                 Ok(())
             }
             DownReason::NotificationSent(n) => write!(f, "NOTIFICATION sent: {}", n.name()),
+            DownReason::BfdDown(why) => write!(f, "BFD down: {why}"),
+            DownReason::BfdNotUp => {
+                f.write_str("BFD strict mode: BFD did not come Up within the hold time")
+            }
         }
     }
 }

@@ -31,6 +31,11 @@ pub struct Negotiated {
     pub ibgp: bool,
     /// Capability codes the peer sent, for status.
     pub peer_capabilities: Vec<&'static str>,
+    /// The peer advertised BFD strict mode (capability 74).
+    pub peer_bfd_strict: bool,
+    /// Both sides advertised BFD strict mode: BfdStrictNegotiated
+    /// (draft-ietf-idr-bgp-bfd-strict-mode §6).
+    pub bfd_strict: bool,
 }
 
 /// Our OPEN. Graceful restart lists only the families this session carries.
@@ -72,6 +77,10 @@ pub fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
                 .map(|f| GrFamily { family: *f, flags })
                 .collect(),
         }));
+    }
+    // draft-ietf-idr-bgp-bfd-strict-mode §6: a strict-mode speaker MUST advertise it.
+    if cfg.bfd_strict {
+        caps.push(Capability::BfdStrictMode);
     }
     Open::new(cfg.local_asn, cfg.hold_time, cfg.router_id, caps)
 }
@@ -176,5 +185,7 @@ pub fn negotiate(cfg: &SessionConfig, peer: &Open) -> Result<Negotiated, Notific
         }),
         ibgp,
         peer_capabilities: peer.capabilities().map(Capability::name).collect(),
+        peer_bfd_strict: has(&|c| matches!(c, Capability::BfdStrictMode)),
+        bfd_strict: cfg.bfd_strict && has(&|c| matches!(c, Capability::BfdStrictMode)),
     })
 }

@@ -87,6 +87,12 @@ pub struct SessionStatus {
     pub send_queue_high_water: usize,
     /// The routes advertised to the peer (empty unless Established).
     pub adj_rib_out: RibSnapshot,
+    /// BFD strict mode: since when (Unix seconds) the session has waited in OpenSent for
+    /// BFD Up ("held waiting for BFD"); `None` when it does not wait.
+    pub waiting_for_bfd_since: Option<u64>,
+    /// Whether the peer's last OPEN advertised BFD strict mode (capability 74); `None`
+    /// before any OPEN. Kept across sessions.
+    pub peer_bfd_strict: Option<bool>,
 }
 
 impl SessionStatus {
@@ -106,6 +112,8 @@ impl SessionStatus {
             update_errors: BTreeMap::new(),
             send_queue_high_water: 0,
             adj_rib_out: RibSnapshot::default(),
+            waiting_for_bfd_since: None,
+            peer_bfd_strict: None,
         }
     }
 }
@@ -136,4 +144,12 @@ pub enum SessionEvent {
     /// The BFD session next to this one changed state (sent by the owner that runs BFD,
     /// through the same channel, so logs and metrics see both in order).
     Bfd(crate::bfd::BfdEvent),
+    /// BFD strict mode: the session started (`true`) or stopped waiting for BFD Up.
+    WaitingForBfd(bool),
+    /// BFD strict mode is configured and the peer's OPEN says whether it is negotiated
+    /// (sent when that changes): without the peer's capability 74 the session runs
+    /// non-strict.
+    BfdStrict {
+        negotiated: bool,
+    },
 }

@@ -503,6 +503,9 @@ pub struct BfdSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 255))]
     pub multiplier: Option<u8>,
+    /// BFD strict mode (capability 74): BGP waits for BFD Up when the peer agrees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// Status of a configuration object, written by the one controller of the cluster.

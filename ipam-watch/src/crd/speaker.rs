@@ -214,6 +214,15 @@ pub struct PeerReport {
     pub last_notification_sent: Option<NotificationReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_notification_received: Option<NotificationReport>,
+    /// BFD strict mode (`bfd.strict`): `negotiated` (both OPENs carry capability 74: BGP
+    /// waits for BFD Up), `peerNotStrict` (the peer's OPEN does not: the session runs
+    /// non-strict), `configured` (no OPEN from the peer yet). Absent when not configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfd_strict: Option<String>,
+    /// Held waiting for BFD (strict mode, both sides): RFC 3339 time the session began to
+    /// wait in OpenSent for BFD Up. Absent when it does not wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_bfd_since: Option<String>,
 }
 
 /// One advertised route.

@@ -95,6 +95,8 @@ pub struct Metrics {
     /// BFD Up → Down that took the BGP session down (not a peer's AdminDown).
     pub bfd_session_down: Family<PeerLabel, Counter>,
     pub bfd_state: Family<PeerLabel, Gauge>,
+    /// BFD strict mode: 1 while the session waits in OpenSent for BFD Up.
+    pub waiting_for_bfd: Family<PeerLabel, Gauge>,
     pub config_stale: Gauge,
     pub status_publish_failures: Counter,
     pub status_last_published: Gauge,
@@ -140,6 +142,7 @@ impl Metrics {
             session_flaps: Family::default(),
             bfd_session_down: Family::default(),
             bfd_state: Family::default(),
+            waiting_for_bfd: Family::default(),
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
@@ -165,6 +168,11 @@ impl Metrics {
             "podcidr_bgp_bfd_state",
             "RFC 5880 BFD session state: 0 AdminDown, 1 Down, 2 Init, 3 Up",
             m.bfd_state.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_waiting_for_bfd",
+            "1 while the session is held waiting for BFD Up (BFD strict mode, both sides)",
+            m.waiting_for_bfd.clone(),
         );
         registry.register(
             "podcidr_bgp_session_state",
@@ -401,6 +409,7 @@ impl Metrics {
         self.session_state.remove(&label);
         self.updates_sent.remove(&label);
         self.bfd_state.remove(&label);
+        self.waiting_for_bfd.remove(&label);
         // update_errors stays: its kinds are not known here, and a counter of a removed
         // peer only stops growing.
         for family in ["ipv4-unicast", "ipv6-unicast"] {
@@ -428,6 +437,9 @@ mod tests {
             })
             .set(2);
         m.updates_sent.get_or_create(&Metrics::peer("tor1")).inc();
+        m.waiting_for_bfd
+            .get_or_create(&Metrics::peer("tor1"))
+            .set(1);
         m.notification("sent", 6, 2);
         m.update_errors
             .get_or_create(&PeerKindLabel {
@@ -446,6 +458,7 @@ mod tests {
             "podcidr_bgp_session_state{peer=\"tor1\"} 6",
             "podcidr_bgp_announced_prefixes{peer=\"tor1\",family=\"ipv4-unicast\"} 2",
             "podcidr_bgp_updates_sent_total{peer=\"tor1\"} 1",
+            "podcidr_bgp_waiting_for_bfd{peer=\"tor1\"} 1",
             "podcidr_bgp_notifications_total{direction=\"sent\",code=\"6\",subcode=\"2\"} 1",
             "podcidr_bgp_update_errors_total{peer=\"tor1\",kind=\"attribute-length\"} 3",
             "podcidr_guard_refused_total{reason=\"outside-allowed-prefixes\"} 1",

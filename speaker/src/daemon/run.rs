@@ -486,8 +486,7 @@ impl Speaker {
             match effect {
                 Effect::StopPeer { .. } => {}
                 Effect::StartPeer(setup) | Effect::ResetPeer(setup) => self.peers.start(&setup),
-                Effect::HoldPeer { name, reason } => self.peers.hold(&name, reason),
-                Effect::ResumePeer(name) => self.peers.resume(&name),
+                Effect::Bfd { name, input } => self.peers.bfd(&name, input),
                 Effect::SetConnectRetry { name, base, max } => {
                     self.peers.set_connect_retry(&name, base, max);
                 }

@@ -210,6 +210,9 @@ pub fn record(m: &Metrics, notice: Notice) {
                 m.session_state
                     .get_or_create(&label)
                     .set(i64::from(s.state.as_number()));
+                m.waiting_for_bfd
+                    .get_or_create(&label)
+                    .set(i64::from(s.waiting_for_bfd_since.is_some()));
                 for (family, n) in &s.advertised {
                     m.announced_prefixes
                         .get_or_create(&PeerFamilyLabel {
@@ -285,6 +288,26 @@ fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
             );
         }
         SessionEvent::Bfd(ev) => bfd_event(peer, ev),
+        SessionEvent::WaitingForBfd(waiting) => {
+            m.waiting_for_bfd
+                .get_or_create(&Metrics::peer(peer))
+                .set(i64::from(waiting));
+            if waiting {
+                tracing::warn!(
+                    peer,
+                    "held waiting for BFD: strict mode negotiated (capability 74 both ways); the KEEPALIVE waits for BFD Up, at most the hold time"
+                );
+            } else {
+                tracing::info!(peer, "no longer waiting for BFD");
+            }
+        }
+        SessionEvent::BfdStrict { negotiated: true } => {
+            tracing::info!(peer, "BFD strict mode negotiated: BGP waits for BFD Up");
+        }
+        SessionEvent::BfdStrict { negotiated: false } => tracing::warn!(
+            peer,
+            "BFD strict mode configured but the peer's OPEN does not carry it (capability 74): running non-strict, BGP does not wait for BFD"
+        ),
         SessionEvent::Refused(refused) => {
             for (prefix, reason) in refused {
                 tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
@@ -322,15 +345,15 @@ fn bfd_state_changed(
     let label = Metrics::peer(peer);
     m.bfd_state.get_or_create(&label).set(to as i64);
     match gate {
-        Some(GateAction::HoldDown(_)) => {
+        Some(GateAction::Failed(_)) => {
             m.bfd_session_down.get_or_create(&label).inc();
             tracing::warn!(
                 peer,
                 diag = diag.as_str(),
-                "BFD session down: BGP session torn down (Cease/BFD Down)"
+                "BFD session down: BGP session torn down (Cease/BFD Down); BGP reconnects, BFD keeps trying"
             );
         }
-        None if from == BfdState::Up && to == BfdState::Down => tracing::warn!(
+        Some(GateAction::Up) if from == BfdState::Up && to == BfdState::Down => tracing::warn!(
             peer,
             diag = diag.as_str(),
             "BFD session down: the peer signalled AdminDown; the BGP session is kept"

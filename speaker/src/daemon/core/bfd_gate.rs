@@ -1,35 +1,51 @@
-//! The rules between a BFD session and its BGP session, pure: when BFD holds BGP down or lets
-//! it reconnect (RFC 5882 §3.2), and how BFD ends when BGP stops (RFC 5882 §4.3).
+//! The rules between a BFD session and its BGP session, pure: what a BFD state change says
+//! to BGP (RFC 5882 §3.2, the events of draft-ietf-idr-bgp-bfd-strict-mode §4), and how BFD
+//! ends when BGP stops (RFC 5882 §4.3). The BGP session decides what that means in its state
+//! (`bgp_proto::session::BfdInput`): a failure resets an Established session, which then
+//! reconnects on its own backoff; only strict mode, when both OPENs carry it, waits for Up.
 
 use std::time::Duration;
 
 use bgp_proto::bfd::StopMode;
 use bgp_proto::bfd::{BfdState, Diag};
-use bgp_proto::session::StopReason;
+use bgp_proto::session::{BfdInput, StopReason};
 
-/// What the gate does with the BGP session after a BFD state change.
+/// What the gate tells the BGP session after a BFD state change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateAction {
-    /// Take BGP down now and keep it down: the path failed.
-    HoldDown(Diag),
-    /// BFD is Up again: let BGP reconnect.
-    Resume,
+    /// The path failed (Up → Down): an Established session is reset with Cease/BFD Down.
+    Failed(Diag),
+    /// BFD is Down and was not Up: only a strict-mode session cares (§8.5.2).
+    NotUp,
+    /// BFD is Up, or the peer stopped it on purpose: nothing for BGP to wait for.
+    Up,
 }
 
-/// The gate's rule, pure. `held`: the BGP session is held down by an earlier BFD Down.
+impl GateAction {
+    pub fn input(self) -> BfdInput {
+        match self {
+            GateAction::Failed(d) => BfdInput::Failed(d.as_str().to_owned()),
+            GateAction::NotUp => BfdInput::NotUp,
+            GateAction::Up => BfdInput::Up,
+        }
+    }
+}
+
+/// The gate's rule, pure. Nothing here holds BGP down: a failed path resets it once, and BGP
+/// reconnects (and accepts the peer's connections) whatever BFD does next.
 pub fn gate_action(
     from: BfdState,
     to: BfdState,
     diag: Diag,
     remote_state: BfdState,
-    held: bool,
 ) -> Option<GateAction> {
     match (from, to) {
         // RFC 5882 §3.2: a peer that went AdminDown stopped BFD on purpose; the path may be
-        // fine, so BGP stays up.
-        (BfdState::Up, BfdState::Down) if remote_state == BfdState::AdminDown => None,
-        (BfdState::Up, BfdState::Down) => Some(GateAction::HoldDown(diag)),
-        (_, BfdState::Up) if held => Some(GateAction::Resume),
+        // fine, so BGP stays up (and strict mode has nothing to wait for, Event 30).
+        (_, BfdState::Down) if remote_state == BfdState::AdminDown => Some(GateAction::Up),
+        (BfdState::Up, BfdState::Down) => Some(GateAction::Failed(diag)),
+        (_, BfdState::Down) => Some(GateAction::NotUp),
+        (_, BfdState::Up | BfdState::AdminDown) => Some(GateAction::Up),
         _ => None,
     }
 }
@@ -51,32 +67,54 @@ mod tests {
     use BfdState::*;
 
     #[test]
-    fn gate_table_rfc5882_3_2() {
+    fn gate_table_bfd_failure_resets_remote_admin_down_never_does_rfc5882_3_2() {
         let timeout = Diag::ControlDetectionTimeExpired;
         let neighbor = Diag::NeighborSignaledSessionDown;
         let rows = [
-            // (from, to, diag, remote state, held) → action
+            // (from, to, diag, remote state) → action
+            ((Up, Down, timeout, Down), Some(GateAction::Failed(timeout))),
             (
-                (Up, Down, timeout, Down, false),
-                Some(GateAction::HoldDown(timeout)),
+                (Up, Down, neighbor, Down),
+                Some(GateAction::Failed(neighbor)),
             ),
+            // The peer's AdminDown is never a failure, from any state.
+            ((Up, Down, neighbor, AdminDown), Some(GateAction::Up)),
+            ((Init, Down, neighbor, AdminDown), Some(GateAction::Up)),
+            // Never Up: not a failure, so a non-strict session never hears of it.
+            ((Init, Down, timeout, Down), Some(GateAction::NotUp)),
+            ((AdminDown, Down, Diag::None, Down), Some(GateAction::NotUp)),
+            ((Down, Init, Diag::None, Down), None),
+            ((Init, Up, Diag::None, Up), Some(GateAction::Up)),
+            ((Down, Up, Diag::None, Init), Some(GateAction::Up)),
             (
-                (Up, Down, neighbor, Down, false),
-                Some(GateAction::HoldDown(neighbor)),
+                (Up, AdminDown, Diag::AdministrativelyDown, Up),
+                Some(GateAction::Up),
             ),
-            ((Up, Down, neighbor, AdminDown, false), None),
-            ((Down, Init, Diag::None, Down, true), None),
-            ((Init, Up, Diag::None, Up, true), Some(GateAction::Resume)),
-            ((Down, Up, Diag::None, Init, true), Some(GateAction::Resume)),
-            ((Init, Up, Diag::None, Up, false), None),
-            ((Up, AdminDown, Diag::AdministrativelyDown, Up, false), None),
         ];
-        for ((from, to, diag, remote, held), want) in rows {
+        for ((from, to, diag, remote), want) in rows {
             assert_eq!(
-                gate_action(from, to, diag, remote, held),
+                gate_action(from, to, diag, remote),
                 want,
-                "{from:?} -> {to:?} remote {remote:?} held {held}"
+                "{from:?} -> {to:?} remote {remote:?}"
             );
+        }
+    }
+
+    #[test]
+    fn gate_never_holds_bgp_down_whatever_bfd_does_rfc5882_3_2() {
+        // Every transition maps to an input the session handles without stopping: there is
+        // no "hold" left to get stuck in (the review's stranded session).
+        let states = [AdminDown, Down, Init, Up];
+        for from in states {
+            for to in states {
+                for remote in states {
+                    let a = gate_action(from, to, Diag::ControlDetectionTimeExpired, remote);
+                    if let Some(GateAction::Failed(_)) = a {
+                        assert_eq!((from, to), (Up, Down));
+                        assert_ne!(remote, AdminDown);
+                    }
+                }
+            }
         }
     }
 

@@ -9,7 +9,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bfd_gate::GateAction;
 use bgp_proto::Asn;
 use bgp_proto::bfd::BfdEvent;
 use bgp_proto::bfd::{BfdState, Diag};
@@ -73,8 +72,6 @@ struct Peer {
     config: PeerConfig,
     routes: Option<Arc<RouteSet>>,
     refused: Arc<[(IpNet, PeerRefusal)]>,
-    /// BFD went Up → Down: the BGP session is held down (see [`bfd_gate`]).
-    bfd_held: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]

@@ -22,38 +22,29 @@ impl Core {
                 config: cfg.clone(),
                 routes: setup.routes.clone(),
                 refused,
-                bfd_held: false,
             },
         );
         out.push(peer_started(cfg, identity));
         out.push(Effect::StartPeer(Box::new(setup)));
     }
 
-    /// The BFD gate (RFC 5882 §3.2): BFD Up → Down holds the BGP session down until BFD is
-    /// Up again; a peer's AdminDown does not.
+    /// The BFD gate (RFC 5882 §3.2): every state change goes to the BGP session as a
+    /// [`GateAction`]; a failure resets it (Cease/BFD Down), nothing holds it down.
     pub(super) fn bfd_state_changed(
         &mut self,
         out: &mut Vec<Effect>,
         peer: &str,
         (from, to, diag, remote_state): (BfdState, BfdState, Diag, BfdState),
     ) {
-        let Some(p) = self.peers.get_mut(peer) else {
+        if !self.peers.contains_key(peer) {
             return;
-        };
-        let gate = bfd_gate::gate_action(from, to, diag, remote_state, p.bfd_held);
-        match gate {
-            Some(GateAction::HoldDown(diag)) => {
-                p.bfd_held = true;
-                out.push(Effect::HoldPeer {
-                    name: peer.to_owned(),
-                    reason: StopReason::BfdDown(diag.as_str().to_owned()),
-                });
-            }
-            Some(GateAction::Resume) => {
-                p.bfd_held = false;
-                out.push(Effect::ResumePeer(peer.to_owned()));
-            }
-            None => {}
+        }
+        let gate = bfd_gate::gate_action(from, to, diag, remote_state);
+        if let Some(g) = gate {
+            out.push(Effect::Bfd {
+                name: peer.to_owned(),
+                input: g.input(),
+            });
         }
         out.push(Effect::Notice(Notice::BfdStateChanged {
             peer: peer.to_owned(),
@@ -171,8 +162,6 @@ impl Core {
         if let Some(p) = self.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
             p.routes = setup.routes.clone();
-            // A new session with a new BFD session.
-            p.bfd_held = false;
         }
         self.statuses.remove(&cfg.name);
         out.push(peer_started(cfg, identity));

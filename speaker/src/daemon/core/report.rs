@@ -125,7 +125,22 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
         last_error: s.last_error.clone(),
         last_notification_sent: s.last_notification_sent.as_ref().map(notification),
         last_notification_received: s.last_notification_received.as_ref().map(notification),
+        bfd_strict: bfd_strict(&v.config, s),
+        waiting_for_bfd_since: s.waiting_for_bfd_since.map(rfc3339),
     }
+}
+
+/// `bfdStrict`: what the peer's last OPEN made of a configured strict mode.
+fn bfd_strict(config: &PeerConfig, s: &SessionStatus) -> Option<String> {
+    if !config.bfd.is_some_and(|b| b.strict) {
+        return None;
+    }
+    let shown = match s.peer_bfd_strict {
+        Some(true) => "negotiated",
+        Some(false) => "peerNotStrict",
+        None => "configured",
+    };
+    Some(shown.to_owned())
 }
 
 fn condition(type_: &str, ok: bool, reason: &str, message: String, now: u64) -> Condition {
@@ -580,6 +595,8 @@ pub(crate) mod tests {
             peer_graceful_restart: None,
             ibgp: false,
             peer_capabilities: Vec::new(),
+            peer_bfd_strict: false,
+            bfd_strict: false,
         }
     }
 

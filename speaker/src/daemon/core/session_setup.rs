@@ -44,6 +44,8 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
         }),
         jitter_seed: seed,
         extended_next_hop: p.extended_next_hop,
+        // BfdStrictEnabled means nothing without BFD (draft-ietf-idr-bgp-bfd-strict-mode §3).
+        bfd_strict: p.bfd.is_some_and(|b| b.strict),
         ..SessionConfig::new(identity.asn, identity.router_id, Asn(0))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bgp_proto::session::SessionEvent;
-use bgp_proto::session::{RouteSet, SessionConfig, SessionStatus, StopReason};
+use bgp_proto::session::{BfdInput, RouteSet, SessionConfig, SessionStatus, StopReason};
 use bgp_proto::transport::TtlSecurity;
 use ipam_watch::crd::SpeakerReport;
 use ipam_watch::source::DesiredSet;
@@ -141,13 +141,11 @@ pub enum Effect {
     },
     /// Stop with Cease/Other Configuration Change, then start with the new setup.
     ResetPeer(Box<PeerSetup>),
-    /// BFD says the path failed: take the session down (Cease/BFD Down) and keep it down.
-    HoldPeer {
+    /// What the BFD session beside it says, for the BGP session (see `bfd_gate`).
+    Bfd {
         name: String,
-        reason: StopReason,
+        input: BfdInput,
     },
-    /// BFD is Up again: the held session may reconnect.
-    ResumePeer(String),
     /// Reconnect backoff changed; the session is not reset.
     SetConnectRetry {
         name: String,

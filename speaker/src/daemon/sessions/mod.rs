@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bgp_proto::session::driver::{self, SessionEvent, SessionTask, TcpConnector};
-use bgp_proto::session::{RouteSet, Session, SessionStatus, StopReason};
+use bgp_proto::session::{BfdInput, RouteSet, Session, SessionStatus, StopReason};
 use bgp_proto::transport::ConnectOptions;
 use podcidr_config::PeerAddress;
 use tokio::net::TcpStream;
@@ -144,8 +144,10 @@ impl PeerManager {
             None => None,
             Some(Ok(h)) => Some(h),
             Some(Err(e)) => {
-                // The BGP session runs without BFD: detection falls back to the hold timer.
+                // The BGP session runs without BFD: detection falls back to the hold timer,
+                // and strict mode has nothing to wait for (BfdDisabled, draft §8.5.1).
                 tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
+                task.bfd(BfdInput::Up);
                 None
             }
         };
@@ -170,17 +172,10 @@ impl PeerManager {
         }
     }
 
-    /// Takes a session down and keeps it down (BFD says the path failed).
-    pub fn hold(&self, name: &str, reason: StopReason) {
+    /// What the BFD session beside it says, to the BGP session.
+    pub fn bfd(&self, name: &str, input: BfdInput) {
         if let Some(h) = self.peers.get(name) {
-            h.task.hold_control().hold_down(reason);
-        }
-    }
-
-    /// Lets a held session reconnect.
-    pub fn resume(&self, name: &str) {
-        if let Some(h) = self.peers.get(name) {
-            h.task.hold_control().resume();
+            h.task.bfd(input);
         }
     }
 
