@@ -397,6 +397,10 @@ mod generated {
                 "gracefulRestart",
                 json!({"enabled": false, "restartTime": 30}),
             ),
+            (
+                "gracefulRestart",
+                json!({"restartTime": 30, "longLivedStaleTime": "1h"}),
+            ),
             ("bfd", json!({"minTx": 100, "multiplier": 5})),
             ("communities", json!(["65000:100", "no-export"])),
             ("largeCommunities", json!(["4200000001:1:2"])),
