@@ -121,8 +121,9 @@ pub fn render(result: &Result<Decoded, DecodeError>, opts: &WireOptions) -> (Val
                 .iter()
                 .map(DecodeError::action)
                 .min_by_key(|a| match a {
-                    Action::TreatAsWithdraw => 0,
-                    _ => 1,
+                    Action::AfiSafiDisable(_) => 0,
+                    Action::TreatAsWithdraw => 1,
+                    _ => 2,
                 });
             if let (Some(action), Some(obj)) = (worst, v.as_object_mut()) {
                 if action == Action::TreatAsWithdraw {

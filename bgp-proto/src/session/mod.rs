@@ -262,7 +262,8 @@ pub enum Output {
         to: State,
         reason: Option<DownReason>,
     },
-    /// A received UPDATE had RFC 7606 non-fatal errors (treat-as-withdraw, attribute discard).
+    /// A received UPDATE had RFC 7606 errors that keep the session up (treat-as-withdraw,
+    /// attribute discard, AFI/SAFI disable): counted and logged; its routes are ignored anyway.
     UpdateErrors(Vec<DecodeError>),
     /// Routes that could not be sent to this peer.
     Refused(Vec<(ipnet::IpNet, Refusal)>),
