@@ -591,7 +591,8 @@ impl Session {
             return;
         }
         // Before the first route set the answer is the full table that set brings; an empty
-        // one now would end in an End-of-RIB (or EoRR) that flushes the peer's stale routes.
+        // one now would be a refresh that says we have nothing (an EoRR flushes the peer's
+        // stale routes).
         if self.desired.is_none() {
             return;
         }
@@ -636,10 +637,10 @@ impl Session {
         if let Ok(updates) = rib_out::full_table_updates(&self.rib, family, ctx) {
             self.send_updates(out, updates);
         }
+        // A plain response ends without End-of-RIB: RFC 2918 §4 asks for none, and RFC 4724
+        // §2 defines it for the initial update only. EoRR is the marker when negotiated.
         if enhanced {
             out.push(marker(RouteRefreshSubtype::EndOfRouteRefresh));
-        } else {
-            self.send_updates(out, vec![Update::end_of_rib(family)]);
         }
     }
 }
