@@ -14,6 +14,7 @@ use futures::{SinkExt, StreamExt};
 use tokio::time::Instant;
 
 mod driver_harness;
+mod frames;
 use driver_harness::*;
 
 fn refresh_v4() -> Message {
@@ -123,13 +124,17 @@ async fn a_thousand_route_refreshes_from_a_slow_reader_get_few_table_copies_rfc2
     let mut peer = next_peer(&mut h).await;
     establish(&mut peer, 90).await;
     let mut end_of_ribs = 0;
+    let mut first = None;
     while end_of_ribs < 2 {
-        if let Message::Update(u) = recv(&mut peer).await
-            && u.end_of_rib_family().is_some()
-        {
-            end_of_ribs += 1;
+        if let Message::Update(u) = recv(&mut peer).await {
+            first = first.or(u.nlri.first().copied());
+            if u.end_of_rib_family().is_some() {
+                end_of_ribs += 1;
+            }
         }
     }
+    // Each copy of the table carries its first prefix once (a plain response has no EoR).
+    let first = first.expect("an IPv4 table");
     let (mut sink, mut stream) = peer.split();
     let asking = tokio::spawn(async move {
         for _ in 0..1000 {
@@ -144,7 +149,7 @@ async fn a_thousand_route_refreshes_from_a_slow_reader_get_few_table_copies_rfc2
             Err(_) => break,
             Ok(Some(Ok(d))) => {
                 if let Message::Update(u) = d.message
-                    && u.end_of_rib_family() == Some(Family::IPV4_UNICAST)
+                    && u.nlri.contains(&first)
                 {
                     copies += 1;
                 }
@@ -211,5 +216,32 @@ async fn malformed_update_flood_is_summarised_in_at_most_two_events_rfc7606() {
         Some(&10_000)
     );
     assert_eq!(st.state, State::Established);
+    drop(peer);
+}
+
+/// A malformed MP_REACH_NLRI (AFI/SAFI disable, RFC 7606 §7.11) is counted and the connection
+/// keeps being read: a decode error ends a `FramedRead` stream, so the decoder must hand these
+/// to the session as a message with errors, not as an error.
+#[tokio::test(start_paused = true)]
+async fn malformed_mp_reach_is_counted_and_the_connection_keeps_reading_rfc7606_7_11() {
+    use tokio::io::AsyncWriteExt;
+    let mut h = start(cfg(), routes(&[]), 1 << 16);
+    let mut peer = next_peer(&mut h).await;
+    establish(&mut peer, 90).await;
+    // IPv6 unicast with a 4-octet next hop.
+    let mp = &[
+        0x90, 14, 0, 14, 0, 2, 1, 4, 192, 0, 2, 1, 0, 32, 0x20, 0x01, 0x0d, 0xb8,
+    ];
+    let bad = frames::update(&[], &[mp, frames::ORIGIN, frames::AS_PATH].concat(), &[]);
+    for n in 1..=2u64 {
+        peer.get_mut().write_all(&bad).await.unwrap();
+        let st = wait_status(&h.task, |s| {
+            s.update_errors.get("malformed-mp-attribute") == Some(&n)
+                || s.state != State::Established
+        })
+        .await;
+        assert_eq!(st.state, State::Established, "{st:?}");
+        assert_eq!(st.last_notification_sent, None);
+    }
     drop(peer);
 }

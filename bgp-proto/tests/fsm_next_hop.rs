@@ -3,13 +3,12 @@
 
 use std::net::Ipv6Addr;
 
-use bgp_proto::iana::notification::{UPDATE_MESSAGE_ERROR, update::OPTIONAL_ATTRIBUTE_ERROR};
 use bgp_proto::message::attribute::{AttrValue, PathAttribute};
 use bgp_proto::message::capability::{Capability, ExtendedNextHopEntry};
 use bgp_proto::message::update::{MpNextHop, MpNlri, MpReach};
 use bgp_proto::message::{Message, WireOptions, decode_message};
 use bgp_proto::session::{Input, Output, Session, SessionConfig, State};
-use bgp_proto::{Family, Update};
+use bgp_proto::{Action, Family, Update};
 
 mod fsm_harness;
 use fsm_harness::*;
@@ -190,16 +189,30 @@ fn ipv4_via_ipv6_update() -> Update {
     }
 }
 
+/// RFC 7606 §7.11 makes this AFI/SAFI disable; we import nothing, so it is only counted (a
+/// reset would withdraw the node's routes over a route we never use).
 #[test]
-fn received_ipv6_next_hop_for_ipv4_without_negotiation_resets_rfc7606_7_11() {
+fn received_ipv6_next_hop_for_ipv4_without_negotiation_is_counted_and_the_session_stays_rfc7606_7_11()
+ {
     let mut s = Session::new(on_link(false));
     to_established(&mut s, peer_open(PEER, 90, with_enh()));
     let out = s.handle(recv(Message::Update(ipv4_via_ipv6_update())));
+    assert_eq!(sent_notification(&out), None, "{out:?}");
+    assert_eq!(s.state(), State::Established);
+    let counted: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::UpdateErrors(e) => Some(e.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(counted.len(), 1, "{out:?}");
+    assert_eq!(counted[0].kind(), "malformed-mp-attribute");
     assert_eq!(
-        sent_notification(&out),
-        Some((UPDATE_MESSAGE_ERROR, OPTIONAL_ATTRIBUTE_ERROR))
+        counted[0].action(),
+        Action::AfiSafiDisable(Family::IPV4_UNICAST)
     );
-    assert_ne!(s.state(), State::Established);
 }
 
 #[test]

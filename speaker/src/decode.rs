@@ -121,8 +121,9 @@ pub fn render(result: &Result<Decoded, DecodeError>, opts: &WireOptions) -> (Val
                 .iter()
                 .map(DecodeError::action)
                 .min_by_key(|a| match a {
-                    Action::TreatAsWithdraw => 0,
-                    _ => 1,
+                    Action::AfiSafiDisable(_) => 0,
+                    Action::TreatAsWithdraw => 1,
+                    _ => 2,
                 });
             if let (Some(action), Some(obj)) = (worst, v.as_object_mut()) {
                 if action == Action::TreatAsWithdraw {
@@ -199,6 +200,13 @@ fn capability_json(c: &Capability) -> Value {
             "notification": gr.restart_flags & bgp_proto::GracefulRestart::NOTIFICATION != 0,
             "families": gr.families.iter().map(|f| json!({
                 "family": f.family.name(), "forwarding_state": f.forwarding_preserved(),
+            })).collect::<Vec<_>>(),
+        }),
+        Capability::LongLivedGracefulRestart(families) => json!({
+            "families": families.iter().map(|f| json!({
+                "family": f.family.name(),
+                "forwarding_state": f.flags & bgp_proto::LlgrFamily::FORWARDING_STATE != 0,
+                "long_lived_stale_time": f.stale_time,
             })).collect::<Vec<_>>(),
         }),
         Capability::FourOctetAs(asn) => json!({"asn": asn.0}),

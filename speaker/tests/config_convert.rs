@@ -398,6 +398,10 @@ mod generated {
                 json!({"enabled": false, "restartTime": 30}),
             ),
             (
+                "gracefulRestart",
+                json!({"restartTime": 30, "longLivedStaleTime": "1h"}),
+            ),
+            (
                 "bfd",
                 json!({"minTx": 100, "multiplier": 5, "strict": true}),
             ),

@@ -244,6 +244,8 @@ fn valid() -> Vec<(&'static str, Value)> {
         p(
             json!({"bfd": {"minRx": 50}, "passive": true, "acceptIncoming": true, "gracefulRestart": {"restartTime": 4095}}),
         ),
+        p(json!({"gracefulRestart": {"restartTime": 2, "longLivedStaleTime": 16_777_215u64}})),
+        p(json!({"gracefulRestart": {"enabled": false, "longLivedStaleTime": 0}})),
         (
             PEER,
             json!({"address": "default-gateway", "addressFamily": "ipv6", "asn": "auto",
@@ -476,6 +478,16 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
             PEER,
             p(json!({"gracefulRestart": {"restartTime": 4096}})),
             "gracefulRestart.restartTime",
+        ),
+        (
+            PEER,
+            p(json!({"gracefulRestart": {"longLivedStaleTime": 16_777_216u64}})),
+            "gracefulRestart.longLivedStaleTime is 0..16777215",
+        ),
+        (
+            PEER,
+            p(json!({"gracefulRestart": {"enabled": false, "longLivedStaleTime": "1h"}})),
+            "gracefulRestart.longLivedStaleTime needs gracefulRestart.enabled",
         ),
     ]
 }

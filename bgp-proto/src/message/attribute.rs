@@ -255,7 +255,9 @@ pub(crate) fn decode_attributes(
                 flags: flags & 0xf0,
                 value,
             }),
-            Err(e) if e.action().is_fatal() => return Err(e),
+            Err(e) if e.action() == crate::error::Action::SessionReset => return Err(e),
+            // AFI/SAFI disable (RFC 7606 §7.11, RFC 4760 §7) leaves the attribute out and is
+            // reported with the message: the caller disables the family (or resets).
             Err(e) => errors.push(e),
         }
     }

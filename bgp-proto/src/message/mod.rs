@@ -145,8 +145,9 @@ impl Message {
     }
 }
 
-/// A decoded message plus the non-fatal errors found in it (RFC 7606 treat-as-withdraw and
-/// attribute-discard). Fatal errors are returned as `Err` instead.
+/// A decoded message plus the errors that leave the session up (RFC 7606 treat-as-withdraw,
+/// attribute-discard, and AFI/SAFI disable, whose MP attribute is left out of the message).
+/// Errors that need a session reset are returned as `Err` instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
     pub message: Message,

@@ -125,13 +125,16 @@ impl Session {
             Input::Received(d) => self.received(&mut out, d),
             Input::DecodeFailed(e) => {
                 // Events 21/22/28: BGPHeaderErr, BGPOpenMsgErr, UpdateMsgErr.
-                if self.state >= State::OpenSent {
-                    let h = e.handling();
-                    // AFI/SAFI disable is implemented as a session reset (RFC 7606 §2 allows it).
-                    debug_assert!(matches!(
-                        h.action,
-                        Action::SessionReset | Action::AfiSafiDisable(_)
-                    ));
+                let h = e.handling();
+                if self.state == State::Established && matches!(h.action, Action::AfiSafiDisable(_))
+                {
+                    // The decoder reports these with the message; should one arrive here, it
+                    // is still only counted: we import nothing, so the family is already
+                    // ignored (RFC 4760 §7), and a reset would withdraw our own routes.
+                    self.restart_hold(&mut out);
+                    out.push(Output::UpdateErrors(vec![e]));
+                } else if self.state >= State::OpenSent {
+                    debug_assert!(h.action.is_fatal(), "{e:?}");
                     self.fail(&mut out, None, Some(h.notification));
                 }
             }
@@ -509,16 +512,17 @@ impl Session {
             (State::OpenConfirm, Message::Keepalive) => self.establish(out),
             (State::Established, Message::Keepalive) => self.restart_hold(out),
             // Event 27 UpdateMsg: validated on decode, then discarded (we do not import).
+            // RFC 7606 errors short of a reset, AFI/SAFI disable included, are only counted:
+            // the family's routes are ignored as every received route is (RFC 4760 §7), and a
+            // reset would withdraw the node's routes for a route we never use.
             (State::Established, Message::Update(u)) => {
                 self.restart_hold(out);
-                if let Some(e) = self.export_context().and_then(|ctx| {
+                let mut errors = d.errors;
+                errors.extend(self.export_context().and_then(|ctx| {
                     unnegotiated_next_hop(&u, ctx.extended_next_hop_ipv4, &ctx.wire)
-                }) {
-                    self.fail(out, None, Some(e.handling().notification));
-                    return;
-                }
-                if !d.errors.is_empty() {
-                    out.push(Output::UpdateErrors(d.errors));
+                }));
+                if !errors.is_empty() {
+                    out.push(Output::UpdateErrors(errors));
                 }
             }
             (State::Established, Message::RouteRefresh(rr)) => {
@@ -626,7 +630,8 @@ impl Session {
             return;
         }
         // Before the first route set the answer is the full table that set brings; an empty
-        // one now would end in an End-of-RIB (or EoRR) that flushes the peer's stale routes.
+        // one now would be a refresh that says we have nothing (an EoRR flushes the peer's
+        // stale routes).
         if self.desired.is_none() {
             return;
         }
@@ -671,10 +676,10 @@ impl Session {
         if let Ok(updates) = rib_out::full_table_updates(&self.rib, family, ctx) {
             self.send_updates(out, updates);
         }
+        // A plain response ends without End-of-RIB: RFC 2918 §4 asks for none, and RFC 4724
+        // §2 defines it for the initial update only. EoRR is the marker when negotiated.
         if enhanced {
             out.push(marker(RouteRefreshSubtype::EndOfRouteRefresh));
-        } else {
-            self.send_updates(out, vec![Update::end_of_rib(family)]);
         }
     }
 }

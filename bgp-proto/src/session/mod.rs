@@ -33,6 +33,8 @@ pub struct GracefulRestartConfig {
     pub restart_time: u16,
     /// F bit: pod traffic keeps flowing while we restart, so the peer may keep forwarding.
     pub preserve_forwarding: bool,
+    /// RFC 9494 Long-lived Stale Time in seconds (24 bits); 0 sends no LLGR capability.
+    pub long_lived_stale_time: u32,
 }
 
 /// Default [`SessionConfig::send_queue_limit`]: 8 MiB, several copies of a 100,000-route
@@ -289,7 +291,8 @@ pub enum Output {
         to: State,
         reason: Option<DownReason>,
     },
-    /// A received UPDATE had RFC 7606 non-fatal errors (treat-as-withdraw, attribute discard).
+    /// A received UPDATE had RFC 7606 errors that keep the session up (treat-as-withdraw,
+    /// attribute discard, AFI/SAFI disable): counted and logged; its routes are ignored anyway.
     UpdateErrors(Vec<DecodeError>),
     /// Routes that could not be sent to this peer.
     Refused(Vec<(ipnet::IpNet, Refusal)>),
