@@ -24,6 +24,32 @@ use crate::transport::sys::setsockopt;
 /// Attempts at a free random source port before giving up.
 const SOURCE_PORT_ATTEMPTS: usize = 64;
 
+/// Which source port a session's packets leave from. RFC 5881 §4: one port for the life of
+/// a session, so a session that continues across a restart needs the port it had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePort {
+    /// Any free port of the range.
+    Any,
+    /// This port if free, else any.
+    Prefer(u16),
+    /// This port or an error (`AddrInUse`).
+    Exactly(u16),
+}
+
+/// The source port a session named by `key` (its addresses and interface) starts with: the
+/// same in every process and every build (FNV-1a, not the std hasher), so the next process
+/// after a planned restart can send from the port the peer knows without stored state.
+pub fn stable_source_port(key: &str) -> u16 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in key.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    let (start, end) = (*SOURCE_PORTS.start(), *SOURCE_PORTS.end());
+    let span = u32::from(end - start) + 1;
+    start + u16::try_from(h % span).unwrap_or(0)
+}
+
 /// Per source address, where that peer's datagrams go.
 type Sessions = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<Datagram>>>>;
 
@@ -143,6 +169,11 @@ impl UdpTransport {
     /// Binds the control port on `local` (or the wildcard of the peer's family) and a
     /// random source port, and connects the sending socket to the peer's control port.
     pub fn bind(local: Option<IpAddr>, peer: IpAddr) -> io::Result<Self> {
+        Self::bind_with(local, peer, SourcePort::Any)
+    }
+
+    /// [`UdpTransport::bind`] with the source port chosen as `source` says.
+    pub fn bind_with(local: Option<IpAddr>, peer: IpAddr, source: SourcePort) -> io::Result<Self> {
         let local = local.unwrap_or_else(|| unspecified(peer));
         if local.is_ipv4() != peer.is_ipv4() {
             return Err(io::Error::new(
@@ -169,19 +200,34 @@ impl UdpTransport {
         let setup = |sessions: Sessions| -> io::Result<Self> {
             let mut last = None;
             let mut tx = None;
-            for _ in 0..SOURCE_PORT_ATTEMPTS {
-                let port = fastrand::u16(SOURCE_PORTS);
+            let first = match source {
+                SourcePort::Any => None,
+                SourcePort::Prefer(p) | SourcePort::Exactly(p) => Some(p),
+            };
+            let random = match source {
+                SourcePort::Exactly(_) => 0,
+                _ => SOURCE_PORT_ATTEMPTS,
+            };
+            let ports = first
+                .into_iter()
+                .chain(std::iter::repeat_with(|| fastrand::u16(SOURCE_PORTS)).take(random));
+            for port in ports {
                 match bind_udp(SocketAddr::new(local, port)) {
                     Ok(s) => {
                         tx = Some(s);
                         break;
                     }
-                    Err(e) => last = Some(e),
+                    Err(e) => last = Some((port, e)),
                 }
             }
             let Some(tx) = tx else {
                 unregister(&sessions, peer);
-                return Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)));
+                return Err(match last {
+                    Some((port, e)) => {
+                        io::Error::new(e.kind(), format!("BFD source port {port} on {local}: {e}"))
+                    }
+                    None => io::Error::from(io::ErrorKind::AddrInUse),
+                });
             };
             let tx = (|| {
                 ttl_options(&tx, v6)?;
