@@ -57,6 +57,11 @@ pub struct BfdStatus {
 #[derive(Debug)]
 enum Control {
     Stop(StopMode),
+    SetIntervals {
+        desired_min_tx: Duration,
+        required_min_rx: Duration,
+        detect_mult: u8,
+    },
 }
 
 #[derive(Debug)]
@@ -71,6 +76,16 @@ impl BfdTask {
     /// Ends the session the way `mode` says.
     pub fn stop(&self, mode: StopMode) {
         let _ = self.control.send(Control::Stop(mode));
+    }
+
+    /// New timers for the running session: while Up they take effect through a Poll
+    /// Sequence (RFC 5880 §6.8.3), so the session stays Up.
+    pub fn set_intervals(&self, desired_min_tx: Duration, required_min_rx: Duration, mult: u8) {
+        let _ = self.control.send(Control::SetIntervals {
+            desired_min_tx,
+            required_min_rx,
+            detect_mult: mult,
+        });
     }
 
     pub async fn wait(self) {
@@ -161,6 +176,14 @@ impl<T: BfdTransport> Driver<T> {
                 },
                 c = control.recv() => match c {
                     Some(Control::Stop(mode)) => break mode,
+                    Some(Control::SetIntervals { desired_min_tx, required_min_rx, detect_mult }) => {
+                        self.process(BfdInput::SetIntervals {
+                            desired_min_tx,
+                            required_min_rx,
+                            detect_mult,
+                        })
+                        .await;
+                    }
                     None => break StopMode::Silent,
                 },
             }

@@ -488,6 +488,7 @@ impl Speaker {
                 Effect::StartPeer(setup) | Effect::ResetPeer(setup) => self.peers.start(&setup),
                 Effect::HoldPeer { name, reason } => self.peers.hold(&name, reason),
                 Effect::ResumePeer(name) => self.peers.resume(&name),
+                Effect::SetBfd(config) => self.peers.set_bfd(&config).await,
                 Effect::SetConnectRetry { name, base, max } => {
                     self.peers.set_connect_retry(&name, base, max);
                 }

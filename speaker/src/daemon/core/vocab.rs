@@ -148,6 +148,9 @@ pub enum Effect {
     },
     /// BFD is Up again: the held session may reconnect.
     ResumePeer(String),
+    /// `bfd` of a running peer changed (reload): new timers go to its BFD session with a
+    /// Poll, or BFD starts or stops beside the BGP session; BGP is not reset.
+    SetBfd(Box<PeerConfig>),
     /// Reconnect backoff changed; the session is not reset.
     SetConnectRetry {
         name: String,
