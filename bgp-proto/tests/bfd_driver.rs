@@ -461,14 +461,14 @@ async fn handover_keeps_the_source_port_rfc5881_4() {
     let mut b_events = eb.subscribe();
     let b = driver::spawn(session(2), a_ip, spy, eb);
     let port = stable_source_port("a>b");
-    let ta = UdpTransport::bind_with(Some(a_ip), b_ip, SourcePort::Prefer(port)).unwrap();
+    let ta = UdpTransport::bind_with(Some(a_ip), b_ip, 0, SourcePort::Prefer(port)).unwrap();
     assert_eq!(ta.source_port().unwrap(), port);
     let a = driver::spawn(session(1), b_ip, ta, broadcast::channel(64).0);
     wait_up(&mut b_events).await;
     a.stop(StopMode::Handover(Duration::from_secs(120)));
     a.wait().await;
     // The next process: the same port or nothing.
-    let ta2 = UdpTransport::bind_with(Some(a_ip), b_ip, SourcePort::Exactly(port)).unwrap();
+    let ta2 = UdpTransport::bind_with(Some(a_ip), b_ip, 0, SourcePort::Exactly(port)).unwrap();
     let ea2 = broadcast::channel(64).0;
     let mut a2_events = ea2.subscribe();
     let resumed = BfdSession::resuming(BfdSessionConfig {
@@ -597,4 +597,14 @@ async fn admin_down_lasts_a_detection_time_rfc5880_6_8_16() {
     result.expect("a stopped within 60 s");
     // 10 × 100 ms: one packet at the stop and one per interval for a detection time.
     assert_eq!(admin_down, 11);
+}
+
+/// A link-local peer is only an address on one interface (RFC 4007): without the interface
+/// the session cannot tell its packets from another uplink's neighbour with the same address.
+#[tokio::test]
+async fn link_local_peer_needs_its_interface_rfc4007_6() {
+    use bgp_proto::bfd::udp::{SourcePort, UdpTransport};
+    let err = UdpTransport::bind_with(None, addr("fe80::1"), 0, SourcePort::Any).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("needs its interface"), "{err}");
 }

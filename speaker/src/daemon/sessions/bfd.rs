@@ -10,7 +10,8 @@ use bgp_proto::bfd::driver::{self, BfdTask, StopMode};
 use bgp_proto::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig};
 use bgp_proto::session::driver::SessionEvent;
-use podcidr_config::PeerConfig;
+use bgp_proto::transport::interface_index;
+use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
@@ -58,19 +59,35 @@ pub(super) fn start(
     events: mpsc::Sender<(String, SessionEvent)>,
 ) -> Option<io::Result<BfdHandle>> {
     let cfg = session_config(p)?;
-    // Interface (link-local) peers are refused with `bfd` by the config; a default gateway is
-    // resolved to its address before a session starts.
-    let Some(peer) = p.address.fixed() else {
-        return Some(Err(io::Error::other(format!(
-            "BFD needs the peer's address, not {}",
-            p.address
-        ))));
+    // A default gateway is resolved (to an address, or an interface peer for a link-local
+    // router) before a session starts.
+    let (peer, scope) = match &p.address {
+        PeerAddress::Fixed(ip) => (*ip, 0),
+        // Link-local: the interface is the scope (RFC 4007), looked up at each start.
+        PeerAddress::Interface {
+            name,
+            peer: Some(ll),
+        } => match interface_index(name) {
+            Ok(index) => (IpAddr::V6(*ll), index),
+            Err(e) => {
+                return Some(Err(io::Error::new(
+                    e.kind(),
+                    format!("interface {name}: {e}"),
+                )));
+            }
+        },
+        other => {
+            return Some(Err(io::Error::other(format!(
+                "BFD needs the peer's address, not {other}"
+            ))));
+        }
     };
     let key = source_key(p.local_address, peer, p.address.interface());
-    let (transport, restarting) = match bind(&p.name, p.local_address, peer, &key, restarting) {
-        Ok(t) => t,
-        Err(e) => return Some(Err(e)),
-    };
+    let (transport, restarting) =
+        match bind(&p.name, p.local_address, (peer, scope), &key, restarting) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
     let (tx, rx) = broadcast::channel(64);
     // After a planned restart the peer may still run our previous process's session.
     let session = if restarting {
@@ -101,22 +118,25 @@ fn source_key(local: Option<IpAddr>, peer: IpAddr, interface: Option<&str>) -> S
 fn bind(
     name: &str,
     local: Option<IpAddr>,
-    peer: IpAddr,
+    (peer, scope): (IpAddr, u32),
     key: &str,
     restarting: bool,
 ) -> io::Result<(UdpTransport, bool)> {
     let port = stable_source_port(key);
     if restarting {
-        match UdpTransport::bind_with(local, peer, SourcePort::Exactly(port)) {
+        match UdpTransport::bind_with(local, peer, scope, SourcePort::Exactly(port)) {
             Ok(t) => return Ok((t, true)),
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
                 tracing::warn!(peer = %name, error = %e, "the BFD source port of the previous process is taken; starting a new BFD session (RFC 5881 §4), which the peer sees as BFD Down");
-                return Ok((UdpTransport::bind(local, peer)?, false));
+                return Ok((
+                    UdpTransport::bind_with(local, peer, scope, SourcePort::Any)?,
+                    false,
+                ));
             }
             Err(e) => return Err(e),
         }
     }
-    let t = UdpTransport::bind_with(local, peer, SourcePort::Prefer(port))?;
+    let t = UdpTransport::bind_with(local, peer, scope, SourcePort::Prefer(port))?;
     let got = t.source_port()?;
     if got != port {
         tracing::warn!(peer = %name, port, got, "BFD source port taken; this session uses another, so after a planned restart the next process starts a new BFD session");
@@ -137,11 +157,11 @@ mod tests {
     async fn restart_continues_from_the_same_source_port_rfc5881_4() {
         let (local, ip) = ips("127.0.0.81", "127.0.0.82");
         let key = source_key(local, ip, None);
-        let (first, _) = bind("tor", local, ip, &key, false).unwrap();
+        let (first, _) = bind("tor", local, (ip, 0), &key, false).unwrap();
         let port = first.source_port().unwrap();
         assert_eq!(port, stable_source_port(&key));
         drop(first);
-        let (next, resume) = bind("tor", local, ip, &key, true).unwrap();
+        let (next, resume) = bind("tor", local, (ip, 0), &key, true).unwrap();
         assert!(resume);
         assert_eq!(next.source_port().unwrap(), port);
     }
@@ -152,7 +172,7 @@ mod tests {
         let key = source_key(local, ip, None);
         let port = stable_source_port(&key);
         let _taken = UdpSocket::bind(("127.0.0.83", port)).unwrap();
-        let (t, resume) = bind("tor", local, ip, &key, true).unwrap();
+        let (t, resume) = bind("tor", local, (ip, 0), &key, true).unwrap();
         assert!(!resume, "another port is another session");
         assert_ne!(t.source_port().unwrap(), port);
     }
