@@ -407,3 +407,204 @@ async fn two_sessions_share_one_local_control_port_rfc5881_4() {
     assert_eq!(tasks[0].status.borrow().remote_discriminator, 12);
     assert_eq!(tasks[1].status.borrow().remote_discriminator, 13);
 }
+
+/// The far end of a loopback session as a plain socket on the peer's control port, which
+/// records the source port of every packet it receives.
+struct PortSpy {
+    sock: tokio::net::UdpSocket,
+    peer: IpAddr,
+    ports: Arc<Mutex<Vec<u16>>>,
+}
+
+impl BfdTransport for PortSpy {
+    fn send<'a>(
+        &'a mut self,
+        packet: &'a [u8],
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>> {
+        Box::pin(async move {
+            let to = std::net::SocketAddr::new(self.peer, 3784);
+            self.sock.send_to(packet, to).await.map(|_| ())
+        })
+    }
+
+    fn recv(&mut self) -> Pin<Box<dyn Future<Output = io::Result<Datagram>> + Send + '_>> {
+        Box::pin(async move {
+            let mut buf = [0u8; 128];
+            let (n, from) = self.sock.recv_from(&mut buf).await?;
+            self.ports.lock().unwrap().push(from.port());
+            Ok(Datagram {
+                payload: buf[..n].to_vec(),
+                from: from.ip(),
+                // Loopback; the TTL check is the other tests' subject.
+                ttl: Some(255),
+            })
+        })
+    }
+}
+
+/// A planned restart over real sockets: the next process sends from the source port the
+/// peer knows (RFC 5881 §4: one port for the life of a session), and the peer stays Up.
+#[tokio::test]
+async fn handover_keeps_the_source_port_rfc5881_4() {
+    use bgp_proto::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
+    let (a_ip, b_ip) = (addr("127.0.0.91"), addr("127.0.0.92"));
+    let sock = std::net::UdpSocket::bind((b_ip, 3784)).unwrap();
+    sock.set_ttl(255).unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let ports = Arc::new(Mutex::new(Vec::new()));
+    let spy = PortSpy {
+        sock: tokio::net::UdpSocket::from_std(sock).unwrap(),
+        peer: a_ip,
+        ports: Arc::clone(&ports),
+    };
+    let eb = broadcast::channel(64).0;
+    let mut b_events = eb.subscribe();
+    let b = driver::spawn(session(2), a_ip, spy, eb);
+    let port = stable_source_port("a>b");
+    let ta = UdpTransport::bind_with(Some(a_ip), b_ip, 0, SourcePort::Prefer(port)).unwrap();
+    assert_eq!(ta.source_port().unwrap(), port);
+    let a = driver::spawn(session(1), b_ip, ta, broadcast::channel(64).0);
+    wait_up(&mut b_events).await;
+    a.stop(StopMode::Handover(Duration::from_secs(120)));
+    a.wait().await;
+    // The next process: the same port or nothing.
+    let ta2 = UdpTransport::bind_with(Some(a_ip), b_ip, 0, SourcePort::Exactly(port)).unwrap();
+    let ea2 = broadcast::channel(64).0;
+    let mut a2_events = ea2.subscribe();
+    let resumed = BfdSession::resuming(BfdSessionConfig {
+        my_discriminator: 99,
+        desired_min_tx: Duration::from_millis(100),
+        required_min_rx: Duration::from_millis(100),
+        detect_mult: 3,
+        jitter_seed: 99,
+    });
+    let before = ports.lock().unwrap().len();
+    let _a2 = driver::spawn(resumed, b_ip, ta2, ea2);
+    wait_up(&mut a2_events).await;
+    // Bounded: the resumed session polls back at 100 ms; wait for its packets to arrive.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while ports.lock().unwrap().len() < before + 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("packets from the resumed session");
+    let seen = ports.lock().unwrap().clone();
+    assert!(seen.iter().all(|p| *p == port), "source ports {seen:?}");
+    assert_eq!(b.status.borrow().state, BfdState::Up);
+    while let Ok(ev) = b_events.try_recv() {
+        assert!(
+            !matches!(ev, BfdEvent::StateChanged { .. }),
+            "the peer left Up: {ev:?}"
+        );
+    }
+}
+
+/// The stretched detection time is the restart window, not 255 × the transmit interval:
+/// 10 s at 100 ms is 100 × 100 ms (it was 255 × 100 ms = 25.5 s).
+#[tokio::test(start_paused = true)]
+async fn handover_detection_time_is_the_window_rfc5882_4_3() {
+    let mut p = pair(255);
+    wait_up(&mut p.a_events).await;
+    wait_up(&mut p.b_events).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    p.a.stop(StopMode::Handover(Duration::from_secs(10)));
+    tokio::time::timeout(Duration::from_secs(5), p.a.wait())
+        .await
+        .unwrap();
+    assert_eq!(
+        p.b.status.borrow().detection_time,
+        Some(Duration::from_secs(10))
+    );
+}
+
+/// A counting far end: how many AdminDown packets arrive.
+#[tokio::test(start_paused = true)]
+async fn admin_down_lasts_a_detection_time_rfc5880_6_8_16() {
+    let (to_b, mut from_a) = mpsc::unbounded_channel();
+    let (to_a, from_b) = mpsc::unbounded_channel();
+    let (a_ip, b_ip) = (addr("198.18.0.1"), addr("198.18.0.2"));
+    let chan = |me, tx, rx| Chan {
+        me,
+        ttl: 255,
+        tx: shared(tx),
+        rx,
+        cut: Arc::new(AtomicBool::new(false)),
+    };
+    let cfg = |disc| BfdSessionConfig {
+        my_discriminator: disc,
+        desired_min_tx: Duration::from_millis(100),
+        required_min_rx: Duration::from_millis(100),
+        detect_mult: 10,
+        jitter_seed: u64::from(disc),
+    };
+    let ea = broadcast::channel(64).0;
+    let a = driver::spawn(BfdSession::new(cfg(1)), b_ip, chan(a_ip, to_b, from_b), ea);
+    // b: a plain session fed by hand, so every packet from a can be inspected.
+    let mut b = BfdSession::new(cfg(2));
+    let mut admin_down = 0;
+    let reply = |outs: Vec<bgp_proto::bfd::BfdOutput>| {
+        for o in outs {
+            if let bgp_proto::bfd::BfdOutput::Send(p) = o {
+                let _ = to_a.send(Datagram {
+                    payload: p.encode().unwrap().to_vec(),
+                    from: b_ip,
+                    ttl: Some(255),
+                });
+            }
+        }
+    };
+    reply(b.handle(bgp_proto::bfd::BfdInput::Start));
+    let mut stopped = false;
+    let result = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            tokio::select! {
+                d = from_a.recv() => {
+                    let Some(d) = d else { return };
+                    let p = bgp_proto::bfd::ControlPacket::decode(&d.payload).unwrap();
+                    if p.state == BfdState::AdminDown {
+                        admin_down += 1;
+                    }
+                    reply(b.handle(bgp_proto::bfd::BfdInput::Received(p)));
+                }
+                // b transmits too, so a stays Up and its interval settles at 100 ms.
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    reply(b.handle(bgp_proto::bfd::BfdInput::TimerFired(
+                        bgp_proto::bfd::BfdTimer::Transmit,
+                    )));
+                }
+            }
+            if !stopped
+                && a.status.borrow().state == BfdState::Up
+                && a.status.borrow().tx_interval == Duration::from_millis(100)
+            {
+                stopped = true;
+                a.stop(StopMode::AdminDown);
+            }
+            if a.is_finished() && stopped {
+                // Drain what is queued.
+                while let Ok(d) = from_a.try_recv() {
+                    let p = bgp_proto::bfd::ControlPacket::decode(&d.payload).unwrap();
+                    if p.state == BfdState::AdminDown {
+                        admin_down += 1;
+                    }
+                }
+                return;
+            }
+        }
+    })
+    .await;
+    result.expect("a stopped within 60 s");
+    // 10 × 100 ms: one packet at the stop and one per interval for a detection time.
+    assert_eq!(admin_down, 11);
+}
+
+/// A link-local peer is only an address on one interface (RFC 4007): without the interface
+/// the session cannot tell its packets from another uplink's neighbour with the same address.
+#[tokio::test]
+async fn link_local_peer_needs_its_interface_rfc4007_6() {
+    use bgp_proto::bfd::udp::{SourcePort, UdpTransport};
+    let err = UdpTransport::bind_with(None, addr("fe80::1"), 0, SourcePort::Any).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("needs its interface"), "{err}");
+}

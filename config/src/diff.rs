@@ -15,8 +15,9 @@ pub struct PeerChanges {
     pub removed: Vec<String>,
     /// A session-affecting setting differs: reset the session with the new settings.
     pub changed: Vec<String>,
-    /// Only route attributes, reconnect backoff or node selection differ: apply without
-    /// a reset (re-announce the routes with the new attributes).
+    /// Only route attributes, reconnect backoff, node selection or BFD differ: apply
+    /// without a reset (re-announce the routes with the new attributes; BFD timers change
+    /// with a Poll Sequence, RFC 5880 §6.8.3, and BFD starts or stops next to the session).
     pub updated: Vec<String>,
     pub unchanged: Vec<String>,
     /// Which non-peer settings differ.
@@ -126,7 +127,9 @@ pub fn diff_peers(old: &Config, new: &Config) -> PeerChanges {
 }
 
 /// Settings that go into the transport or the OPEN, or that the FSM runs with.
-/// Destructured so a new field cannot be forgotten here.
+/// Destructured so a new field cannot be forgotten here. Of `bfd` only strict mode: it is a
+/// capability in the OPEN, while BFD itself runs beside BGP's session and changes in place.
+/// `families` as a set: their order changes no session.
 fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
     let PeerConfig {
         name: _,
@@ -162,12 +165,21 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
         || *local_address != b.local_address
         || *passive != b.passive
         || *accept_incoming != b.accept_incoming
-        || *families != b.families
+        || !same_set(families, &b.families)
         || *hold_time != b.hold_time
         || *keepalive_time != b.keepalive_time
         || *password_file != b.password_file
         || *ttl_security != b.ttl_security
         || *ebgp_multihop != b.ebgp_multihop
         || *graceful_restart != b.graceful_restart
-        || *bfd != b.bfd
+        || bfd_strict(bfd) != bfd_strict(&b.bfd)
+}
+
+/// What the OPEN says: capability 74 only with BFD on (draft-ietf-idr-bgp-bfd-strict-mode §3).
+fn bfd_strict(bfd: &Option<crate::BfdConfig>) -> bool {
+    bfd.is_some_and(|b| b.strict)
+}
+
+fn same_set<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x)) && b.iter().all(|x| a.contains(x))
 }

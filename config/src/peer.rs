@@ -188,18 +188,6 @@ pub(crate) fn parse_peer(
             format!("single-hop BFD (RFC 5881) cannot be combined with ebgpMultihop {hops}"),
         );
     }
-    if bfd.is_some()
-        && let Some(PeerAddress::Interface { name, .. }) = &address
-    {
-        errs.push(
-            &path("bfd"),
-            format!(
-                "BFD over a link-local (interface {}) session is not supported yet; peer by \
-                 address to use BFD",
-                quoted(name)
-            ),
-        );
-    }
     let communities = Lookup::of(&obj, "communities", errs, |n, e| {
         parse_unique_list(n, e, "a community", |s| match s.parse::<Community>()? {
             // RFC 9494 §4.3: only a router keeping a route stale adds it.

@@ -50,7 +50,6 @@ fn session_settings_reset_only_that_peer() {
         "ttlSecurity: true",
         "ebgpMultihop: 2",
         "gracefulRestart: {enabled: false}",
-        "bfd: {minTx: 100}",
         "passive: true",
         "localAddress: 192.0.2.10",
     ] {
@@ -77,6 +76,38 @@ fn route_attributes_update_without_reset() {
         assert_eq!(names(&changes.updated), ["tor1"], "{setting}");
         assert!(changes.changed.is_empty(), "{setting}");
     }
+}
+
+/// RFC 5880 §6.8.3: BFD timers change while Up with a Poll Sequence, so no BGP reset; BFD
+/// on or off runs beside the session and resets nothing either.
+#[test]
+fn bfd_changes_update_without_reset_rfc5880_6_8_3() {
+    let with = |b: &str| config(&[&format!("{TOR1}, bfd: {b}"), TOR2], "");
+    let rows = [
+        (with("{minTx: 100}"), with("{minTx: 300}")),
+        (with("{minRx: 100}"), with("{minRx: 200}")),
+        (with("{multiplier: 3}"), with("{multiplier: 5}")),
+        (config(&[TOR1, TOR2], ""), with("{}")),
+        (with("{}"), config(&[TOR1, TOR2], "")),
+    ];
+    for (old, new) in rows {
+        let changes = diff_peers(&old, &new);
+        assert_eq!(names(&changes.updated), ["tor1"], "{:?}", new.peers[0].bfd);
+        assert!(changes.changed.is_empty(), "{:?}", new.peers[0].bfd);
+        assert_eq!(names(&changes.unchanged), ["tor2"]);
+    }
+}
+
+#[test]
+fn families_reordered_is_no_change() {
+    let fam = |f: &str| config(&[&format!("{TOR1}, families: [{f}]")], "");
+    let changes = diff_peers(
+        &fam("ipv4-unicast, ipv6-unicast"),
+        &fam("ipv6-unicast, ipv4-unicast"),
+    );
+    assert!(changes.changed.is_empty());
+    let changes = diff_peers(&fam("ipv4-unicast, ipv6-unicast"), &fam("ipv4-unicast"));
+    assert_eq!(names(&changes.changed), ["tor1"]);
 }
 
 #[test]

@@ -42,6 +42,16 @@ fn interface_without_peer_address_discovers_the_neighbor() {
     assert_eq!(c.peers[0].address.ip(), None);
 }
 
+/// Single-hop BFD over a link-local session, its socket scoped to the interface (RFC 5881,
+/// RFC 4007); with or without a configured `peerAddress`.
+#[test]
+fn bfd_runs_on_an_interface_session_rfc5881() {
+    for fields in ["peerAddress: \"fe80::2\", bfd: {minTx: 100}", "bfd: {}"] {
+        let c = valid(&on_interface(fields));
+        assert!(c.peers[0].bfd.is_some(), "{fields}");
+    }
+}
+
 #[test]
 fn extended_next_hop_is_off_unless_set_rfc8950_3() {
     assert!(!valid(&with_peer("")).peers[0].extended_next_hop);
@@ -95,11 +105,6 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             "interface_session_has_no_local_address",
             on_interface("peerAddress: \"fe80::2\", localAddress: \"2001:db8::1\""),
             "peers[0].localAddress: \"2001:db8::1\" is not allowed (the source of a session on interface \"eth1\" is that interface's link-local address)",
-        ),
-        (
-            "bfd_is_not_offered_on_an_interface_session_yet",
-            on_interface("peerAddress: \"fe80::2\", bfd: {minTx: 100}"),
-            "peers[0].bfd: BFD over a link-local (interface \"eth1\") session is not supported yet; peer by address to use BFD",
         ),
         (
             "extended_next_hop_needs_ipv4_unicast",

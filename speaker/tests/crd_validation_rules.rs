@@ -241,6 +241,11 @@ fn valid() -> Vec<(&'static str, Value)> {
             json!({"keepaliveTime": 89, "localAddress": "192.0.2.10", "ttlSecurity": true, "ebgpMultihop": 1}),
         ),
         p(json!({"asn": 4200000001u64, "bfd": {"enabled": false}, "ebgpMultihop": 3})),
+        // Link-local BFD: the socket is scoped to the interface.
+        (
+            PEER,
+            json!({"interface": "eth1", "peerAddress": "fe80::1", "asn": 65000, "bfd": {"enabled": true}}),
+        ),
         p(
             json!({"bfd": {"minRx": 50}, "passive": true, "acceptIncoming": true, "gracefulRestart": {"restartTime": 4095}}),
         ),
@@ -456,13 +461,6 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
             PEER,
             p(json!({"bfd": {}, "ebgpMultihop": 2})),
             "single-hop BFD",
-        ),
-        (
-            PEER,
-            p(
-                json!({"address": null, "interface": "eth1", "peerAddress": "fe80::1", "bfd": {"enabled": true}}),
-            ),
-            "BFD over a link-local",
         ),
         (
             PEER,

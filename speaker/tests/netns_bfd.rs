@@ -212,3 +212,53 @@ fn strict_mode_with_a_tor_without_capability_74_runs_non_strict_draft_bfd_strict
     assert!(back.is_some(), "BGP stranded\n{}", t.diagnostics());
     assert!(!t.log().contains("held waiting for BFD"), "{}", t.log());
 }
+
+/// The "Since" column of BIRD's BGP protocol with the node: when it last changed state.
+fn bgp_since(t: &BfdTopology) -> Option<String> {
+    let out = t.birdc("show protocols node1");
+    let line = out.lines().find(|l| l.starts_with("node1"))?;
+    line.split_whitespace().nth(3).map(str::to_owned)
+}
+
+/// RFC 5880 §6.8.3: new BFD timers by reload reach the ToR through a Poll Sequence, while
+/// the BGP session (same connection: BIRD's Since does not move) and BFD stay Up.
+#[test]
+fn bfd_timer_reload_keeps_bgp_and_polls_the_tor_rfc5880_6_8_3() {
+    let Some(t) = topology(6) else { return };
+    // BIRD's timeout for us is our multiplier × our 100 ms.
+    let fast = t.poll_until(POLL, WAIT, |t| {
+        t.birdc("show bfd sessions").contains("0.300")
+    });
+    assert!(fast.is_some(), "{}", t.diagnostics());
+    let (bgp_before, bfd_before) = (bgp_since(&t), bfd_since(&t));
+    assert!(
+        bgp_before.is_some() && bfd_before.is_some(),
+        "{}",
+        t.diagnostics()
+    );
+    t.set_speaker_bfd((200, 200, 5));
+    // 5 × max(200 ms, BIRD's 100 ms min rx): BIRD took the new values (from our Poll).
+    let polled = t.poll_until(POLL, WAIT, |t| {
+        t.birdc("show bfd sessions").contains("1.000")
+    });
+    assert!(polled.is_some(), "{}", t.diagnostics());
+    assert!(
+        t.log().contains("config reloaded") && t.log().contains("reset=0"),
+        "{}",
+        t.log()
+    );
+    assert!(t.tor_bgp_established(), "{}", t.diagnostics());
+    assert_eq!(
+        bgp_since(&t),
+        bgp_before,
+        "BGP re-established\n{}",
+        t.diagnostics()
+    );
+    assert_eq!(
+        bfd_since(&t),
+        bfd_before,
+        "BFD left Up\n{}",
+        t.diagnostics()
+    );
+    assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
+}

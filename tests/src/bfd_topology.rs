@@ -137,6 +137,18 @@ impl BfdTopology {
         self.speaker = Some(child);
     }
 
+    /// Rewrites the speaker's `bfd:` line (ms, ms, multiplier); the running speaker
+    /// reloads the changed file (it checks every 2 s).
+    pub fn set_speaker_bfd(&self, (tx, rx, m): (u32, u32, u8)) {
+        let path = self.dir.path("speaker.yaml");
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        let start = yaml.find("    bfd: ").expect("the speaker runs BFD");
+        let end = start + yaml[start..].find('\n').unwrap();
+        let line = format!("    bfd: {{minTx: {tx}, minRx: {rx}, multiplier: {m}}}");
+        let new = format!("{}{line}{}", &yaml[..start], &yaml[end..]);
+        std::fs::write(&path, new).unwrap();
+    }
+
     pub fn speaker_log(&self, launch: u32) -> PathBuf {
         self.dir.path(&format!("speaker{launch}.log"))
     }

@@ -14,11 +14,15 @@ use tokio::time::{Instant, sleep_until};
 
 use super::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
 use super::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
+use super::timers;
 pub use super::{BfdEvent, StopMode};
 
-/// AdminDown packets sent on a planned stop (RFC 5880 §6.8.16 asks for a Detection Time's
-/// worth; three at the agreed interval cover the peer's usual multiplier).
-pub const ADMIN_DOWN_PACKETS: usize = 3;
+/// Upper bound on how long a planned stop repeats AdminDown (RFC 5880 §6.8.16 asks for a
+/// Detection Time's worth, which a large multiplier makes minutes long).
+pub const ADMIN_DOWN_LIMIT: Duration = Duration::from_secs(3);
+
+/// Copies of a handover's Poll: one lost packet must not decide.
+pub const HANDOVER_PACKETS: usize = 3;
 
 /// One received datagram.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +54,14 @@ pub struct BfdStatus {
     pub tx_interval: Duration,
 }
 
-/// Our detection multiplier during a handover: the largest the field holds.
-pub const HANDOVER_MULTIPLIER: u8 = 255;
-
 #[derive(Debug)]
 enum Control {
     Stop(StopMode),
+    SetIntervals {
+        desired_min_tx: Duration,
+        required_min_rx: Duration,
+        detect_mult: u8,
+    },
 }
 
 #[derive(Debug)]
@@ -70,6 +76,16 @@ impl BfdTask {
     /// Ends the session the way `mode` says.
     pub fn stop(&self, mode: StopMode) {
         let _ = self.control.send(Control::Stop(mode));
+    }
+
+    /// New timers for the running session: while Up they take effect through a Poll
+    /// Sequence (RFC 5880 §6.8.3), so the session stays Up.
+    pub fn set_intervals(&self, desired_min_tx: Duration, required_min_rx: Duration, mult: u8) {
+        let _ = self.control.send(Control::SetIntervals {
+            desired_min_tx,
+            required_min_rx,
+            detect_mult: mult,
+        });
     }
 
     pub async fn wait(self) {
@@ -160,6 +176,14 @@ impl<T: BfdTransport> Driver<T> {
                 },
                 c = control.recv() => match c {
                     Some(Control::Stop(mode)) => break mode,
+                    Some(Control::SetIntervals { desired_min_tx, required_min_rx, detect_mult }) => {
+                        self.process(BfdInput::SetIntervals {
+                            desired_min_tx,
+                            required_min_rx,
+                            detect_mult,
+                        })
+                        .await;
+                    }
                     None => break StopMode::Silent,
                 },
             }
@@ -167,22 +191,30 @@ impl<T: BfdTransport> Driver<T> {
         // At the interval the peer agreed to while we were Up, not the idle 1 s, so a
         // planned stop takes at most a detection time.
         let spacing = self.session.tx_interval();
-        match mode {
+        let packets = match mode {
             StopMode::Silent => return,
-            StopMode::AdminDown => self.process(BfdInput::AdminDown).await,
+            StopMode::AdminDown => {
+                self.process(BfdInput::AdminDown).await;
+                let mult = self.session.config().detect_mult;
+                timers::admin_down_packets(spacing, mult, ADMIN_DOWN_LIMIT)
+            }
             StopMode::Handover(window) => {
                 let cfg = *self.session.config();
-                let slow = (window / u32::from(HANDOVER_MULTIPLIER)).max(cfg.desired_min_tx);
+                // The peer's detection time of us: our multiplier × the slower of our
+                // Desired Min TX and its Required Min RX (RFC 5880 §6.8.4).
+                let floor = cfg.desired_min_tx.max(self.session.remote_min_rx());
+                let (tx, mult) = timers::handover_timers(window, floor, cfg.detect_mult);
+                let tx = if tx == floor { cfg.desired_min_tx } else { tx };
                 self.process(BfdInput::SetIntervals {
-                    desired_min_tx: slow,
+                    desired_min_tx: tx,
                     required_min_rx: cfg.required_min_rx,
-                    detect_mult: HANDOVER_MULTIPLIER,
+                    detect_mult: mult,
                 })
                 .await;
+                HANDOVER_PACKETS
             }
-        }
-        // A few copies: one lost packet must not decide.
-        for _ in 1..ADMIN_DOWN_PACKETS {
+        };
+        for _ in 1..packets {
             tokio::time::sleep(spacing).await;
             self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
         }

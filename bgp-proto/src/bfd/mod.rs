@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod packet;
 pub mod session;
+pub mod timers;
 pub mod udp;
 
 use std::time::Duration;
@@ -36,8 +37,8 @@ pub enum StopMode {
     /// Tell the peer we stop on purpose (AdminDown, RFC 5880 §6.8.16).
     AdminDown,
     /// A planned restart of this process: stretch the peer's detection time to about
-    /// `window` (our multiplier 255 and a slower transmit interval, announced with a Poll)
-    /// and fall silent; the next process continues the session ([`BfdSession::resuming`])
+    /// `window` (a larger multiplier and, past 255, a slower transmit interval, announced
+    /// with a Poll; [`timers::handover_timers`]) and fall silent; the next process continues the session ([`BfdSession::resuming`])
     /// before the peer would declare it down.
     Handover(Duration),
     /// Just stop sending.

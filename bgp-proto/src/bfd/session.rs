@@ -151,6 +151,10 @@ impl BfdSession {
     pub fn config(&self) -> &BfdSessionConfig {
         &self.cfg
     }
+    /// The peer's last announced Required Min RX (1 µs before it is heard, §6.8.1).
+    pub fn remote_min_rx(&self) -> Duration {
+        Duration::from_micros(u64::from(self.remote_min_rx))
+    }
     pub fn poll_active(&self) -> bool {
         self.poll.is_some()
     }

@@ -24,8 +24,46 @@ use crate::transport::sys::setsockopt;
 /// Attempts at a free random source port before giving up.
 const SOURCE_PORT_ATTEMPTS: usize = 64;
 
-/// Per source address, where that peer's datagrams go.
-type Sessions = Arc<Mutex<HashMap<IpAddr, mpsc::Sender<Datagram>>>>;
+/// Which source port a session's packets leave from. RFC 5881 §4: one port for the life of
+/// a session, so a session that continues across a restart needs the port it had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePort {
+    /// Any free port of the range.
+    Any,
+    /// This port if free, else any.
+    Prefer(u16),
+    /// This port or an error (`AddrInUse`).
+    Exactly(u16),
+}
+
+/// The source port a session named by `key` (its addresses and interface) starts with: the
+/// same in every process and every build (FNV-1a, not the std hasher), so the next process
+/// after a planned restart can send from the port the peer knows without stored state.
+pub fn stable_source_port(key: &str) -> u16 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in key.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    let (start, end) = (*SOURCE_PORTS.start(), *SOURCE_PORTS.end());
+    let span = u32::from(end - start) + 1;
+    start + u16::try_from(h % span).unwrap_or(0)
+}
+
+/// Per source address and its scope (the interface index of a link-local address, else 0:
+/// one link-local address may be a different neighbour on each uplink), where that peer's
+/// datagrams go.
+type Sessions = Arc<Mutex<HashMap<Scoped, mpsc::Sender<Datagram>>>>;
+
+type Scoped = (IpAddr, u32);
+
+/// The scope that tells `ip` apart: the interface for an IPv6 link-local address (RFC 4007).
+fn scoped(ip: IpAddr, scope_id: u32) -> Scoped {
+    match ip {
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => (ip, scope_id),
+        _ => (ip, 0),
+    }
+}
 
 /// Datagrams queued per session before more are dropped (a session reads them at once).
 const SESSION_QUEUE: usize = 64;
@@ -40,7 +78,7 @@ static CONTROL_PORTS: Mutex<BTreeMap<SocketAddr, Sessions>> = Mutex::new(BTreeMa
 pub struct UdpTransport {
     rx: mpsc::Receiver<Datagram>,
     tx: UdpSocket,
-    peer: IpAddr,
+    peer: Scoped,
     sessions: Sessions,
 }
 
@@ -50,7 +88,7 @@ impl Drop for UdpTransport {
     }
 }
 
-fn unregister(sessions: &Sessions, peer: IpAddr) {
+fn unregister(sessions: &Sessions, peer: Scoped) {
     if let Ok(mut s) = sessions.lock() {
         s.remove(&peer);
     }
@@ -77,12 +115,13 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
 
 async fn dispatch(rx: UdpSocket, sessions: Sessions) {
     loop {
-        let Ok(d) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
+        let Ok((d, scope)) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
             // Errors (ICMP errors reported on the socket, say) belong to no one session.
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
-        let to = sessions.lock().ok().and_then(|s| s.get(&d.from).cloned());
+        let key = scoped(d.from, scope);
+        let to = sessions.lock().ok().and_then(|s| s.get(&key).cloned());
         if let Some(to) = to {
             // Full: the session is SESSION_QUEUE packets behind; drop, as a congested
             // link would.
@@ -143,6 +182,27 @@ impl UdpTransport {
     /// Binds the control port on `local` (or the wildcard of the peer's family) and a
     /// random source port, and connects the sending socket to the peer's control port.
     pub fn bind(local: Option<IpAddr>, peer: IpAddr) -> io::Result<Self> {
+        Self::bind_with(local, peer, 0, SourcePort::Any)
+    }
+
+    /// [`UdpTransport::bind`] with the source port chosen as `source` says. `scope_id`: for
+    /// an IPv6 link-local peer, the index of the interface it is on (RFC 4007); packets go
+    /// out there and only that interface's packets from the peer are taken. Else ignored.
+    pub fn bind_with(
+        local: Option<IpAddr>,
+        peer: IpAddr,
+        scope_id: u32,
+        source: SourcePort,
+    ) -> io::Result<Self> {
+        let key = scoped(peer, scope_id);
+        if let (IpAddr::V6(v6), 0) = key
+            && v6.is_unicast_link_local()
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("BFD with link-local {peer} needs its interface"),
+            ));
+        }
         let local = local.unwrap_or_else(|| unspecified(peer));
         if local.is_ipv4() != peer.is_ipv4() {
             return Err(io::Error::new(
@@ -157,35 +217,53 @@ impl UdpTransport {
             let mut s = sessions
                 .lock()
                 .map_err(|_| io::Error::other("BFD session table poisoned"))?;
-            if s.contains_key(&peer) {
+            if s.contains_key(&key) {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!("a BFD session with {peer} on {local} already runs"),
                 ));
             }
-            s.insert(peer, to_session);
+            s.insert(key, to_session);
         }
         // From here on the transport owns the registration (its Drop removes it).
         let setup = |sessions: Sessions| -> io::Result<Self> {
             let mut last = None;
             let mut tx = None;
-            for _ in 0..SOURCE_PORT_ATTEMPTS {
-                let port = fastrand::u16(SOURCE_PORTS);
+            let first = match source {
+                SourcePort::Any => None,
+                SourcePort::Prefer(p) | SourcePort::Exactly(p) => Some(p),
+            };
+            let random = match source {
+                SourcePort::Exactly(_) => 0,
+                _ => SOURCE_PORT_ATTEMPTS,
+            };
+            let ports = first
+                .into_iter()
+                .chain(std::iter::repeat_with(|| fastrand::u16(SOURCE_PORTS)).take(random));
+            for port in ports {
                 match bind_udp(SocketAddr::new(local, port)) {
                     Ok(s) => {
                         tx = Some(s);
                         break;
                     }
-                    Err(e) => last = Some(e),
+                    Err(e) => last = Some((port, e)),
                 }
             }
             let Some(tx) = tx else {
-                unregister(&sessions, peer);
-                return Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)));
+                unregister(&sessions, key);
+                return Err(match last {
+                    Some((port, e)) => {
+                        io::Error::new(e.kind(), format!("BFD source port {port} on {local}: {e}"))
+                    }
+                    None => io::Error::from(io::ErrorKind::AddrInUse),
+                });
             };
             let tx = (|| {
                 ttl_options(&tx, v6)?;
-                tx.connect(SocketAddr::new(peer, CONTROL_PORT))?;
+                tx.connect(match peer {
+                    IpAddr::V6(v6) => SocketAddrV6::new(v6, CONTROL_PORT, 0, key.1).into(),
+                    IpAddr::V4(_) => SocketAddr::new(peer, CONTROL_PORT),
+                })?;
                 tx.set_nonblocking(true)?;
                 UdpSocket::from_std(tx)
             })();
@@ -193,11 +271,11 @@ impl UdpTransport {
                 Ok(tx) => Ok(Self {
                     rx,
                     tx,
-                    peer,
+                    peer: key,
                     sessions,
                 }),
                 Err(e) => {
-                    unregister(&sessions, peer);
+                    unregister(&sessions, key);
                     Err(e)
                 }
             }
@@ -236,8 +314,8 @@ impl BfdTransport for UdpTransport {
     }
 }
 
-/// `recvmsg` with the TTL / hop-limit control message.
-fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Datagram> {
+/// `recvmsg` with the TTL / hop-limit control message; also the source's scope id.
+fn recv_with_ttl(sock: &UdpSocket) -> io::Result<(Datagram, u32)> {
     let mut buf = [0u8; 128];
     let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     // u64 elements: cmsg headers need pointer alignment.
@@ -280,18 +358,19 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Datagram> {
     }
     // SAFETY: recvmsg succeeded, so the kernel wrote a sockaddr of the socket's family
     // (msg_namelen bytes) into `name`, which was zeroed beforehand.
-    let from = unsafe { sockaddr_ip(name.assume_init_ref()) }
+    let (from, scope) = unsafe { sockaddr_ip(name.assume_init_ref()) }
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no source address"))?;
-    Ok(Datagram {
+    let d = Datagram {
         payload: buf.get(..len).unwrap_or_default().to_vec(),
         from,
         ttl,
-    })
+    };
+    Ok((d, scope))
 }
 
 /// # Safety
 /// `ss` must hold a valid `sockaddr_in` or `sockaddr_in6` as its family says.
-unsafe fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
+unsafe fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<(IpAddr, u32)> {
     match libc::c_int::from(ss.ss_family) {
         libc::AF_INET => {
             // SAFETY: family AF_INET: the storage holds a sockaddr_in.
@@ -300,7 +379,7 @@ unsafe fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
                 Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
                 u16::from_be(sin.sin_port),
             );
-            Some(IpAddr::V4(*a.ip()))
+            Some((IpAddr::V4(*a.ip()), 0))
         }
         libc::AF_INET6 => {
             // SAFETY: family AF_INET6: the storage holds a sockaddr_in6.
@@ -311,7 +390,7 @@ unsafe fn sockaddr_ip(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
                 0,
                 sin6.sin6_scope_id,
             );
-            Some(IpAddr::V6(*a.ip()))
+            Some((IpAddr::V6(*a.ip()), a.scope_id()))
         }
         _ => None,
     }

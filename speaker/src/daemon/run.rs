@@ -487,6 +487,7 @@ impl Speaker {
                 Effect::StopPeer { .. } => {}
                 Effect::StartPeer(setup) | Effect::ResetPeer(setup) => self.peers.start(&setup),
                 Effect::Bfd { name, input } => self.peers.bfd(&name, input),
+                Effect::SetBfd(config) => self.peers.set_bfd(&config).await,
                 Effect::SetConnectRetry { name, base, max } => {
                     self.peers.set_connect_retry(&name, base, max);
                 }

@@ -152,10 +152,6 @@ pub(super) fn peer() -> Value {
             format!("!{bfd_on} || !has(self.ebgpMultihop) || self.ebgpMultihop <= 1"),
             "single-hop BFD (RFC 5881) cannot be combined with ebgpMultihop above 1",
         ),
-        rule(
-            format!("!{bfd_on} || !has(self.interface)"),
-            "BFD over a link-local (interface) session is not supported yet: peer by address to use BFD",
-        ),
     ])
 }
 

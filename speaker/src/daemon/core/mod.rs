@@ -44,6 +44,7 @@ pub use vocab::*;
 
 mod asn;
 pub mod bfd_gate;
+mod bfd_reload;
 pub mod cni;
 pub mod departure;
 pub mod errors;
@@ -719,9 +720,11 @@ impl Core {
                     }
                     updated += 1;
                     let before = self.peers.get(&cfg.name).map(|p| p.config.connect_retry);
+                    let bfd_before = self.peers.get(&cfg.name).and_then(|p| p.config.bfd);
                     if let Some(p) = self.peers.get_mut(&cfg.name) {
                         p.config = cfg.clone();
                     }
+                    self.bfd_reconfigured(out, cfg, bfd_before);
                     if before != Some(cfg.connect_retry) {
                         out.push(Effect::SetConnectRetry {
                             name: cfg.name.clone(),

@@ -146,6 +146,9 @@ pub enum Effect {
         name: String,
         input: BfdInput,
     },
+    /// `bfd` of a running peer changed (reload): new timers go to its BFD session with a
+    /// Poll, or BFD starts or stops beside the BGP session; BGP is not reset.
+    SetBfd(Box<PeerConfig>),
     /// Reconnect backoff changed; the session is not reset.
     SetConnectRetry {
         name: String,

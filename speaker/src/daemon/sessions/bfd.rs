@@ -2,20 +2,22 @@
 //! core with the session's, which decides what they mean for BGP (`core::bfd_gate`).
 
 use std::io;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use bgp_proto::bfd::driver::{self, BfdTask, StopMode};
 
-use bgp_proto::bfd::udp::UdpTransport;
+use bgp_proto::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig};
 use bgp_proto::session::driver::SessionEvent;
-use podcidr_config::PeerConfig;
+use bgp_proto::transport::interface_index;
+use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
-/// Upper bound on a planned stop's AdminDown packets (three at the agreed interval, and
-/// the interval is at most a minute by config; a stop never waits that long).
-pub(super) const BFD_STOP_WAIT: Duration = Duration::from_secs(2);
+/// Upper bound on a planned stop's packets: AdminDown for a detection time, at most
+/// `driver::ADMIN_DOWN_LIMIT` (3 s), or a handover's three Polls.
+pub(super) const BFD_STOP_WAIT: Duration = Duration::from_secs(4);
 
 #[derive(Debug)]
 pub(super) struct BfdHandle {
@@ -57,18 +59,35 @@ pub(super) fn start(
     events: mpsc::Sender<(String, SessionEvent)>,
 ) -> Option<io::Result<BfdHandle>> {
     let cfg = session_config(p)?;
-    // Interface (link-local) peers are refused with `bfd` by the config; a default gateway is
-    // resolved to its address before a session starts.
-    let Some(peer) = p.address.fixed() else {
-        return Some(Err(io::Error::other(format!(
-            "BFD needs the peer's address, not {}",
-            p.address
-        ))));
+    // A default gateway is resolved (to an address, or an interface peer for a link-local
+    // router) before a session starts.
+    let (peer, scope) = match &p.address {
+        PeerAddress::Fixed(ip) => (*ip, 0),
+        // Link-local: the interface is the scope (RFC 4007), looked up at each start.
+        PeerAddress::Interface {
+            name,
+            peer: Some(ll),
+        } => match interface_index(name) {
+            Ok(index) => (IpAddr::V6(*ll), index),
+            Err(e) => {
+                return Some(Err(io::Error::new(
+                    e.kind(),
+                    format!("interface {name}: {e}"),
+                )));
+            }
+        },
+        other => {
+            return Some(Err(io::Error::other(format!(
+                "BFD needs the peer's address, not {other}"
+            ))));
+        }
     };
-    let transport = match UdpTransport::bind(p.local_address, peer) {
-        Ok(t) => t,
-        Err(e) => return Some(Err(e)),
-    };
+    let key = source_key(p.local_address, peer, p.address.interface());
+    let (transport, restarting) =
+        match bind(&p.name, p.local_address, (peer, scope), &key, restarting) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
     let (tx, rx) = broadcast::channel(64);
     // After a planned restart the peer may still run our previous process's session.
     let session = if restarting {
@@ -84,4 +103,86 @@ pub(super) fn start(
         SessionEvent::Bfd,
     ));
     Some(Ok(BfdHandle { task, forward }))
+}
+
+/// What names a session's source port: the same in the next process for the same peer.
+fn source_key(local: Option<IpAddr>, peer: IpAddr, interface: Option<&str>) -> String {
+    let local = local.map_or_else(|| "*".to_owned(), |l| l.to_string());
+    format!("{local}>{peer}%{}", interface.unwrap_or(""))
+}
+
+/// The transport, and whether the session may continue the previous process's. RFC 5881 §4:
+/// a session keeps its source port for life, so continuing one needs the port it had (the
+/// stable port of `key`); without it the session starts afresh, which the peer sees as BFD
+/// Down, rather than continue from another port.
+fn bind(
+    name: &str,
+    local: Option<IpAddr>,
+    (peer, scope): (IpAddr, u32),
+    key: &str,
+    restarting: bool,
+) -> io::Result<(UdpTransport, bool)> {
+    let port = stable_source_port(key);
+    if restarting {
+        match UdpTransport::bind_with(local, peer, scope, SourcePort::Exactly(port)) {
+            Ok(t) => return Ok((t, true)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                tracing::warn!(peer = %name, error = %e, "the BFD source port of the previous process is taken; starting a new BFD session (RFC 5881 §4), which the peer sees as BFD Down");
+                return Ok((
+                    UdpTransport::bind_with(local, peer, scope, SourcePort::Any)?,
+                    false,
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let t = UdpTransport::bind_with(local, peer, scope, SourcePort::Prefer(port))?;
+    let got = t.source_port()?;
+    if got != port {
+        tracing::warn!(peer = %name, port, got, "BFD source port taken; this session uses another, so after a planned restart the next process starts a new BFD session");
+    }
+    Ok((t, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    fn ips(local: &str, peer: &str) -> (Option<IpAddr>, IpAddr) {
+        (Some(local.parse().unwrap()), peer.parse().unwrap())
+    }
+
+    #[tokio::test]
+    async fn restart_continues_from_the_same_source_port_rfc5881_4() {
+        let (local, ip) = ips("127.0.0.81", "127.0.0.82");
+        let key = source_key(local, ip, None);
+        let (first, _) = bind("tor", local, (ip, 0), &key, false).unwrap();
+        let port = first.source_port().unwrap();
+        assert_eq!(port, stable_source_port(&key));
+        drop(first);
+        let (next, resume) = bind("tor", local, (ip, 0), &key, true).unwrap();
+        assert!(resume);
+        assert_eq!(next.source_port().unwrap(), port);
+    }
+
+    #[tokio::test]
+    async fn restart_without_its_source_port_starts_a_new_session_rfc5881_4() {
+        let (local, ip) = ips("127.0.0.83", "127.0.0.84");
+        let key = source_key(local, ip, None);
+        let port = stable_source_port(&key);
+        let _taken = UdpSocket::bind(("127.0.0.83", port)).unwrap();
+        let (t, resume) = bind("tor", local, (ip, 0), &key, true).unwrap();
+        assert!(!resume, "another port is another session");
+        assert_ne!(t.source_port().unwrap(), port);
+    }
+
+    #[test]
+    fn source_key_tells_interfaces_apart() {
+        let ll: IpAddr = "fe80::1".parse().unwrap();
+        assert_ne!(
+            source_key(None, ll, Some("eth0")),
+            source_key(None, ll, Some("eth1"))
+        );
+    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bgp_proto::session::driver::{self, SessionEvent, SessionTask, TcpConnector};
 use bgp_proto::session::{BfdInput, RouteSet, Session, SessionStatus, StopReason};
 use bgp_proto::transport::ConnectOptions;
-use podcidr_config::PeerAddress;
+use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -176,6 +176,30 @@ impl PeerManager {
     pub fn bfd(&self, name: &str, input: BfdInput) {
         if let Some(h) = self.peers.get(name) {
             h.task.bfd(input);
+        }
+    }
+
+    /// Applies a reloaded `bfd` to a running peer without touching its BGP session: timers
+    /// through a Poll (RFC 5880 §6.8.3), or BFD started or stopped (AdminDown) beside it.
+    pub async fn set_bfd(&mut self, p: &PeerConfig) {
+        let Some(h) = self.peers.get_mut(&p.name) else {
+            return;
+        };
+        match (&h.bfd, p.bfd) {
+            (Some(b), Some(c)) => b.task.set_intervals(c.min_tx, c.min_rx, c.multiplier),
+            (None, Some(_)) => match bfd::start(p, false, self.events.clone()) {
+                None => {}
+                Some(Ok(b)) => h.bfd = Some(b),
+                Some(Err(e)) => {
+                    tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
+                }
+            },
+            (Some(_), None) => {
+                if let Some(b) = h.bfd.take() {
+                    b.stop(StopMode::AdminDown).await;
+                }
+            }
+            (None, None) => {}
         }
     }
 
