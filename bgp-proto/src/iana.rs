@@ -75,6 +75,8 @@ pub mod capability_code {
     pub const FOUR_OCTET_AS: u8 = 65;
     pub const ADD_PATH: u8 = 69;
     pub const ENHANCED_ROUTE_REFRESH: u8 = 70;
+    /// RFC 9494.
+    pub const LONG_LIVED_GRACEFUL_RESTART: u8 = 71;
     pub const FQDN: u8 = 73;
 }
 

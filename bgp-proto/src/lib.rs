@@ -30,7 +30,7 @@ pub mod types;
 pub use codec::{BgpCodec, CodecError};
 pub use error::{Action, DecodeError, EncodeError, ErrorHandling, error_handling};
 pub use message::attribute::{AsPath, AsSegment, AsSegmentType, AttrValue, PathAttribute};
-pub use message::capability::{Capability, GrFamily, GracefulRestart};
+pub use message::capability::{Capability, GrFamily, GracefulRestart, LlgrFamily};
 pub use message::notification::{ErrorCode, Notification};
 pub use message::open::Open;
 pub use message::route_refresh::{RouteRefresh, RouteRefreshSubtype};

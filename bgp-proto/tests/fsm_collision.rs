@@ -164,6 +164,7 @@ fn new_connection_from_a_graceful_restart_peer_replaces_the_established_one_rfc4
         graceful_restart: Some(GracefulRestartConfig {
             restart_time: 120,
             preserve_forwarding: true,
+            long_lived_stale_time: 0,
         }),
         ..cfg()
     });

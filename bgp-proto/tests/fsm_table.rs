@@ -665,6 +665,7 @@ fn graceful_restart_capability_lists_only_carried_families_with_f_bits_rfc4724_3
     let gr = GracefulRestartConfig {
         restart_time: 120,
         preserve_forwarding: true,
+        long_lived_stale_time: 0,
     };
     let mut s = Session::new(SessionConfig {
         families: vec![Family::IPV4_UNICAST],
@@ -689,6 +690,63 @@ fn graceful_restart_capability_lists_only_carried_families_with_f_bits_rfc4724_3
     assert_eq!(cap.families.len(), 1);
     assert_eq!(cap.families[0].family, Family::IPV4_UNICAST);
     assert!(cap.families[0].forwarding_preserved());
+}
+
+fn our_open_with(gr: Option<GracefulRestartConfig>) -> Open {
+    let mut s = Session::new(SessionConfig {
+        graceful_restart: gr,
+        ..cfg()
+    });
+    s.handle(Input::Start);
+    let out = s.handle(Input::TcpConnected);
+    let Message::Open(open) = sent(&out)[0] else {
+        panic!()
+    };
+    open.clone()
+}
+
+#[test]
+fn llgr_capability_follows_graceful_restart_for_each_family_rfc9494_3() {
+    let open = our_open_with(Some(GracefulRestartConfig {
+        restart_time: 2,
+        preserve_forwarding: true,
+        long_lived_stale_time: 86_400,
+    }));
+    let codes: Vec<u8> = open.capabilities().map(Capability::code).collect();
+    let gr = codes.iter().position(|c| *c == 64).expect("GR capability");
+    let llgr = codes
+        .iter()
+        .position(|c| *c == 71)
+        .expect("LLGR capability");
+    assert!(gr < llgr, "{codes:?}");
+    let Some(Capability::LongLivedGracefulRestart(families)) =
+        open.capabilities().find(|c| c.code() == 71)
+    else {
+        panic!()
+    };
+    let carried: Vec<Family> = families.iter().map(|f| f.family).collect();
+    assert_eq!(carried, cfg().families);
+    for f in families {
+        assert_eq!(f.stale_time, 86_400);
+        assert_eq!(f.flags, bgp_proto::LlgrFamily::FORWARDING_STATE);
+    }
+}
+
+#[test]
+fn no_llgr_capability_when_the_stale_time_is_zero_or_without_graceful_restart_rfc9494_3() {
+    let off = our_open_with(Some(GracefulRestartConfig {
+        restart_time: 120,
+        preserve_forwarding: true,
+        long_lived_stale_time: 0,
+    }));
+    assert!(off.capabilities().any(|c| c.code() == 64));
+    assert!(!off.capabilities().any(|c| c.code() == 71));
+    let no_gr = our_open_with(None);
+    assert!(
+        !no_gr
+            .capabilities()
+            .any(|c| c.code() == 64 || c.code() == 71)
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use bgp_proto::message::attribute::{AttrValue, Origin};
-use bgp_proto::message::capability::{AddPathFamily, ExtendedNextHopEntry};
+use bgp_proto::message::capability::{AddPathFamily, ExtendedNextHopEntry, LlgrFamily};
 use bgp_proto::message::update::{MpReach, MpUnreach};
 use bgp_proto::message::{Message, WireOptions, decode_message, decode_stream};
 use bgp_proto::{
@@ -58,6 +58,17 @@ fn capability() -> impl Strategy<Value = Capability> {
                         .collect(),
                 })
             }),
+        prop::collection::vec((family(), any::<u8>(), 0u32..=0x00ff_ffff), 0..4).prop_map(|v| {
+            Capability::LongLivedGracefulRestart(
+                v.into_iter()
+                    .map(|(family, flags, stale_time)| LlgrFamily {
+                        family,
+                        flags,
+                        stale_time,
+                    })
+                    .collect(),
+            )
+        }),
         prop::collection::vec((any::<u16>(), any::<u16>(), any::<u16>()), 0..4).prop_map(|v| {
             Capability::ExtendedNextHop(
                 v.into_iter()
@@ -86,7 +97,7 @@ fn capability() -> impl Strategy<Value = Capability> {
             .prop_map(|(hostname, domain)| Capability::Fqdn { hostname, domain }),
         // Codes the decoder does not interpret.
         (
-            prop::sample::select(vec![0u8, 7, 9, 71, 128, 200]),
+            prop::sample::select(vec![0u8, 7, 9, 128, 200]),
             prop::collection::vec(any::<u8>(), 0..16)
         )
             .prop_map(|(code, value)| Capability::Unknown { code, value }),

@@ -10,14 +10,19 @@ pub struct Community(pub u32);
 impl Community {
     /// GRACEFUL_SHUTDOWN, 65535:0 (RFC 8326).
     pub const GRACEFUL_SHUTDOWN: Community = Community(0xFFFF_0000);
+    /// LLGR_STALE, 65535:6 (RFC 9494 §4.3): added only by a router keeping a stale route.
+    pub const LLGR_STALE: Community = Community(0xFFFF_0006);
+    /// NO_LLGR, 65535:7 (RFC 9494 §4.4): do not keep this route as long-lived stale.
+    pub const NO_LLGR: Community = Community(0xFFFF_0007);
     pub const NO_EXPORT: Community = Community(0xFFFF_FF01);
     pub const NO_ADVERTISE: Community = Community(0xFFFF_FF02);
     pub const NO_EXPORT_SUBCONFED: Community = Community(0xFFFF_FF03);
 
-    const NAMED: [(&'static str, Community); 3] = [
+    const NAMED: [(&'static str, Community); 4] = [
         ("no-export", Community::NO_EXPORT),
         ("no-advertise", Community::NO_ADVERTISE),
         ("no-export-subconfed", Community::NO_EXPORT_SUBCONFED),
+        ("no-llgr", Community::NO_LLGR),
     ];
 
     pub fn new(asn: u16, value: u16) -> Self {
@@ -38,7 +43,7 @@ impl FromStr for Community {
         }
         let rule = || {
             "is not a community (A:B with A and B in 0..65535, or no-export, \
-             no-advertise, no-export-subconfed)"
+             no-advertise, no-export-subconfed, no-llgr)"
                 .to_owned()
         };
         let (a, b) = s.split_once(':').ok_or_else(rule)?;
@@ -117,6 +122,14 @@ mod tests {
         assert_eq!("no-advertise".parse(), Ok(Community(0xFFFF_FF02)));
         assert_eq!("no-export-subconfed".parse(), Ok(Community(0xFFFF_FF03)));
         assert_eq!(Community::NO_EXPORT.to_string(), "no-export");
+    }
+
+    #[test]
+    fn no_llgr_is_the_well_known_65535_7_rfc9494_4_4() {
+        assert_eq!("no-llgr".parse(), Ok(Community::NO_LLGR));
+        assert_eq!("65535:7".parse(), Ok(Community::NO_LLGR));
+        assert_eq!(Community::NO_LLGR.to_string(), "no-llgr");
+        assert_eq!(Community::LLGR_STALE, Community::new(65535, 6));
     }
 
     #[test]

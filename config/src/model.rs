@@ -418,6 +418,8 @@ pub struct GracefulRestartConfig {
     pub enabled: bool,
     /// Seconds, 0..=4095 (a 12-bit field in the capability).
     pub restart_time: u16,
+    /// RFC 9494 Long-lived Stale Time, seconds 0..=16777215 (24 bits); 0 = off.
+    pub long_lived_stale_time: u32,
 }
 
 impl Default for GracefulRestartConfig {
@@ -425,6 +427,7 @@ impl Default for GracefulRestartConfig {
         GracefulRestartConfig {
             enabled: true,
             restart_time: DEFAULT_RESTART_TIME,
+            long_lived_stale_time: 0,
         }
     }
 }

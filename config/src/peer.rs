@@ -201,7 +201,13 @@ pub(crate) fn parse_peer(
         );
     }
     let communities = Lookup::of(&obj, "communities", errs, |n, e| {
-        parse_unique_list(n, e, "a community", |s| s.parse::<Community>())
+        parse_unique_list(n, e, "a community", |s| match s.parse::<Community>()? {
+            // RFC 9494 §4.3: only a router keeping a route stale adds it.
+            Community::LLGR_STALE => Err("is LLGR_STALE (RFC 9494), which only a router \
+                 keeping our route as long-lived stale may add; the speaker never sends it"
+                .to_owned()),
+            c => Ok(c),
+        })
     })
     .or(Vec::new());
     let large_communities = Lookup::of(&obj, "largeCommunities", errs, |n, e| {
@@ -489,16 +495,36 @@ fn parse_multihop(
 
 fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<GracefulRestartConfig> {
     let obj = Obj::of(n, errs)?;
-    obj.check_keys(&["enabled", "restartTime"], errs);
+    obj.check_keys(&["enabled", "restartTime", "longLivedStaleTime"], errs);
     let defaults = GracefulRestartConfig::default();
     let enabled = Lookup::of(&obj, "enabled", errs, boolean).known(defaults.enabled)?;
     let restart_time = Lookup::of(&obj, "restartTime", errs, |n, e| {
         seconds(n, 0, 4095, "0..4095, a 12-bit field in RFC 4724", e)
     })
     .known(u64::from(defaults.restart_time))?;
+    let long_lived_stale_time = Lookup::of(&obj, "longLivedStaleTime", errs, |n, e| {
+        seconds(
+            n,
+            0,
+            16_777_215,
+            "0..16777215, a 24-bit field in RFC 9494",
+            e,
+        )
+    })
+    .known(u64::from(defaults.long_lived_stale_time))?;
+    // RFC 9494 §3: a receiver ignores LLGR without the graceful restart capability.
+    if !enabled && long_lived_stale_time > 0 {
+        errs.not_allowed(
+            &obj.key_path("longLivedStaleTime"),
+            long_lived_stale_time,
+            "needs gracefulRestart.enabled: RFC 9494 rides on the graceful restart capability",
+        );
+        return None;
+    }
     Some(GracefulRestartConfig {
         enabled,
         restart_time: u16::try_from(restart_time).ok()?,
+        long_lived_stale_time: u32::try_from(long_lived_stale_time).ok()?,
     })
 }
 

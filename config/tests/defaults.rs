@@ -65,6 +65,8 @@ fn omitted_settings_take_documented_defaults() {
     assert_eq!(peer.ebgp_multihop, Some(1));
     assert!(peer.graceful_restart.enabled);
     assert_eq!(peer.graceful_restart.restart_time, 120);
+    // RFC 9494 is opt-in: no LLGR capability unless configured.
+    assert_eq!(peer.graceful_restart.long_lived_stale_time, 0);
     assert!(peer.communities.is_empty() && peer.large_communities.is_empty());
     assert_eq!(
         (peer.med, peer.local_pref, peer.as_path_prepend),
@@ -308,7 +310,7 @@ fn duration_keys_take_seconds_or_a_unit() {
     let config = valid(&format!(
         "{}status: {{minInterval: 1m}}\n",
         with_peer(
-            "holdTime: 3m, keepaliveTime: 60s, connectRetry: {base: 2s, max: 2m}, gracefulRestart: {restartTime: 1h}"
+            "holdTime: 3m, keepaliveTime: 60s, connectRetry: {base: 2s, max: 2m}, gracefulRestart: {restartTime: 1h, longLivedStaleTime: 24h}"
         )
     ));
     let p = &config.peers[0];
@@ -317,6 +319,7 @@ fn duration_keys_take_seconds_or_a_unit() {
     assert_eq!(p.connect_retry.base, Duration::from_secs(2));
     assert_eq!(p.connect_retry.max, Duration::from_secs(120));
     assert_eq!(p.graceful_restart.restart_time, 3600);
+    assert_eq!(p.graceful_restart.long_lived_stale_time, 86_400);
     assert_eq!(config.status.min_interval, Duration::from_secs(60));
     assert_eq!(podcidr_config::parse_seconds("90"), Ok(90));
 }

@@ -351,6 +351,16 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_peer("gracefulRestart: {restartTime: 5000}"),
             "peers[0].gracefulRestart.restartTime: 5000 is not allowed (0..4095, a 12-bit field in RFC 4724)",
         ),
+        (
+            "long_lived_stale_time_24_bits_rfc9494_3",
+            with_peer("gracefulRestart: {longLivedStaleTime: 16777216}"),
+            "peers[0].gracefulRestart.longLivedStaleTime: 16777216 is not allowed (0..16777215, a 24-bit field in RFC 9494)",
+        ),
+        (
+            "long_lived_stale_time_needs_graceful_restart_rfc9494_3",
+            with_peer("gracefulRestart: {enabled: false, longLivedStaleTime: 60}"),
+            "peers[0].gracefulRestart.longLivedStaleTime: 60 is not allowed (needs gracefulRestart.enabled: RFC 9494 rides on the graceful restart capability)",
+        ),
         // BFD (RFC 5880/5881)
         (
             "bfd_min_tx_at_least_10ms",
@@ -411,7 +421,12 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
         (
             "community_halves_16_bit",
             with_peer("communities: [\"65536:1\"]"),
-            "peers[0].communities[0]: \"65536:1\" is not a community (A:B with A and B in 0..65535, or no-export, no-advertise, no-export-subconfed)",
+            "peers[0].communities[0]: \"65536:1\" is not a community (A:B with A and B in 0..65535, or no-export, no-advertise, no-export-subconfed, no-llgr)",
+        ),
+        (
+            "llgr_stale_is_never_announced_rfc9494_4_3",
+            with_peer("communities: [\"65535:6\"]"),
+            "peers[0].communities[0]: \"65535:6\" is LLGR_STALE (RFC 9494), which only a router keeping our route as long-lived stale may add; the speaker never sends it",
         ),
         (
             "community_unique",

@@ -201,6 +201,13 @@ fn capability_json(c: &Capability) -> Value {
                 "family": f.family.name(), "forwarding_state": f.forwarding_preserved(),
             })).collect::<Vec<_>>(),
         }),
+        Capability::LongLivedGracefulRestart(families) => json!({
+            "families": families.iter().map(|f| json!({
+                "family": f.family.name(),
+                "forwarding_state": f.flags & bgp_proto::LlgrFamily::FORWARDING_STATE != 0,
+                "long_lived_stale_time": f.stale_time,
+            })).collect::<Vec<_>>(),
+        }),
         Capability::FourOctetAs(asn) => json!({"asn": asn.0}),
         Capability::ExtendedNextHop(entries) => json!({
             "entries": entries.iter().map(|e| json!({

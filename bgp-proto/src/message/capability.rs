@@ -42,6 +42,22 @@ impl GracefulRestart {
     }
 }
 
+/// One (AFI, SAFI) entry of the long-lived graceful restart capability (RFC 9494 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlgrFamily {
+    pub family: Family,
+    /// Flags octet; bit 0x80 is the Forwarding State (F) bit, the rest is reserved.
+    pub flags: u8,
+    /// Long-lived Stale Time in seconds, a 24-bit field.
+    pub stale_time: u32,
+}
+
+impl LlgrFamily {
+    pub const FORWARDING_STATE: u8 = 0x80;
+    /// The largest Long-lived Stale Time (24 bits, about 194 days).
+    pub const MAX_STALE_TIME: u32 = 0x00ff_ffff;
+}
+
 /// An ADD-PATH entry (RFC 7911 §4); decoded for display only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddPathFamily {
@@ -73,6 +89,8 @@ pub enum Capability {
     ExtendedMessage,
     /// RFC 4724.
     GracefulRestart(GracefulRestart),
+    /// RFC 9494; sent only next to [`Capability::GracefulRestart`].
+    LongLivedGracefulRestart(Vec<LlgrFamily>),
     /// RFC 6793.
     FourOctetAs(Asn),
     /// RFC 7911.
@@ -92,6 +110,7 @@ impl Capability {
             Capability::ExtendedNextHop(_) => code::EXTENDED_NEXT_HOP,
             Capability::ExtendedMessage => code::EXTENDED_MESSAGE,
             Capability::GracefulRestart(_) => code::GRACEFUL_RESTART,
+            Capability::LongLivedGracefulRestart(_) => code::LONG_LIVED_GRACEFUL_RESTART,
             Capability::FourOctetAs(_) => code::FOUR_OCTET_AS,
             Capability::AddPath(_) => code::ADD_PATH,
             Capability::Fqdn { .. } => code::FQDN,
@@ -107,6 +126,7 @@ impl Capability {
             Capability::ExtendedNextHop(_) => "extended-next-hop",
             Capability::ExtendedMessage => "extended-message",
             Capability::GracefulRestart(_) => "graceful-restart",
+            Capability::LongLivedGracefulRestart(_) => "long-lived-graceful-restart",
             Capability::FourOctetAs(_) => "four-octet-as",
             Capability::AddPath(_) => "add-path",
             Capability::Fqdn { .. } => "fqdn",
@@ -196,6 +216,23 @@ impl Capability {
                     families,
                 })
             }
+            // We only ever show the peer's LLGR: a malformed one is kept as unknown rather
+            // than failing the OPEN (RFC 5492 §3 lets a speaker ignore a capability).
+            code::LONG_LIVED_GRACEFUL_RESTART if value.len() % 7 == 0 => {
+                let mut families = Vec::with_capacity(value.len() / 7);
+                while !v.is_empty() {
+                    let afi = v.u16().map_err(|_| bad_len())?;
+                    let safi = v.u8().map_err(|_| bad_len())?;
+                    let flags = v.u8().map_err(|_| bad_len())?;
+                    let time = v.take(3).map_err(|_| bad_len())?;
+                    families.push(LlgrFamily {
+                        family: Family::new(afi, safi),
+                        flags,
+                        stale_time: time.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)),
+                    });
+                }
+                Capability::LongLivedGracefulRestart(families)
+            }
             code::FOUR_OCTET_AS => {
                 if value.len() != 4 {
                     return Err(bad_len());
@@ -269,6 +306,21 @@ impl Capability {
                     value.put_u8(f.flags);
                 }
             }
+            Capability::LongLivedGracefulRestart(families) => {
+                for f in families {
+                    if f.stale_time > LlgrFamily::MAX_STALE_TIME {
+                        return Err(EncodeError::ValueTooLong {
+                            what: "long-lived stale time (24 bits)",
+                            length: usize::try_from(f.stale_time).unwrap_or(usize::MAX),
+                            max: 0x00ff_ffff,
+                        });
+                    }
+                    value.put_u16(f.family.afi.0);
+                    value.put_u8(f.family.safi.0);
+                    value.put_u8(f.flags);
+                    value.put_slice(&f.stale_time.to_be_bytes()[1..]);
+                }
+            }
             Capability::FourOctetAs(asn) => value.put_u32(asn.0),
             Capability::AddPath(entries) => {
                 for e in entries {
@@ -299,5 +351,80 @@ impl Capability {
         dst.put_u8(len);
         dst.put_slice(&value);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(bytes: &[u8]) -> Result<Capability, DecodeError> {
+        Capability::decode(&mut Reader::new(bytes))
+    }
+
+    fn encode(c: &Capability) -> Result<Vec<u8>, EncodeError> {
+        let mut b = BytesMut::new();
+        c.encode(&mut b).map(|()| b.to_vec())
+    }
+
+    /// Code 71, two 7-octet tuples: AFI, SAFI, flags (F = 0x80), 24-bit stale time.
+    const LLGR_BOTH_FAMILIES: [u8; 16] = [
+        71, 14, 0, 1, 1, 0x80, 0x00, 0x0e, 0x10, 0, 2, 1, 0x00, 0xff, 0xff, 0xff,
+    ];
+
+    #[test]
+    fn llgr_capability_tuples_are_afi_safi_flags_and_24_bit_stale_time_rfc9494_3() {
+        let cap = decode(&LLGR_BOTH_FAMILIES).unwrap();
+        let want = Capability::LongLivedGracefulRestart(vec![
+            LlgrFamily {
+                family: Family::IPV4_UNICAST,
+                flags: LlgrFamily::FORWARDING_STATE,
+                stale_time: 3600,
+            },
+            LlgrFamily {
+                family: Family::IPV6_UNICAST,
+                flags: 0,
+                stale_time: LlgrFamily::MAX_STALE_TIME,
+            },
+        ]);
+        assert_eq!(cap, want);
+        assert_eq!(cap.name(), "long-lived-graceful-restart");
+        assert_eq!(encode(&cap).unwrap(), LLGR_BOTH_FAMILIES);
+        // No tuple at all is legal too (a helper-only speaker).
+        let empty = Capability::LongLivedGracefulRestart(Vec::new());
+        assert_eq!(decode(&encode(&empty).unwrap()).unwrap(), empty);
+    }
+
+    #[test]
+    fn llgr_stale_time_over_24_bits_is_an_encode_error_rfc9494_3() {
+        let cap = Capability::LongLivedGracefulRestart(vec![LlgrFamily {
+            family: Family::IPV4_UNICAST,
+            flags: 0,
+            stale_time: LlgrFamily::MAX_STALE_TIME + 1,
+        }]);
+        assert!(matches!(
+            encode(&cap),
+            Err(EncodeError::ValueTooLong {
+                max: 0x00ff_ffff,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn malformed_llgr_capability_is_kept_as_unknown_without_failing_rfc5492_3() {
+        // Every truncation of a tuple: never a panic, never an error, the bytes kept.
+        for len in 1..7 {
+            let mut bytes = vec![71, len];
+            bytes.extend_from_slice(&LLGR_BOTH_FAMILIES[2..2 + usize::from(len)]);
+            let cap = decode(&bytes).unwrap();
+            assert!(
+                matches!(&cap, Capability::Unknown { code: 71, value } if value.len() == usize::from(len)),
+                "{cap:?}"
+            );
+            assert_eq!(encode(&cap).unwrap(), bytes);
+        }
+        // A length beyond the buffer is still a framing error of the parameter.
+        assert!(decode(&[71, 7, 0, 1, 1]).is_err());
     }
 }

@@ -33,6 +33,8 @@ pub struct GracefulRestartConfig {
     pub restart_time: u16,
     /// F bit: pod traffic keeps flowing while we restart, so the peer may keep forwarding.
     pub preserve_forwarding: bool,
+    /// RFC 9494 Long-lived Stale Time in seconds (24 bits); 0 sends no LLGR capability.
+    pub long_lived_stale_time: u32,
 }
 
 /// Default [`SessionConfig::send_queue_limit`]: 8 MiB, several copies of a 100,000-route

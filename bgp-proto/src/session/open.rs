@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use crate::iana::notification::{self as n, open as open_err};
-use crate::message::capability::{Capability, ExtendedNextHopEntry, GrFamily, GracefulRestart};
+use crate::message::capability::{
+    Capability, ExtendedNextHopEntry, GrFamily, GracefulRestart, LlgrFamily,
+};
 use crate::message::notification::Notification;
 use crate::message::open::Open;
 use crate::types::{AS_TRANS, Afi, Asn, Family, HoldTime, RouterId};
@@ -52,6 +54,7 @@ pub fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
     if let Some(GracefulRestartConfig {
         restart_time,
         preserve_forwarding,
+        long_lived_stale_time,
     }) = cfg.graceful_restart
     {
         let flags = if preserve_forwarding {
@@ -72,6 +75,19 @@ pub fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
                 .map(|f| GrFamily { family: *f, flags })
                 .collect(),
         }));
+        // RFC 9494 §3: only next to the GR capability, for the same families.
+        if long_lived_stale_time > 0 {
+            caps.push(Capability::LongLivedGracefulRestart(
+                cfg.families
+                    .iter()
+                    .map(|f| LlgrFamily {
+                        family: *f,
+                        flags,
+                        stale_time: long_lived_stale_time.min(LlgrFamily::MAX_STALE_TIME),
+                    })
+                    .collect(),
+            ));
+        }
     }
     Open::new(cfg.local_asn, cfg.hold_time, cfg.router_id, caps)
 }

@@ -485,6 +485,10 @@ pub struct GracefulRestartSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_duration")]
     pub restart_time: Option<IntOrString>,
+    /// RFC 9494 long-lived stale time, seconds 0..16777215; 0 (the default) is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub long_lived_stale_time: Option<IntOrString>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]

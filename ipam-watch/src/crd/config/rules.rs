@@ -180,8 +180,21 @@ pub(super) fn connect_retry() -> Value {
 /// `BGPPeer.spec.gracefulRestart`.
 pub(super) fn graceful_restart() -> Value {
     let restart = seconds("self.restartTime");
-    json!([rule(
-        format!("!has(self.restartTime) || {restart} <= 4095"),
-        "gracefulRestart.restartTime is 0..4095 seconds (a 12-bit field in RFC 4724)",
-    )])
+    let llst = seconds("self.longLivedStaleTime");
+    json!([
+        rule(
+            format!("!has(self.restartTime) || {restart} <= 4095"),
+            "gracefulRestart.restartTime is 0..4095 seconds (a 12-bit field in RFC 4724)",
+        ),
+        rule(
+            format!("!has(self.longLivedStaleTime) || {llst} <= 16777215"),
+            "gracefulRestart.longLivedStaleTime is 0..16777215 seconds (a 24-bit field in RFC 9494)",
+        ),
+        rule(
+            format!(
+                "!has(self.longLivedStaleTime) || {llst} == 0 || !has(self.enabled) || self.enabled"
+            ),
+            "gracefulRestart.longLivedStaleTime needs gracefulRestart.enabled (RFC 9494 rides on the graceful restart capability)",
+        ),
+    ])
 }

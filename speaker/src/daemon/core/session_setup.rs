@@ -41,6 +41,7 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
         graceful_restart: p.graceful_restart.enabled.then_some(GracefulRestartConfig {
             restart_time: p.graceful_restart.restart_time,
             preserve_forwarding: true,
+            long_lived_stale_time: p.graceful_restart.long_lived_stale_time,
         }),
         jitter_seed: seed,
         extended_next_hop: p.extended_next_hop,
