@@ -73,8 +73,8 @@ enum Event {
     Restart,
     /// SIGKILL, then a new process at once.
     Kill,
-    /// SIGKILL, wait until the ToRs hold the routes LLGR-stale (past the restart time), 1 s
-    /// more, then a new process.
+    /// SIGKILL, wait until the restart time is over at both ToRs (with LLGR: the routes are
+    /// LLGR-stale; without: they are gone), 1 s more, then a new process.
     KillPastRestartTime,
     Cut(Cut),
 }
@@ -95,6 +95,7 @@ fn scenarios() -> Vec<Scenario> {
     let base = DataplaneOptions {
         bfd: None,
         hold_time: HOLD,
+        graceful_restart: true,
         restart_time: 30,
         llgr: None,
     };
@@ -128,8 +129,19 @@ fn scenarios() -> Vec<Scenario> {
             opts: base.clone(),
         },
         Scenario {
+            id: "kill-no-gr",
+            label: "control: `kill -9`, new process at once, graceful restart off at the speaker",
+            goal: "(control)",
+            goal_ms: None,
+            event: Event::Kill,
+            opts: DataplaneOptions {
+                graceful_restart: false,
+                ..base.clone()
+            },
+        },
+        Scenario {
             id: "bfd-cut",
-            label: "one uplink cut silently (iptables DROP at the ToR), BFD 100 ms × 3",
+            label: "one uplink cut silently (iptables DROP at both ends), BFD 100 ms × 3",
             goal: "≤ 350",
             goal_ms: Some(350.0),
             event: Event::Cut(Cut::Silent),
@@ -160,6 +172,17 @@ fn scenarios() -> Vec<Scenario> {
             opts: DataplaneOptions {
                 restart_time: 5,
                 llgr: Some(60),
+                ..base.clone()
+            },
+        },
+        Scenario {
+            id: "no-llgr",
+            label: "control: the same without LLGR (routes dropped at the end of the restart time)",
+            goal: "(control)",
+            goal_ms: None,
+            event: Event::KillPastRestartTime,
+            opts: DataplaneOptions {
+                restart_time: 5,
                 ..base
             },
         },
@@ -210,8 +233,11 @@ struct Sample {
     loss: LossReport,
     /// Share of the warm-up's packets ToR 1 forwarded to the node (the ECMP split).
     via_tor1: f64,
-    /// Event → the recovery condition.
+    /// Event → the recovery condition (restarts: both ToRs fresh and two legs again; cuts:
+    /// the client's route down to one leg).
     recovered: Duration,
+    /// Cuts: the cut → the cut ToR no longer has the route (`birdc` poll).
+    tor_gone: Option<Duration>,
 }
 
 fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<Sample, String> {
@@ -238,10 +264,14 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
         Event::KillPastRestartTime => {
             t.kill_speaker();
             let limit = Duration::from_secs(u64::from(s.opts.restart_time) + 10);
+            let over = |v: integration_tests::dataplane_topology::TorView| match s.opts.llgr {
+                Some(_) => v.llgr_stale,
+                None => !v.route,
+            };
             poll(limit, || {
-                t.tor_view(0, bfd).llgr_stale && t.tor_view(1, bfd).llgr_stale
+                over(t.tor_view(0, bfd)) && over(t.tor_view(1, bfd))
             })
-            .map_err(|e| format!("routes not LLGR-stale at both ToRs: {e}"))?;
+            .map_err(|e| format!("restart time not over at both ToRs: {e}"))?;
             std::thread::sleep(Duration::from_secs(1));
             t.start_speaker();
             let started = Instant::now();
@@ -250,14 +280,22 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
         }
         Event::Cut(how) => {
             t.cut(uplink, how);
+            let cut = Instant::now();
             let limit = Duration::from_secs(u64::from(s.opts.hold_time) + 10);
-            let r = poll(limit, || t.client_legs() == 1)
-                .map_err(|e| format!("the client kept both legs: {e}"));
+            let gone = poll(limit, || !t.tor_has_route(uplink))
+                .map_err(|e| format!("the ToR kept the route: {e}"));
+            let r = gone.and_then(|g| {
+                poll(limit, || t.client_legs() == 1)
+                    .map_err(|e| format!("the client kept both legs: {e}"))
+                    .map(|_| (g, cut.elapsed()))
+            });
             std::thread::sleep(TAIL);
             let result = stream.finish();
             t.heal(uplink, how);
-            let d = r?;
-            return Ok(sample(split, &result, event, d, pps));
+            let (g, d) = r?;
+            let mut x = sample(split, &result, event, d, pps);
+            x.tor_gone = Some(g);
+            return Ok(x);
         }
     };
     std::thread::sleep(TAIL);
@@ -278,6 +316,7 @@ fn sample(
         loss: analyse(&r.sent_at, &r.received, interval, event),
         via_tor1: d[0] as f64 / (d[0] + d[1]).max(1) as f64,
         recovered,
+        tor_gone: None,
     }
 }
 
@@ -298,7 +337,7 @@ fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
         match one_run(&mut t, s, i, a.pps) {
             Ok(x) => {
                 eprintln!(
-                    "dataplane {} run {i}: lost {} of {} ({:.0} ms, window {:.0} ms, {} episodes, {} before the event), via ToR 1 {:.0} %, recovered in {:.2} s",
+                    "dataplane {} run {i}: lost {} of {} ({:.0} ms, window {:.0} ms, {} episodes, {} before the event), via ToR 1 {:.0} %, recovered in {:.3} s, ToR route gone after {:?}",
                     s.id,
                     x.loss.lost,
                     x.loss.sent,
@@ -307,7 +346,8 @@ fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
                     x.loss.episodes,
                     x.loss.lost_before_event,
                     x.via_tor1 * 100.0,
-                    x.recovered.as_secs_f64()
+                    x.recovered.as_secs_f64(),
+                    x.tor_gone
                 );
                 if x.loss.lost_before_event > 0 {
                     return Err(format!(
@@ -362,8 +402,8 @@ fn main() {
     };
     let started = Instant::now();
     let mut table = String::from(
-        "| scenario | goal ms | runs | lost ms median | lost ms max | loss window ms median | loss window ms max | episodes max | via ToR 1 % | recovered s median | goal |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| scenario | goal ms | runs | lost ms median | lost ms max | loss window ms median | loss window ms max | episodes max | via ToR 1 % | ToR route gone ms median | recovered s median | goal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let mut failed = false;
     let mut notes = Vec::new();
@@ -381,13 +421,19 @@ fn main() {
                 let eps = col(&|x| f64::from(x.loss.episodes));
                 let via = col(&|x| x.via_tor1 * 100.0);
                 let rec = col(&|x| x.recovered.as_secs_f64());
+                let gone = v
+                    .iter()
+                    .map(|x| x.tor_gone.map(|g| g.as_secs_f64() * 1000.0))
+                    .collect::<Option<Vec<f64>>>()
+                    .and_then(|g| median_max(&g))
+                    .map_or(String::new(), |g| fmt_ms(g.0));
                 let verdict = match s.goal_ms {
                     Some(g) if win.1 <= g => "met",
                     Some(_) => "**missed**",
                     None => "reported",
                 };
                 table += &format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {verdict} |\n",
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {gone} | {:.2} | {verdict} |\n",
                     s.label,
                     s.goal,
                     v.len(),
@@ -402,7 +448,7 @@ fn main() {
             }
             Ok(_) => {}
             Err(e) if e.starts_with("not measured") => {
-                table += &format!("| {} | {} | 0 | | | | | | | | {e} |\n", s.label, s.goal);
+                table += &format!("| {} | {} | 0 | | | | | | | | | {e} |\n", s.label, s.goal);
             }
             Err(e) => {
                 eprintln!("dataplane {}: {e}", s.id);
@@ -411,7 +457,10 @@ fn main() {
                     s.id,
                     e.lines().next().unwrap_or_default()
                 ));
-                table += &format!("| {} | {} | 0 | | | | | | | | failed |\n", s.label, s.goal);
+                table += &format!(
+                    "| {} | {} | 0 | | | | | | | | | failed |\n",
+                    s.label, s.goal
+                );
                 failed = true;
             }
         }

@@ -41,6 +41,8 @@ pub struct DataplaneOptions {
     pub bfd: Option<(u32, u32, u8)>,
     /// BGP hold time on both sides (s).
     pub hold_time: u16,
+    /// The speaker's `gracefulRestart.enabled` (the ToRs always help).
+    pub graceful_restart: bool,
     /// The speaker's graceful-restart time (s).
     pub restart_time: u16,
     /// `gracefulRestart.longLivedStaleTime` (s) at the speaker and `long lived graceful
@@ -51,8 +53,8 @@ pub struct DataplaneOptions {
 /// How an uplink is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut {
-    /// iptables DROP of everything on the ToR's port to the node (both ways, forwarded
-    /// traffic too): the link stays up, only BFD or the hold timer notice.
+    /// iptables DROP of everything crossing the link, both ways (at each end's ingress): the
+    /// link stays up, only BFD or the hold timer notice.
     Silent,
     /// `ip link set down` on the ToR's port: both ends lose carrier.
     LinkDown,
@@ -263,8 +265,8 @@ impl DataplaneTopology {
                 "  - name: tor{i}\n    address: 198.18.1{i}.1\n    asn: 6500{i}\n    \
                  holdTime: {}\n    families: [ipv4-unicast]\n    \
                  connectRetry: {{base: 1, max: 2}}\n    \
-                 gracefulRestart: {{enabled: true, restartTime: {}{llgr}}}\n{bfd}",
-                o.hold_time, o.restart_time
+                 gracefulRestart: {{enabled: {}, restartTime: {}{llgr}}}\n{bfd}",
+                o.hold_time, o.graceful_restart, o.restart_time
             ));
         }
         std::fs::write(self.dir.path("speaker.yaml"), conf).unwrap();
@@ -324,36 +326,25 @@ impl DataplaneTopology {
         }
     }
 
-    /// Cuts uplink `i` (0 or 1) at the ToR's port to the node.
+    /// Cuts uplink `i` (0 or 1). Silent: first the node drops what comes from the ToR (the
+    /// client's packets on that leg go dark), then the ToR drops what comes from the node (its
+    /// BFD and BGP); ingress only, so no sender sees an error. LinkDown: the ToR's port.
     pub fn cut(&self, i: usize, how: Cut) {
-        let tor = &self.tors[i];
         match how {
-            Cut::LinkDown => ip(&["-n", tor, "link", "set", "eth0", "down"]),
+            Cut::LinkDown => ip(&["-n", &self.tors[i], "link", "set", "eth0", "down"]),
             Cut::Silent => {
-                for rule in iptables_rules() {
-                    let mut args = vec!["iptables", "-I"];
-                    args.extend(rule);
-                    let out = in_ns(tor, &args);
-                    assert!(
-                        out.status.success(),
-                        "iptables: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
+                iptables_drop(&self.node, &format!("eth{i}"), 'I');
+                iptables_drop(&self.tors[i], "eth0", 'I');
             }
         }
     }
 
     pub fn heal(&self, i: usize, how: Cut) {
-        let tor = &self.tors[i];
         match how {
-            Cut::LinkDown => ip(&["-n", tor, "link", "set", "eth0", "up"]),
+            Cut::LinkDown => ip(&["-n", &self.tors[i], "link", "set", "eth0", "up"]),
             Cut::Silent => {
-                for rule in iptables_rules() {
-                    let mut args = vec!["iptables", "-D"];
-                    args.extend(rule);
-                    let _ = in_ns(tor, &args);
-                }
+                iptables_drop(&self.tors[i], "eth0", 'D');
+                iptables_drop(&self.node, &format!("eth{i}"), 'D');
             }
         }
     }
@@ -384,6 +375,12 @@ impl DataplaneTopology {
                     .lines()
                     .any(|l| l.contains(&format!("198.18.1{}.2", i + 1)) && l.contains(" Up ")),
         }
+    }
+
+    /// True while ToR `i` has the pod CIDR (one `birdc` call: the cheap poll for cuts).
+    pub fn tor_has_route(&self, i: usize) -> bool {
+        self.birdc(i, &format!("show route {POD_CIDR}"))
+            .contains(POD_CIDR)
     }
 
     /// How many next hops the client's kernel route to the pod CIDR has (0: none).
@@ -444,14 +441,30 @@ impl DataplaneTopology {
     }
 }
 
-/// The ToR's port to the node, both ways, routed traffic too.
-fn iptables_rules() -> [[&'static str; 5]; 4] {
-    [
-        ["INPUT", "-i", "eth0", "-j", "DROP"],
-        ["OUTPUT", "-o", "eth0", "-j", "DROP"],
-        ["FORWARD", "-i", "eth0", "-j", "DROP"],
-        ["FORWARD", "-o", "eth0", "-j", "DROP"],
-    ]
+/// Inserts (`op` 'I') or deletes ('D') DROP rules for everything arriving on `dev` in `ns`,
+/// delivered or routed, in one `iptables-restore` transaction.
+fn iptables_drop(ns: &str, dev: &str, op: char) {
+    use std::io::Write as _;
+    let rules =
+        format!("*filter\n-{op} INPUT -i {dev} -j DROP\n-{op} FORWARD -i {dev} -j DROP\nCOMMIT\n");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "iptables-restore", "--noflush"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iptables-restore");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() || op == 'D',
+        "iptables-restore in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for DataplaneTopology {
