@@ -500,8 +500,16 @@ pub struct Stream {
     stop: Arc<AtomicBool>,
     pub start: Instant,
     pub interval: Duration,
-    sender: JoinHandle<Vec<u64>>,
-    receiver: JoinHandle<Vec<u64>>,
+    sender: Option<JoinHandle<Vec<u64>>>,
+    receiver: Option<JoinHandle<Vec<u64>>>,
+}
+
+/// A stream dropped unfinished (a failed run) stops its threads, which would otherwise keep
+/// its sockets, and so its namespaces, alive.
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What a stream sent and received.
@@ -561,8 +569,8 @@ impl Stream {
             stop,
             start,
             interval,
-            sender,
-            receiver,
+            sender: Some(sender),
+            receiver: Some(receiver),
         }
     }
 
@@ -571,11 +579,12 @@ impl Stream {
         self.start.elapsed().as_nanos() as u64
     }
 
-    pub fn finish(self) -> StreamResult {
+    pub fn finish(mut self) -> StreamResult {
         self.stop.store(true, Ordering::Relaxed);
+        let join = |h: Option<JoinHandle<Vec<u64>>>| h.map(|h| h.join().expect("stream thread"));
         StreamResult {
-            sent_at: self.sender.join().expect("sender thread"),
-            received: self.receiver.join().expect("receiver thread"),
+            sent_at: join(self.sender.take()).unwrap_or_default(),
+            received: join(self.receiver.take()).unwrap_or_default(),
         }
     }
 }

@@ -74,7 +74,7 @@ pub fn median_max(v: &[f64]) -> Option<(f64, f64)> {
     s.sort_by(f64::total_cmp);
     let n = s.len();
     let max = *s.last()?;
-    let mid = if n % 2 == 0 {
+    let mid = if n.is_multiple_of(2) {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
     } else {
         s[n / 2]
