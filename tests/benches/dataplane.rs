@@ -475,11 +475,12 @@ fn main() {
     );
     if let Some(path) = &a.write_docs {
         let body = format!(
-            "{}. {} runs per scenario, {} packets/s over {FLOWS} flows, speaker `{}`.\n\n{table}",
+            "{}. {} runs per scenario, {} packets/s over {FLOWS} flows, speaker `{}` at commit {}.\n\n{table}",
             machine(),
             a.runs,
             a.pps,
-            a.speaker.display()
+            short_path(&a.speaker),
+            commit()
         );
         if let Err(e) = integration_tests::write_docs_section(
             path,
@@ -494,6 +495,20 @@ fn main() {
     if failed || INTERRUPTED.load(Ordering::Relaxed) {
         std::process::exit(1);
     }
+}
+
+/// The binary's last two path components (`release/podcidr-bgp`): no local paths in the docs.
+fn short_path(p: &std::path::Path) -> String {
+    let parts: Vec<_> = p.iter().map(|c| c.to_string_lossy()).collect();
+    parts[parts.len().saturating_sub(2)..].join("/")
+}
+
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Date, kernel, CPU and load, as one sentence for the docs.
