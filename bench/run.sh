@@ -4,12 +4,16 @@
 #
 #   bench/run.sh [--runs 3] [--quick] [--skip-criterion] [--skip-latency]
 #                [--skip-allocator-scale] [--skip-bfd] [--skip-real-api] [--skip-config-objects]
+#                [--skip-dataplane]
 #
 # Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
 # --bench latency), the allocator at cluster scale (cargo bench --bench allocator_scale:
 # 5,000 nodes at 20 and 200 requests/s, 50,000 at 1,000/s, a restart; ~12 min, most of it
 # 10,000 writes at the default 20/s), failure detection with and without BFD against BIRD in
 # network namespaces (cargo bench --bench bfd_detection, 10 link cuts each; needs root) and
+# data-plane continuity (cargo bench --bench dataplane: packets lost client → pod over two
+# BIRD ToRs while the speaker restarts or an uplink is cut, 10 runs of 7 scenarios, ~6 min;
+# needs root; rewrites its section of docs/benchmarks.md) and
 # the criterion micro benchmarks. Output:
 # bench/results/<UTC time>/.
 # Loopback only; every daemon is started here and stopped by PID.
@@ -17,7 +21,8 @@
 # --quick: 1,000 IPv4 /26 and 1,000 IPv6 /64, one run, all three senders, the idle footprint,
 # 100 latency changes per source, 300 allocator nodes at 1,000/s and their restart, one link
 # cut with and one without BFD (about 10 s), the real API server's cost with 10 nodes and 2
-# speakers idle for 5 s, 50 speakers' config-object watches and two edits, and the
+# speakers idle for 5 s, 50 speakers' config-object watches and two edits, one data-plane
+# run each of a rolling restart and a BFD uplink cut (about 10 s), and the
 # criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
 # build scripts/test.sh already made), the speaker in profile.quick (release without LTO).
@@ -46,6 +51,8 @@ real_api=1
 real_api_args=()
 config_objects=1
 config_objects_args=()
+dataplane=1
+dataplane_args=(--runs 10 --write-docs docs/benchmarks.md)
 while (($#)); do
     case $1 in
         --runs) runs=$2; shift ;;
@@ -56,6 +63,7 @@ while (($#)); do
             bfd_runs=1
             real_api_args=(--nodes 10 --speakers 2 --idle 5)
             config_objects_args=(--speakers 50 --edits 2)
+            dataplane_args=(--quick)
             ;;
         --skip-criterion) criterion=0 ;;
         --skip-latency) latency=0 ;;
@@ -63,6 +71,7 @@ while (($#)); do
         --skip-bfd) bfd=0 ;;
         --skip-real-api) real_api=0 ;;
         --skip-config-objects) config_objects=0 ;;
+        --skip-dataplane) dataplane=0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -144,6 +153,13 @@ if ((config_objects)); then
     bench_cmd podcidr-bgp config_objects_scale -- --bench "${config_objects_args[@]}" \
         | tee "$out/config-objects.md" || failed+=("config objects scale (see above)")
     echo "bench: config objects scale took $(($(date +%s) - t)) s"
+fi
+if ((dataplane)); then
+    # Packets lost client → pod through two BIRD ToRs (namespaces, kernel forwarding).
+    t=$(date +%s)
+    bench_cmd integration-tests dataplane -- --bench --speaker "$speaker" "${dataplane_args[@]}" \
+        | tee "$out/dataplane.md" || failed+=("data-plane continuity (see above)")
+    echo "bench: data-plane continuity took $(($(date +%s) - t)) s"
 fi
 if ((criterion)); then
     t=$(date +%s)

@@ -1,0 +1,539 @@
+//! Data-plane continuity: packets lost between a client and a pod while the node's speaker
+//! restarts, crashes or loses an uplink, with real kernel forwarding in network namespaces
+//! (tests/src/dataplane_topology.rs: client → two BIRD ToRs (ECMP) → node → pod). A sender in
+//! the client paces UDP packets with sequence numbers over 64 flows; a receiver in the pod
+//! records them; lost ms = lost packets × interval (tests/src/loss.rs).
+//!
+//! Run: `cargo bench -p integration-tests --bench dataplane -- --bench --speaker PATH
+//! [--runs 10] [--pps 1000] [--scenarios restart,kill,...] [--write-docs docs/benchmarks.md]`
+//! (root, namespaces, bird, iptables). `--quick`: one run of `restart` and `bfd-cut`. Prints
+//! a Markdown table; every wait is a bounded poll of BIRD or the kernel. Not part of
+//! `cargo test`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use integration_tests::dataplane_topology::{Cut, DataplaneOptions, DataplaneTopology, FLOWS};
+use integration_tests::loss::{LossReport, analyse, median_max};
+use integration_tests::netns::netns_permitted;
+
+/// Set by SIGINT/SIGTERM: every wait gives up, the topology is dropped (namespaces deleted,
+/// our daemons stopped by PID).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+struct Args {
+    speaker: PathBuf,
+    runs: u32,
+    pps: u32,
+    scenarios: Vec<String>,
+    write_docs: Option<PathBuf>,
+}
+
+fn parse_args() -> Option<Args> {
+    let mut argv = std::env::args().skip(1);
+    let mut a = Args {
+        speaker: integration_tests::release_binary(),
+        runs: 10,
+        pps: 1000,
+        scenarios: Vec::new(),
+        write_docs: None,
+    };
+    let mut bench = false;
+    let mut quick = false;
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "--bench" => bench = true,
+            "--speaker" => a.speaker = argv.next()?.into(),
+            "--runs" => a.runs = argv.next()?.parse().ok()?,
+            "--pps" => a.pps = argv.next()?.parse().ok()?,
+            "--scenarios" => a.scenarios = argv.next()?.split(',').map(str::to_owned).collect(),
+            "--write-docs" => a.write_docs = Some(argv.next()?.into()),
+            "--quick" => quick = true,
+            _ => {}
+        }
+    }
+    if quick {
+        a.runs = 1;
+        if a.scenarios.is_empty() {
+            a.scenarios = vec!["restart".into(), "bfd-cut".into()];
+        }
+    }
+    // `cargo test --benches` runs this without --bench: do nothing then.
+    bench.then_some(a)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Event {
+    /// SIGTERM, then a new process.
+    Restart,
+    /// SIGKILL, then a new process at once.
+    Kill,
+    /// SIGKILL, wait until the restart time is over at both ToRs (with LLGR: the routes are
+    /// LLGR-stale; without: they are gone), 1 s more, then a new process.
+    KillPastRestartTime,
+    Cut(Cut),
+}
+
+struct Scenario {
+    id: &'static str,
+    label: &'static str,
+    goal: &'static str,
+    /// The goal on the loss window (ms), when it has one.
+    goal_ms: Option<f64>,
+    event: Event,
+    opts: DataplaneOptions,
+}
+
+const HOLD: u16 = 3;
+
+fn scenarios() -> Vec<Scenario> {
+    let base = DataplaneOptions {
+        bfd: None,
+        hold_time: HOLD,
+        graceful_restart: true,
+        restart_time: 30,
+        llgr: None,
+    };
+    let bfd = DataplaneOptions {
+        bfd: Some((100, 100, 3)),
+        ..base.clone()
+    };
+    vec![
+        Scenario {
+            id: "restart",
+            label: "rolling restart: SIGTERM, new process (graceful restart 30 s, no BFD)",
+            goal: "0",
+            goal_ms: Some(0.0),
+            event: Event::Restart,
+            opts: base.clone(),
+        },
+        Scenario {
+            id: "restart-bfd",
+            label: "rolling restart with BFD 100 ms × 3 (BFD handover)",
+            goal: "0",
+            goal_ms: Some(0.0),
+            event: Event::Restart,
+            opts: bfd.clone(),
+        },
+        Scenario {
+            id: "kill",
+            label: "`kill -9`, new process at once (within the restart time 30 s, no BFD)",
+            goal: "0",
+            goal_ms: Some(0.0),
+            event: Event::Kill,
+            opts: base.clone(),
+        },
+        Scenario {
+            id: "kill-no-gr",
+            label: "control: `kill -9`, new process at once, graceful restart off at the speaker",
+            goal: "(control)",
+            goal_ms: None,
+            event: Event::Kill,
+            opts: DataplaneOptions {
+                graceful_restart: false,
+                ..base.clone()
+            },
+        },
+        Scenario {
+            id: "bfd-cut",
+            label: "one uplink cut silently (iptables DROP at both ends), BFD 100 ms × 3",
+            goal: "≤ 350",
+            goal_ms: Some(350.0),
+            event: Event::Cut(Cut::Silent),
+            opts: bfd.clone(),
+        },
+        Scenario {
+            id: "hold-cut",
+            label: "one uplink cut silently, no BFD (hold time 3 s)",
+            goal: "hold time",
+            goal_ms: None,
+            event: Event::Cut(Cut::Silent),
+            opts: base.clone(),
+        },
+        Scenario {
+            id: "link-down",
+            label: "one uplink's link down at the ToR (carrier lost), no BFD",
+            goal: "(reference)",
+            goal_ms: None,
+            event: Event::Cut(Cut::LinkDown),
+            opts: base.clone(),
+        },
+        Scenario {
+            id: "llgr",
+            label: "`kill -9`, down past the restart time (5 s) with LLGR (stale time 60 s)",
+            goal: "0",
+            goal_ms: Some(0.0),
+            event: Event::KillPastRestartTime,
+            opts: DataplaneOptions {
+                restart_time: 5,
+                llgr: Some(60),
+                ..base.clone()
+            },
+        },
+        Scenario {
+            id: "no-llgr",
+            label: "control: the same without LLGR (routes dropped at the end of the restart time)",
+            goal: "(control)",
+            goal_ms: None,
+            event: Event::KillPastRestartTime,
+            opts: DataplaneOptions {
+                restart_time: 5,
+                ..base
+            },
+        },
+    ]
+}
+
+const READY: Duration = Duration::from_secs(60);
+const TAIL: Duration = Duration::from_millis(500);
+const WARM_UP: Duration = Duration::from_millis(300);
+
+/// Polls `f` every 10 ms until it holds, at most `limit`; the time it took.
+fn poll(limit: Duration, mut f: impl FnMut() -> bool) -> Result<Duration, String> {
+    let start = Instant::now();
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        if f() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return Err(format!("not within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Both ToRs hold a fresh route over an Established session (BFD Up if configured), and the
+/// client's route has both legs.
+fn wait_ready(t: &mut DataplaneTopology, s: &Scenario) -> Result<(), String> {
+    let bfd = s.opts.bfd.is_some();
+    let mut exited = None;
+    poll(READY, || {
+        exited = exited.or_else(|| t.speaker_exited());
+        exited.is_some()
+            || (t.tor_view(0, bfd).healthy()
+                && t.tor_view(1, bfd).healthy()
+                && t.client_legs() == 2)
+    })
+    .map_err(|e| format!("not ready: {e}"))?;
+    match exited {
+        Some(st) => Err(format!("the speaker exited ({st})")),
+        None => Ok(()),
+    }
+}
+
+struct Sample {
+    loss: LossReport,
+    /// Share of the warm-up's packets ToR 1 forwarded to the node (the ECMP split).
+    via_tor1: f64,
+    /// Event → the recovery condition (restarts: both ToRs fresh and two legs again; cuts:
+    /// the client's route down to one leg).
+    recovered: Duration,
+    /// Cuts: the cut → the cut ToR no longer has the route (`birdc` poll).
+    tor_gone: Option<Duration>,
+}
+
+fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<Sample, String> {
+    wait_ready(t, s)?;
+    let tx0 = [t.tor_tx_packets(0), t.tor_tx_packets(1)];
+    let stream = t.start_stream(pps).map_err(|e| format!("stream: {e}"))?;
+    std::thread::sleep(WARM_UP);
+    let event = stream.now_ns();
+    let split = [t.tor_tx_packets(0) - tx0[0], t.tor_tx_packets(1) - tx0[1]];
+    let bfd = s.opts.bfd.is_some();
+    let uplink = (i % 2) as usize;
+    let recovered = match s.event {
+        Event::Restart | Event::Kill => {
+            if s.event == Event::Restart {
+                t.stop_speaker();
+            } else {
+                t.kill_speaker();
+            }
+            t.start_speaker();
+            let started = Instant::now();
+            wait_ready(t, s)?;
+            started.elapsed()
+        }
+        Event::KillPastRestartTime => {
+            t.kill_speaker();
+            let limit = Duration::from_secs(u64::from(s.opts.restart_time) + 10);
+            let over = |v: integration_tests::dataplane_topology::TorView| match s.opts.llgr {
+                Some(_) => v.llgr_stale,
+                None => !v.route,
+            };
+            poll(limit, || {
+                over(t.tor_view(0, bfd)) && over(t.tor_view(1, bfd))
+            })
+            .map_err(|e| format!("restart time not over at both ToRs: {e}"))?;
+            std::thread::sleep(Duration::from_secs(1));
+            t.start_speaker();
+            let started = Instant::now();
+            wait_ready(t, s)?;
+            started.elapsed()
+        }
+        Event::Cut(how) => {
+            t.cut(uplink, how);
+            let cut = Instant::now();
+            let limit = Duration::from_secs(u64::from(s.opts.hold_time) + 10);
+            let gone = poll(limit, || !t.tor_has_route(uplink))
+                .map_err(|e| format!("the ToR kept the route: {e}"));
+            let r = gone.and_then(|g| {
+                poll(limit, || t.client_legs() == 1)
+                    .map_err(|e| format!("the client kept both legs: {e}"))
+                    .map(|_| (g, cut.elapsed()))
+            });
+            std::thread::sleep(TAIL);
+            let result = stream.finish();
+            t.heal(uplink, how);
+            let (g, d) = r?;
+            let mut x = sample(split, &result, event, d, pps);
+            x.tor_gone = Some(g);
+            return Ok(x);
+        }
+    };
+    std::thread::sleep(TAIL);
+    let result = stream.finish();
+    Ok(sample(split, &result, event, recovered, pps))
+}
+
+/// `split`: packets each ToR sent to the node during the warm-up (the healthy ECMP split).
+fn sample(
+    d: [u64; 2],
+    r: &integration_tests::dataplane_topology::StreamResult,
+    event: u64,
+    recovered: Duration,
+    pps: u32,
+) -> Sample {
+    let interval = 1_000_000_000 / u64::from(pps);
+    Sample {
+        loss: analyse(&r.sent_at, &r.received, interval, event),
+        via_tor1: d[0] as f64 / (d[0] + d[1]).max(1) as f64,
+        recovered,
+        tor_gone: None,
+    }
+}
+
+fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
+    let tag = format!("pcdp{}", std::process::id() % 10_000);
+    let mut t = DataplaneTopology::new(&tag, &a.speaker, &s.opts);
+    if let Err(e) = t.check_config() {
+        if e.contains("longLivedStaleTime: unknown key") {
+            return Err(
+                "not measured: this speaker has no gracefulRestart.longLivedStaleTime".into(),
+            );
+        }
+        return Err(format!("the speaker rejects its config: {e}"));
+    }
+    t.start_speaker();
+    let mut out = Vec::new();
+    for i in 0..a.runs {
+        match one_run(&mut t, s, i, a.pps) {
+            Ok(x) => {
+                eprintln!(
+                    "dataplane {} run {i}: lost {} of {} ({:.0} ms, window {:.0} ms, {} episodes, {} before the event), via ToR 1 {:.0} %, recovered in {:.3} s, ToR route gone after {:?}",
+                    s.id,
+                    x.loss.lost,
+                    x.loss.sent,
+                    x.loss.lost_ms,
+                    x.loss.window_ms,
+                    x.loss.episodes,
+                    x.loss.lost_before_event,
+                    x.via_tor1 * 100.0,
+                    x.recovered.as_secs_f64(),
+                    x.tor_gone
+                );
+                if x.loss.lost_before_event > 0 {
+                    return Err(format!(
+                        "run {i}: {} packets lost before the event (set-up problem)\n{}",
+                        x.loss.lost_before_event,
+                        t.diagnostics()
+                    ));
+                }
+                out.push(x);
+            }
+            Err(e) => return Err(format!("run {i}: {e}\n{}", t.diagnostics())),
+        }
+    }
+    Ok(out)
+}
+
+fn fmt_ms(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+fn main() {
+    let Some(a) = parse_args() else { return };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    if !netns_permitted("pcdp-probe", &["bird", "birdc", "iptables"]) {
+        eprintln!("dataplane: needs root, network namespaces, bird and iptables");
+        std::process::exit(1);
+    }
+    let all = scenarios();
+    let chosen: Vec<&Scenario> = if a.scenarios.is_empty() {
+        all.iter().collect()
+    } else {
+        let unknown: Vec<&String> = a
+            .scenarios
+            .iter()
+            .filter(|id| !all.iter().any(|s| s.id == id.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            let ids: Vec<&str> = all.iter().map(|s| s.id).collect();
+            eprintln!(
+                "dataplane: unknown scenario {unknown:?}; known: {}",
+                ids.join(",")
+            );
+            std::process::exit(2);
+        }
+        all.iter()
+            .filter(|s| a.scenarios.iter().any(|id| id == s.id))
+            .collect()
+    };
+    let started = Instant::now();
+    let mut table = String::from(
+        "| scenario | goal ms | runs | lost ms median | lost ms max | loss window ms median | loss window ms max | episodes max | via ToR 1 % | ToR route gone ms median | recovered s median | goal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut failed = false;
+    let mut notes = Vec::new();
+    for s in chosen {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            break;
+        }
+        match run_scenario(&a, s) {
+            Ok(v) if !v.is_empty() => {
+                let col = |f: &dyn Fn(&Sample) -> f64| {
+                    median_max(&v.iter().map(f).collect::<Vec<_>>()).unwrap_or_default()
+                };
+                let lost = col(&|x| x.loss.lost_ms);
+                let win = col(&|x| x.loss.window_ms);
+                let eps = col(&|x| f64::from(x.loss.episodes));
+                let via = col(&|x| x.via_tor1 * 100.0);
+                let rec = col(&|x| x.recovered.as_secs_f64());
+                let gone = v
+                    .iter()
+                    .map(|x| x.tor_gone.map(|g| g.as_secs_f64() * 1000.0))
+                    .collect::<Option<Vec<f64>>>()
+                    .and_then(|g| median_max(&g))
+                    .map_or(String::new(), |g| fmt_ms(g.0));
+                let verdict = match s.goal_ms {
+                    Some(g) if win.1 <= g => "met",
+                    Some(_) => "**missed**",
+                    None => "reported",
+                };
+                table += &format!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {gone} | {:.2} | {verdict} |\n",
+                    s.label,
+                    s.goal,
+                    v.len(),
+                    fmt_ms(lost.0),
+                    fmt_ms(lost.1),
+                    fmt_ms(win.0),
+                    fmt_ms(win.1),
+                    eps.1,
+                    via.0,
+                    rec.0,
+                );
+            }
+            Ok(_) => {}
+            Err(e) if e.starts_with("not measured") => {
+                table += &format!("| {} | {} | 0 | | | | | | | | | {e} |\n", s.label, s.goal);
+            }
+            Err(e) => {
+                eprintln!("dataplane {}: {e}", s.id);
+                notes.push(format!(
+                    "{}: {}",
+                    s.id,
+                    e.lines().next().unwrap_or_default()
+                ));
+                table += &format!(
+                    "| {} | {} | 0 | | | | | | | | | failed |\n",
+                    s.label, s.goal
+                );
+                failed = true;
+            }
+        }
+    }
+    print!("{table}");
+    for n in &notes {
+        println!("- failed: {n}");
+    }
+    eprintln!(
+        "dataplane: done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &a.write_docs {
+        let body = format!(
+            "{}. {} runs per scenario, {} packets/s over {FLOWS} flows, speaker `{}` at commit {}.\n\n{table}",
+            machine(),
+            a.runs,
+            a.pps,
+            short_path(&a.speaker),
+            commit()
+        );
+        if let Err(e) = integration_tests::write_docs_section(
+            path,
+            "<!-- dataplane:begin -->",
+            "<!-- dataplane:end -->",
+            &body,
+        ) {
+            eprintln!("dataplane: {e}");
+            failed = true;
+        }
+    }
+    if failed || INTERRUPTED.load(Ordering::Relaxed) {
+        std::process::exit(1);
+    }
+}
+
+/// The binary's last two path components (`release/podcidr-bgp`): no local paths in the docs.
+fn short_path(p: &std::path::Path) -> String {
+    let parts: Vec<_> = p.iter().map(|c| c.to_string_lossy()).collect();
+    parts[parts.len().saturating_sub(2)..].join("/")
+}
+
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Date, kernel, CPU and load, as one sentence for the docs.
+fn machine() -> String {
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "Run {date}, kernel {}, {cpu} × {cores}, load average at the end {}",
+        kernel.trim(),
+        load.join(" ")
+    )
+}
