@@ -48,7 +48,9 @@ pub mod bfd_gate;
 pub mod cni;
 pub mod departure;
 pub mod errors;
+pub mod forwarding;
 pub mod gateways;
+mod gating;
 pub mod guard;
 pub mod kernel;
 pub mod node;
@@ -112,8 +114,10 @@ pub struct Core {
     /// `written` with every kernel-resolved peer resolved (see [`kernel::resolve`]): what
     /// runs.
     config: Config,
-    /// What the kernel said last: default routes, neighbours, source addresses.
+    /// What the kernel said last: default routes, neighbours, source addresses, routes.
     kernel: KernelFacts,
+    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off).
+    fwd_held: Arc<Vec<forwarding::Held>>,
     node_name: String,
     /// The Node as last seen; `None` until then. File mode has no Node to wait for: known at
     /// once, without facts.
@@ -184,6 +188,7 @@ impl Core {
             written,
             config,
             kernel,
+            fwd_held: Arc::default(),
             node_name,
             node,
             identity: None,
@@ -439,6 +444,7 @@ impl Core {
         if self.guarded.as_deref() != Some(&g) {
             self.guarded = Some(Arc::new(g));
         }
+        self.regate(out);
         self.push_routes(out);
         self.release_held(out);
         self.plan_cni(out);
@@ -471,6 +477,9 @@ impl Core {
         }));
         self.cni
             .finished(file, result.map(|_| ()).map_err(|e| e.to_string()));
+        if self.regate(out) {
+            self.push_routes(out);
+        }
         self.plan_cni(out);
     }
 
@@ -486,7 +495,8 @@ impl Core {
         let g = self.guarded.as_ref()?;
         let source = |a: &PeerAddress| self.kernel.source(a);
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
-        let (set, refused) = peer_routes(&g.announce, &self.announce_config(cfg), nhs);
+        let announce = self.forwardable(g);
+        let (set, refused) = peer_routes(&announce, &self.announce_config(cfg), nhs);
         Some((Arc::new(set), refused))
     }
 
@@ -598,6 +608,10 @@ impl Core {
             );
         } else if self.node.is_some() {
             self.reconcile_peers(out);
+            self.push_routes(out);
+        }
+        // A new routing table alone (the forwarding gate's input).
+        if self.regate(out) {
             self.push_routes(out);
         }
     }
