@@ -754,6 +754,7 @@ fn condition_transition_times_move_only_when_the_status_changes() {
 /// Status refresh and Lease renewal over simulated hours.
 mod asn;
 mod departure;
+mod forwarding;
 mod gateways;
 mod node_events;
 mod objects;
