@@ -16,13 +16,10 @@ impl ForwardingGateConfig {
     /// Whether a route through `dev` may count (before the uplink check).
     pub fn lists(&self, dev: &str) -> bool {
         self.interfaces.is_empty()
-            || self
-                .interfaces
-                .iter()
-                .any(|p| match p.strip_suffix('*') {
-                    Some(prefix) => dev.starts_with(prefix),
-                    None => dev == p,
-                })
+            || self.interfaces.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => dev.starts_with(prefix),
+                None => dev == p,
+            })
     }
 }
 
@@ -40,8 +37,7 @@ pub(crate) fn parse_forwarding_gate(
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for item in &items {
-            match crate::tree::node(item).parse("an interface name or pattern", e, check_pattern)
-            {
+            match crate::tree::node(item).parse("an interface name or pattern", e, check_pattern) {
                 Some(p) => out.push(p),
                 None => ok = false,
             }
@@ -68,8 +64,7 @@ fn check_pattern(s: &str) -> Result<String, String> {
             .any(|c| matches!(c, '/' | ':' | '*') || c.is_whitespace() || c.is_control());
     if bad {
         return Err(
-            "is not an interface name or a name prefix ending in '*' (e.g. cni0, cali*)"
-                .to_owned(),
+            "is not an interface name or a name prefix ending in '*' (e.g. cni0, cali*)".to_owned(),
         );
     }
     Ok(s.to_owned())

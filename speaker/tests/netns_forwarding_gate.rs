@@ -42,8 +42,7 @@ fn at_tor(tor: &str, sock: &str) -> Vec<String> {
 #[test]
 fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_route_goes() {
     let tag = format!("fg{}", std::process::id() % 100_000);
-    if !netns_permitted(&format!("{tag}-probe"), &["bird", "birdc"]) || !cni_plugins_available()
-    {
+    if !netns_permitted(&format!("{tag}-probe"), &["bird", "birdc"]) || !cni_plugins_available() {
         eprintln!(
             "SKIPPED: network namespaces, bird or the CNI plugins ({}) are not available",
             integration_tests::cni::DEBIAN_CNI_BIN_DIR
@@ -65,7 +64,15 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
     ip(&[
         "-n", &node, "link", "add", "pods-v0", "type", "veth", "peer", "name", "pods-v1",
     ]);
-    ip(&["-n", &node, "addr", "add", "198.19.2.1/24", "dev", "pods-v0"]);
+    ip(&[
+        "-n",
+        &node,
+        "addr",
+        "add",
+        "198.19.2.1/24",
+        "dev",
+        "pods-v0",
+    ]);
     for dev in ["pods-v0", "pods-v1"] {
         ip(&["-n", &node, "link", "set", dev, "up"]);
     }
@@ -137,7 +144,8 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
 
     // The control goes out; in the same decision the other two are held, with their reasons.
     assert!(
-        wait_for(WAIT, || at_tor(&tor, &sock).contains(&DUMMY_CIDR.to_owned())),
+        wait_for(WAIT, || at_tor(&tor, &sock)
+            .contains(&DUMMY_CIDR.to_owned())),
         "{}",
         diagnostics("the routed CIDR reaches the ToR")
     );
@@ -173,7 +181,8 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
         .unwrap_or_else(|e| panic!("ADD: {e}"));
     let added = Instant::now();
     assert!(
-        wait_for(WAIT, || at_tor(&tor, &sock).contains(&BRIDGE_CIDR.to_owned())),
+        wait_for(WAIT, || at_tor(&tor, &sock)
+            .contains(&BRIDGE_CIDR.to_owned())),
         "{}",
         diagnostics("the bridge's CIDR is announced once the pod is up")
     );
@@ -191,10 +200,19 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
     assert!(!at_tor(&tor, &sock).contains(&UPLINK_CIDR.to_owned()));
 
     // The bridge loses its address: the route goes, and so does the announcement.
-    ip(&["-n", &node, "addr", "del", "198.19.1.1/24", "dev", "podcidr0"]);
+    ip(&[
+        "-n",
+        &node,
+        "addr",
+        "del",
+        "198.19.1.1/24",
+        "dev",
+        "podcidr0",
+    ]);
     let removed = Instant::now();
     assert!(
-        wait_for(WAIT, || !at_tor(&tor, &sock).contains(&BRIDGE_CIDR.to_owned())),
+        wait_for(WAIT, || !at_tor(&tor, &sock)
+            .contains(&BRIDGE_CIDR.to_owned())),
         "{}",
         diagnostics("withdrawn when the bridge's route goes")
     );
@@ -206,16 +224,26 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
 
     // It comes back; then the whole bridge is deleted (IPv4 flushes the device's routes
     // without a route notification of their own).
-    ip(&["-n", &node, "addr", "add", "198.19.1.1/24", "dev", "podcidr0"]);
+    ip(&[
+        "-n",
+        &node,
+        "addr",
+        "add",
+        "198.19.1.1/24",
+        "dev",
+        "podcidr0",
+    ]);
     assert!(
-        wait_for(WAIT, || at_tor(&tor, &sock).contains(&BRIDGE_CIDR.to_owned())),
+        wait_for(WAIT, || at_tor(&tor, &sock)
+            .contains(&BRIDGE_CIDR.to_owned())),
         "{}",
         diagnostics("re-announced when the route comes back")
     );
     ip(&["-n", &node, "link", "del", "podcidr0"]);
     let deleted = Instant::now();
     assert!(
-        wait_for(WAIT, || !at_tor(&tor, &sock).contains(&BRIDGE_CIDR.to_owned())),
+        wait_for(WAIT, || !at_tor(&tor, &sock)
+            .contains(&BRIDGE_CIDR.to_owned())),
         "{}",
         diagnostics("withdrawn when the bridge is deleted")
     );

@@ -442,7 +442,9 @@ impl Speaker {
         if self.route_monitor.is_none() {
             match RouteMonitor::open() {
                 Ok(m) => self.route_monitor = Some(m),
-                Err(e) => tracing::warn!(error = %e, "no route notifications; the routing table is read every {} s", kernel::KERNEL_POLL.as_secs()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no route notifications; the routing table is read every {} s", kernel::KERNEL_POLL.as_secs())
+                }
             }
         }
     }

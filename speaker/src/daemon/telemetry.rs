@@ -49,7 +49,7 @@ pub fn record(m: &Metrics, notice: Notice) {
             }
         }
         Notice::HeldNow(counts) => {
-            for (family, reason, n) in counts {
+            for (family, reason, n) in *counts {
                 m.set_held_now(family, reason, n);
             }
         }

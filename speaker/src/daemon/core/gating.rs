@@ -61,7 +61,7 @@ impl Core {
         }
         let counts = forwarding::count(&held);
         if counts != forwarding::count(&self.fwd_held) {
-            out.push(Effect::Notice(Notice::HeldNow(counts)));
+            out.push(Effect::Notice(Notice::HeldNow(Box::new(counts))));
         }
         self.fwd_held = Arc::new(held);
         true

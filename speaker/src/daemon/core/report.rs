@@ -128,7 +128,13 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
     }
 }
 
-pub(super) fn condition(type_: &str, ok: bool, reason: &str, message: String, now: u64) -> Condition {
+pub(super) fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    now: u64,
+) -> Condition {
     Condition {
         type_: type_.to_owned(),
         status: if ok { "True" } else { "False" }.to_owned(),

@@ -296,7 +296,7 @@ pub enum Notice {
         cidr: IpNet,
     },
     /// What the gate holds now, per family and reason (zeros included); sent when it changes.
-    HeldNow(super::forwarding::HeldCounts),
+    HeldNow(Box<super::forwarding::HeldCounts>),
     NoRouterId,
     /// The node's default routes changed (the gateways of `default-gateway` peers).
     DefaultRoutesChanged(DefaultRoutes),

@@ -198,12 +198,19 @@ fn with_cni_enabled_a_cidr_not_in_the_written_conflist_is_held_even_with_a_route
         Some(HoldReason::CniNotWritten)
     );
     let written: &'static [IpNet] = Box::leak(Box::new([net("198.19.1.0/24")]));
-    assert_eq!(super::verdict(&net("198.19.1.0/24"), &inputs(written)), None);
+    assert_eq!(
+        super::verdict(&net("198.19.1.0/24"), &inputs(written)),
+        None
+    );
 }
 
 #[test]
 fn released_is_the_announced_set_minus_what_is_held() {
-    let announce = [net("198.19.1.0/24"), net("198.19.2.0/24"), net("fd00:19:1::/64")];
+    let announce = [
+        net("198.19.1.0/24"),
+        net("198.19.2.0/24"),
+        net("fd00:19:1::/64"),
+    ];
     let t = table(vec![uni("198.19.2.0/24", "podcidr0")]);
     let up = uplinks(&t, &[]);
     let cfg = ForwardingGateConfig::default();

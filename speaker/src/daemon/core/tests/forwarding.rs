@@ -4,8 +4,7 @@
 use super::*;
 use crate::daemon::core::forwarding::{HoldReason, KernelRoute, RouteKind, RouteTable};
 
-const GATE_CNI: &str =
-    "forwardingGate: {enabled: true}\ncni: {enabled: true, confDir: /host/cni}";
+const GATE_CNI: &str = "forwardingGate: {enabled: true}\ncni: {enabled: true, confDir: /host/cni}";
 
 /// The kernel of these tests with `routes` (on `podcidr0`) besides the uplink's.
 fn kernel_with(c: &Config, routes: &[&str]) -> Event {
@@ -50,7 +49,11 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
     let c = config(GATE_CNI, PEERS);
     let (mut core, _) = file_core(c.clone());
     let out = core.handle(ready(&["198.19.1.0/24", "fd00:19:1::/64"]));
-    assert_eq!(routes_of(&out, "tor1"), None, "nothing offered yet: {out:?}");
+    assert_eq!(
+        routes_of(&out, "tor1"),
+        None,
+        "nothing offered yet: {out:?}"
+    );
     assert_eq!(
         held_notices(&out),
         [
@@ -64,7 +67,11 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         file,
         result: Ok(true),
     });
-    assert_eq!(held_notices(&out).len(), 2, "now held for no route: {out:?}");
+    assert_eq!(
+        held_notices(&out).len(),
+        2,
+        "now held for no route: {out:?}"
+    );
     assert!(
         held_notices(&out)
             .iter()
@@ -77,7 +84,7 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         cidr: net("198.19.1.0/24")
     })));
     let counts = out.iter().find_map(|e| match e {
-        Effect::Notice(Notice::HeldNow(c)) => Some(*c),
+        Effect::Notice(Notice::HeldNow(c)) => Some(**c),
         _ => None,
     });
     let counts = counts.expect("the gauge follows");
@@ -95,7 +102,10 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         .iter()
         .find(|c| c.type_ == "ForwardingHeld")
         .expect("the condition");
-    assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "CidrsHeld"));
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", "CidrsHeld")
+    );
     assert_eq!(cond.message, "fd00:19:1::/64 (no-route)");
     // The same table again changes nothing; the route gone withdraws the CIDR.
     assert_eq!(
