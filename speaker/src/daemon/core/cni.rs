@@ -156,6 +156,12 @@ impl CniState {
         Some(want)
     }
 
+    /// A write has finished since the process started (written, or found unchanged, or
+    /// failed): until then what is on disk is not known.
+    pub fn settled(&self) -> bool {
+        self.written.is_some() || self.failed.is_some()
+    }
+
     /// The CIDRs the conflist at `cfg`'s path hands out, as last written.
     pub fn written_cidrs(&self, cfg: &CniConfig) -> &[IpNet] {
         match &self.written {

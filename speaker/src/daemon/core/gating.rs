@@ -18,8 +18,25 @@ impl Core {
         }
     }
 
+    /// The gate cannot decide yet: with `cni.enabled` and CIDRs to hand out, no conflist
+    /// write has finished since the process started. Routes count as not known meanwhile (no UPDATE, no End-of-RIB;
+    /// graceful-restart sessions wait), so a restart does not withdraw everything for the
+    /// milliseconds the first write takes.
+    pub(super) fn gate_pending(&self) -> bool {
+        self.config.forwarding_gate.enabled
+            && self.config.cni.enabled
+            && !self.cni.settled()
+            && self
+                .guarded
+                .as_ref()
+                .is_some_and(|g| !g.announce.is_empty())
+    }
+
     /// Decides again what the gate holds; `true` when that changed (routes must be pushed).
     pub(super) fn regate(&mut self, out: &mut Vec<Effect>) -> bool {
+        if self.gate_pending() {
+            return false;
+        }
         let gate = &self.config.forwarding_gate;
         let held = match &self.guarded {
             Some(g) if gate.enabled => {

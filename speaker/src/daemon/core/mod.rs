@@ -475,10 +475,12 @@ impl Core {
                 error: error.clone(),
             },
         }));
+        let pending = self.gate_pending();
         self.cni
             .finished(file, result.map(|_| ()).map_err(|e| e.to_string()));
-        if self.regate(out) {
+        if self.regate(out) || pending {
             self.push_routes(out);
+            self.release_held(out);
         }
         self.plan_cni(out);
     }
@@ -492,7 +494,7 @@ impl Core {
 
     /// The routes one peer gets now, or `None` before the first guarded set.
     fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
-        let g = self.guarded.as_ref()?;
+        let g = self.guarded.as_ref().filter(|_| !self.gate_pending())?;
         let source = |a: &PeerAddress| self.kernel.source(a);
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
         let announce = self.forwardable(g);

@@ -54,13 +54,6 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         None,
         "nothing offered yet: {out:?}"
     );
-    assert_eq!(
-        held_notices(&out),
-        [
-            (net("198.19.1.0/24"), HoldReason::CniNotWritten),
-            (net("fd00:19:1::/64"), HoldReason::CniNotWritten)
-        ]
-    );
     // The conflist is planned from the guarded set, not the gated one (no deadlock).
     let file = cni_writes(&out)[0].clone();
     let out = core.handle(Event::CniWritten {
@@ -68,14 +61,16 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         result: Ok(true),
     });
     assert_eq!(
-        held_notices(&out).len(),
-        2,
-        "now held for no route: {out:?}"
+        held_notices(&out),
+        [
+            (net("198.19.1.0/24"), HoldReason::NoRoute),
+            (net("fd00:19:1::/64"), HoldReason::NoRoute)
+        ]
     );
-    assert!(
-        held_notices(&out)
-            .iter()
-            .all(|(_, r)| *r == HoldReason::NoRoute)
+    assert_eq!(
+        routes_of(&out, "tor1"),
+        None,
+        "still the empty set of the first pass"
     );
     // The bridge gets its IPv4 address (the first pod): that CIDR goes out, alone.
     let out = core.handle(kernel_with(&c, &["198.19.1.0/24"]));
@@ -119,6 +114,65 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         [(net("198.19.1.0/24"), HoldReason::NoRoute)]
     );
     assert!(resets(&out).is_empty() && stops(&out).is_empty());
+}
+
+#[test]
+fn a_cidr_whose_conflist_write_failed_is_held_cni_not_written() {
+    let c = config(GATE_CNI, PEERS);
+    let (mut core, _) = file_core(c.clone());
+    core.handle(kernel_with(&c, &["198.19.1.0/24"]));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    let file = cni_writes(&out)[0].clone();
+    let out = core.handle(Event::CniWritten {
+        file: file.clone(),
+        result: Err(errors::Shared::new(errors::CniWriteError::NoDir {
+            dir: "/host/cni".into(),
+        })),
+    });
+    assert_eq!(
+        held_notices(&out),
+        [(net("198.19.1.0/24"), HoldReason::CniNotWritten)]
+    );
+    assert_eq!(
+        routes_of(&out, "tor1"),
+        None,
+        "still the empty set of the first pass"
+    );
+    // The retry (10 s later) succeeds: announced.
+    assert!(cni_writes(&tick(&mut core, 5)).is_empty());
+    let retry = cni_writes(&tick(&mut core, 11))[0].clone();
+    assert_eq!(retry, file);
+    let out = core.handle(Event::CniWritten {
+        file: retry,
+        result: Ok(true),
+    });
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.1.0/24")]));
+}
+
+/// A restart with the gate and `cni` on: until the first conflist write finishes the routes
+/// are not known, so a graceful-restart session waits instead of opening with an empty table
+/// (its End-of-RIB would make the router drop every stale route).
+#[test]
+fn restarted_speaker_waits_for_the_first_conflist_write_before_opening_graceful_restart_sessions_rfc4724_4_2()
+ {
+    let c = config(GATE_CNI, PEERS);
+    let mut core = Core::with_lookup(c.clone(), "node-a".into(), false, lookup);
+    core.start();
+    core.handle(kernel_with(&c, &["198.19.1.0/24"]));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert!(starts(&out).is_empty(), "held: {out:?}");
+    assert!(held_notices(&out).is_empty(), "nothing decided yet");
+    let file = cni_writes(&out)[0].clone();
+    let out = core.handle(Event::CniWritten {
+        file,
+        result: Ok(false),
+    });
+    let s = starts(&out);
+    assert_eq!(s.len(), 2, "{out:?}");
+    assert!(
+        s.iter()
+            .all(|s| s.restarting && s.routes.as_ref().map(|r| r.len()) == Some(1))
+    );
 }
 
 #[test]
