@@ -70,6 +70,8 @@ pub struct KernelFacts {
     pub sources: BTreeMap<PeerAddress, Option<IpAddr>>,
     /// The main routing table (read only for the forwarding gate).
     pub routes: super::forwarding::RouteTable,
+    /// The table could not be read: the core keeps the last one it had.
+    pub routes_unread: bool,
 }
 
 impl KernelFacts {

@@ -589,7 +589,10 @@ impl Core {
     /// New kernel facts: a changed resolution is applied as a reload of the written config
     /// (only the peers it changes reset); changed source addresses rebuild the identity and
     /// every route (next hops).
-    fn on_kernel(&mut self, out: &mut Vec<Effect>, kernel: KernelFacts) {
+    fn on_kernel(&mut self, out: &mut Vec<Effect>, mut kernel: KernelFacts) {
+        if kernel.routes_unread {
+            kernel.routes = self.kernel.routes.clone();
+        }
         if kernel == self.kernel {
             return;
         }

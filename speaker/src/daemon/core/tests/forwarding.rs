@@ -206,3 +206,17 @@ fn turning_the_gate_on_by_reload_withdraws_what_cannot_be_forwarded_without_a_re
         "off again: everything guarded"
     );
 }
+
+#[test]
+fn an_unreadable_routing_table_keeps_the_last_decision_instead_of_withdrawing() {
+    let c = config("forwardingGate: {enabled: true}", PEERS);
+    let (mut core, _) = file_core(c.clone());
+    core.handle(kernel_with(&c, &["198.19.1.0/24"]));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.1.0/24")]));
+    let mut unread = kernel_facts(&c, Default::default(), lookup);
+    unread.routes_unread = true;
+    let out = core.handle(Event::Kernel(unread));
+    assert_eq!(routes_of(&out, "tor1"), None, "{out:?}");
+    assert!(held_notices(&out).is_empty());
+}
