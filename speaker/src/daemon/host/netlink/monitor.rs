@@ -60,7 +60,8 @@ impl RouteMonitor {
 
     /// Waits for the next notification and drains what is queued behind it.
     pub async fn changed(&self) -> io::Result<()> {
-        let mut buf = vec![0u8; 64 * 1024];
+        // What a message says is not read: a datagram longer than this is cut, which is fine.
+        let mut buf = [0u8; 8192];
         loop {
             let mut guard = self.fd.readable().await?;
             let mut got = false;
