@@ -56,6 +56,8 @@ pub struct SettingsChanges {
     pub log: bool,
     /// `cni`: the conflist is rewritten (enabled, where, or what it holds).
     pub cni: bool,
+    /// `forwardingGate`: what is held is decided again (no session resets).
+    pub forwarding_gate: bool,
 }
 
 impl SettingsChanges {
@@ -70,6 +72,7 @@ impl SettingsChanges {
             status,
             log,
             cni,
+            forwarding_gate,
         } = *self;
         identity
             || node_name
@@ -80,11 +83,16 @@ impl SettingsChanges {
             || status
             || log
             || cni
+            || forwarding_gate
     }
 
     /// Routes must be recomputed and re-announced to every peer.
     pub fn routes_affected(&self) -> bool {
-        self.source || self.allowed_prefixes || self.next_hop || self.node_name
+        self.source
+            || self.allowed_prefixes
+            || self.next_hop
+            || self.node_name
+            || self.forwarding_gate
     }
 }
 
@@ -101,6 +109,7 @@ pub fn diff_peers(old: &Config, new: &Config) -> PeerChanges {
         status: old.status != new.status,
         log: old.log != new.log,
         cni: old.cni != new.cni,
+        forwarding_gate: old.forwarding_gate != new.forwarding_gate,
     };
     let mut changes = PeerChanges {
         settings,

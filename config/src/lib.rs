@@ -19,6 +19,7 @@ mod community;
 mod diff;
 mod error;
 mod fields;
+mod forwarding;
 mod local_asn;
 mod md5;
 mod model;
@@ -43,6 +44,7 @@ pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::parse_seconds;
+pub use forwarding::ForwardingGateConfig;
 pub use local_asn::{AsnOrigin, NodeAsnError, NodeMeta, ResolvedAsn};
 pub use md5::{
     MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError, load_md5_key, md5_key_from_bytes,
@@ -93,6 +95,7 @@ impl Config {
             status: StatusConfig::default(),
             log: LogConfig::default(),
             cni: CniConfig::default(),
+            forwarding_gate: ForwardingGateConfig::default(),
         }
     }
 

@@ -56,6 +56,8 @@ pub struct Config {
     pub log: LogConfig,
     /// The node's CNI conflist, written from the announced CIDRs (off by default).
     pub cni: crate::cni::CniConfig,
+    /// `forwardingGate`: hold a CIDR back until the node can deliver to it (off by default).
+    pub forwarding_gate: crate::forwarding::ForwardingGateConfig,
 }
 
 /// `asn`: a number, or read from the node's own Node object.

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::cni::{CniConfig, parse_cni};
 use crate::error::{Errors, quoted};
 use crate::fields::{is_unicast, parse_path, seconds};
+use crate::forwarding::{ForwardingGateConfig, parse_forwarding_gate};
 use crate::local_asn::{parse_asn_overrides, parse_graceful_shutdown, parse_local_asn};
 use crate::model::{
     AdminConfig, Config, GracefulShutdownConfig, LocalAsn, LogConfig, LogFormat, LogLevel,
@@ -36,6 +37,7 @@ const TOP_KEYS: &[&str] = &[
     "log",
     "cni",
     "gracefulShutdown",
+    "forwardingGate",
 ];
 
 pub(crate) const NODE_NAME_RULE: &str =
@@ -147,6 +149,8 @@ pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -
     let status = Lookup::of(&root, "status", errs, parse_status).or(StatusConfig::default());
     let log = Lookup::of(&root, "log", errs, parse_log).or(LogConfig::default());
     let cni = Lookup::of(&root, "cni", errs, parse_cni).or(CniConfig::default());
+    let forwarding_gate = Lookup::of(&root, "forwardingGate", errs, parse_forwarding_gate)
+        .or(ForwardingGateConfig::default());
 
     let default_asn = match &local_asn {
         Some(LocalAsn::FromNode {
@@ -170,6 +174,7 @@ pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -
         status,
         log,
         cni,
+        forwarding_gate,
     }
 }
 

@@ -12,14 +12,15 @@ mod speaker;
 pub use config::{
     AddressFamilySpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
     BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
-    ConfigObjectStatus, ConnectRetrySpec, FamilySpec, GracefulRestartSpec, GracefulShutdownSpec,
-    LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec, NumberOrString,
-    SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec, config_condition,
+    ConfigObjectStatus, ConnectRetrySpec, FamilySpec, ForwardingGateSpec, GracefulRestartSpec,
+    GracefulShutdownSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec,
+    NumberOrString, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec, config_condition,
 };
 
 pub use speaker::{
-    ConfigReport, MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec, NotificationReport,
-    ObjectGeneration, ObjectNotApplied, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
+    ConfigReport, HeldCidr, MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec,
+    NotificationReport, ObjectGeneration, ObjectNotApplied, PeerReport, RefusedCidr, RouteReport,
+    SpeakerReport,
 };
 
 use k8s_openapi::api::core::v1::Node;

@@ -162,6 +162,9 @@ pub struct BGPSpeakerConfigSpec {
     /// The node's CNI conflist, written from the announced CIDRs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni: Option<CniSpec>,
+    /// Hold a pod CIDR back until the node can deliver to it (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarding_gate: Option<ForwardingGateSpec>,
     /// Status publishing (NodeBGPStatus and the node's Lease).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusSpec>,
@@ -254,6 +257,18 @@ pub struct CniSpec {
     pub mtu: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardingGateSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Devices whose routes count: names, or a prefix ending in `*`; empty: any device but
+    /// the uplinks and `lo`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub interfaces: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

@@ -65,9 +65,13 @@ pub struct SpeakerReport {
     /// CIDRs the source assigns to this node.
     #[serde(default)]
     pub allocated: Vec<String>,
-    /// CIDRs that passed the announce guard.
+    /// CIDRs that passed the announce guard (and, with `forwardingGate`, the node can
+    /// deliver to).
     #[serde(default)]
     pub announced: Vec<String>,
+    /// CIDRs the forwarding gate holds back, with the reason (first `MAX_REPORTED_ROUTES`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldCidr>,
     /// CIDRs the guard refused, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedCidr>,
@@ -82,7 +86,8 @@ pub struct SpeakerReport {
     #[serde(default)]
     pub peers: Vec<PeerReport>,
     /// `Ready`, `Established`, `SourceMismatch`, `Refused` (and `CNIConfigured` with
-    /// `cni.enabled`). `lastTransitionTime` changes only when a condition's status does.
+    /// `cni.enabled`, `ForwardingHeld` with `forwardingGate.enabled`). `lastTransitionTime`
+    /// changes only when a condition's status does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Vec<Condition>,
@@ -161,6 +166,15 @@ pub struct RefusedCidr {
     /// The peer that refused it, for per-peer reasons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+}
+
+/// A CIDR the forwarding gate holds back until the node can deliver to it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldCidr {
+    pub cidr: String,
+    /// `no-route`, `unreachable`, `via-uplink`, `interface-not-listed`, `cni-not-written`.
+    pub reason: String,
 }
 
 /// One BGP session.

@@ -407,11 +407,21 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
             .refused
             .iter()
             .find(|r| r.peer.is_none() && parse(&r.cidr).as_ref() == Some(prefix));
+        let held = report
+            .held
+            .iter()
+            .find(|h| parse(&h.cidr).as_ref() == Some(prefix));
         let speaker_has: Vec<IpNet> = report.allocated.iter().filter_map(|a| parse(a)).collect();
-        return Some(match refused {
-            Some(r) => format!("refused by the speaker's announce guard ({})", r.reason),
-            None if !report.source_ready => "the speaker's source is not synced yet".to_owned(),
-            None if !speaker_has.contains(prefix) => format!(
+        return Some(match (refused, held) {
+            (Some(r), _) => format!("refused by the speaker's announce guard ({})", r.reason),
+            (None, Some(h)) => format!(
+                "held by the speaker's forwarding gate ({}): the node cannot deliver to it yet",
+                h.reason
+            ),
+            (None, None) if !report.source_ready => {
+                "the speaker's source is not synced yet".to_owned()
+            }
+            (None, None) if !speaker_has.contains(prefix) => format!(
                 "the speaker's source ({}) says {}",
                 if report.source.is_empty() {
                     "?"
@@ -420,7 +430,7 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
                 },
                 join(&speaker_has)
             ),
-            None => "not in the speaker's announced set".to_owned(),
+            (None, None) => "not in the speaker's announced set".to_owned(),
         });
     }
     if let Some(why) = local_asn_problem(report) {

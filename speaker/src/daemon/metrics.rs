@@ -56,6 +56,12 @@ pub struct ObjectLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FamilyReasonLabel {
+    pub family: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -82,6 +88,8 @@ pub struct Metrics {
     pub guard_refused: Family<ReasonLabel, Counter>,
     /// What is refused now, per reason (the counter counts appearances).
     pub guard_refused_prefixes: Family<ReasonLabel, Gauge>,
+    /// What the forwarding gate holds now, per family and reason.
+    pub forwarding_held_prefixes: Family<FamilyReasonLabel, Gauge>,
     pub source_mismatch: Gauge,
     pub source_ready: Gauge,
     pub config_reloads: Family<ResultLabel, Counter>,
@@ -131,6 +139,7 @@ impl Metrics {
             update_errors: Family::default(),
             guard_refused: Family::default(),
             guard_refused_prefixes: Family::default(),
+            forwarding_held_prefixes: Family::default(),
             source_mismatch: Gauge::default(),
             source_ready: Gauge::default(),
             config_reloads: Family::default(),
@@ -211,6 +220,14 @@ impl Metrics {
         );
         for reason in crate::daemon::core::refused_now::REASONS {
             m.set_refused_now(reason, 0);
+        }
+        registry.register(
+            "podcidr_forwarding_held_prefixes",
+            "Announced pod CIDRs the forwarding gate holds back now (forwardingGate), by family and reason; 0 for every series when nothing is held or the gate is off",
+            m.forwarding_held_prefixes.clone(),
+        );
+        for (family, reason, n) in crate::daemon::core::forwarding::count(&[]) {
+            m.set_held_now(family, reason, n);
         }
         registry.register(
             "podcidr_source_mismatch",
@@ -346,6 +363,16 @@ impl Metrics {
     pub fn set_refused_now(&self, reason: &str, n: usize) {
         self.guard_refused_prefixes
             .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Pod CIDRs the forwarding gate holds now for `family` and `reason`.
+    pub fn set_held_now(&self, family: &str, reason: &str, n: usize) {
+        self.forwarding_held_prefixes
+            .get_or_create(&FamilyReasonLabel {
+                family: family.to_owned(),
                 reason: reason.to_owned(),
             })
             .set(i64::try_from(n).unwrap_or(i64::MAX));

@@ -21,6 +21,7 @@ use super::admin::{self, AdminState};
 use super::core::errors::{ApiWriteError, CniWriteError, ConfigError, Shared};
 use super::core::kernel::KernelQuery;
 use super::core::{ConfigOrigin, Core, Effect, Event};
+use super::host::netlink::monitor::RouteMonitor;
 use super::host::{cni_write, kernel};
 use super::kube::config_objects::{self, ObjectSettings};
 use super::kube::events::EventSink;
@@ -163,6 +164,10 @@ pub struct Speaker {
     kernel_query: KernelQuery,
     /// A kernel read is running (one at a time).
     kernel_reading: bool,
+    /// The kernel changed while a read ran: read again when it ends.
+    kernel_dirty: bool,
+    /// Route, address and link notifications, while the forwarding gate reads routes.
+    route_monitor: Option<RouteMonitor>,
     /// The end of an RFC 8326 graceful shutdown wait, while one runs.
     final_wait_until: Option<Instant>,
     started: Instant,
@@ -281,8 +286,10 @@ impl Speaker {
             lease_writer,
             lease_task: None,
             config_stamp,
+            route_monitor: None,
             kernel_query,
             kernel_reading: false,
+            kernel_dirty: false,
             final_wait_until: None,
             started: Instant::now(),
         })
@@ -323,6 +330,7 @@ impl Speaker {
         let mut poll = tokio::time::interval(self.opts.config_poll);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut kernel_poll = tokio::time::interval(kernel::KERNEL_POLL);
+        self.follow_routes();
         let first = self.core.start();
         self.apply(first).await;
         // The value present before the loop counts as a change too.
@@ -344,8 +352,23 @@ impl Speaker {
                 Some(ev) = self.finished.recv() => {
                     if matches!(ev, Event::Kernel(_)) {
                         self.kernel_reading = false;
+                        if std::mem::take(&mut self.kernel_dirty) {
+                            self.spawn_kernel_read();
+                        }
                     }
                     ev
+                }
+                changed = route_changes(&self.route_monitor) => {
+                    if let Err(e) = changed {
+                        tracing::warn!(error = %e, "route notifications stopped; the routing table is read every {} s", kernel::KERNEL_POLL.as_secs());
+                        self.route_monitor = None;
+                    }
+                    if self.kernel_reading {
+                        self.kernel_dirty = true;
+                    } else {
+                        self.spawn_kernel_read();
+                    }
+                    continue;
                 }
                 Some(()) = recv_hup(&mut sighup), if reloadable => self.reload_event("SIGHUP"),
                 _ = poll.tick(), if reloadable => {
@@ -401,8 +424,29 @@ impl Speaker {
     }
 
     async fn handle(&mut self, event: Event) {
+        let reload = matches!(event, Event::ConfigReloaded { .. });
         let effects = self.core.handle(event);
         self.apply(effects).await;
+        if reload {
+            self.follow_routes();
+        }
+    }
+
+    /// Subscribes to route notifications while the config reads the routing table (the
+    /// forwarding gate); the periodic read stays as the fallback.
+    fn follow_routes(&mut self) {
+        if !self.kernel_query.routes {
+            self.route_monitor = None;
+            return;
+        }
+        if self.route_monitor.is_none() {
+            match RouteMonitor::open() {
+                Ok(m) => self.route_monitor = Some(m),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no route notifications; the routing table is read every {} s", kernel::KERNEL_POLL.as_secs())
+                }
+            }
+        }
     }
 
     /// Loads the config file and reads the kernel facts it needs; the core gets either the
@@ -652,6 +696,14 @@ impl Speaker {
 async fn next_objects(objects: &mut Option<ObjectsMode>) -> Arc<NodeConfig> {
     match objects {
         Some(o) => o.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next route, address or link change; never without a monitor.
+async fn route_changes(monitor: &Option<RouteMonitor>) -> std::io::Result<()> {
+    match monitor {
+        Some(m) => m.changed().await,
         None => std::future::pending().await,
     }
 }

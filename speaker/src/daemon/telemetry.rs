@@ -48,6 +48,19 @@ pub fn record(m: &Metrics, notice: Notice) {
                 m.set_refused_now(reason, n);
             }
         }
+        Notice::HeldNow(counts) => {
+            for (family, reason, n) in *counts {
+                m.set_held_now(family, reason, n);
+            }
+        }
+        Notice::ForwardingHeld { cidr, reason } => tracing::warn!(
+            %cidr,
+            reason = reason.as_str(),
+            "forwarding gate holds a pod CIDR back: the node cannot deliver to it yet"
+        ),
+        Notice::ForwardingReleased { cidr } => {
+            tracing::info!(%cidr, "forwarding gate released a pod CIDR: the node can deliver to it, announcing");
+        }
         Notice::GuardRefused { cidr, reason } => {
             tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
             count_refusal(m, reason.as_str());

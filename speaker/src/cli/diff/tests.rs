@@ -207,6 +207,22 @@ fn guard_refusal_and_unsynced_source_explain_not_announced() {
 }
 
 #[test]
+fn a_cidr_held_by_the_forwarding_gate_is_not_announced_and_says_why() {
+    let mut rep = report(&[], vec![peer("tor1", "Established", &[])], FRESH);
+    rep.allocated = vec![P.into()];
+    rep.held.push(ipam_watch::crd::HeldCidr {
+        cidr: P.into(),
+        reason: "no-route".into(),
+    });
+    let r = one(&input(vec![node("a", Some(&[P]), None, Some(rep))]));
+    assert_eq!(r.verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        r.detail,
+        "held by the speaker's forwarding gate (no-route): the node cannot deliver to it yet"
+    );
+}
+
+#[test]
 fn family_without_an_established_session_is_not_announced() {
     let v6 = "fd00:5::/64";
     let mut tor = peer("tor1", "Established", &[P]);

@@ -105,6 +105,10 @@ pub struct CniState {
     /// Last failure: the file, the error and the monotonic time.
     failed: Option<(CniFile, String, Duration)>,
     now: Duration,
+    /// The CIDRs the file in flight and the file last written hand out (the forwarding
+    /// gate's view).
+    in_flight_cidrs: Vec<IpNet>,
+    written_cidrs: Vec<IpNet>,
 }
 
 impl CniState {
@@ -148,17 +152,41 @@ impl CniState {
             return None;
         }
         self.in_flight = Some(want.clone());
+        self.in_flight_cidrs = guarded.map(|g| g.announce.clone()).unwrap_or_default();
         Some(want)
+    }
+
+    /// A write has finished since the process started (written, or found unchanged, or
+    /// failed): until then what is on disk is not known.
+    pub fn settled(&self) -> bool {
+        self.written.is_some() || self.failed.is_some()
+    }
+
+    /// The CIDRs the conflist at `cfg`'s path hands out, as last written.
+    pub fn written_cidrs(&self, cfg: &CniConfig) -> &[IpNet] {
+        match &self.written {
+            Some((f, _)) if f.path == cfg.path() => &self.written_cidrs,
+            _ => &[],
+        }
     }
 
     /// A write finished.
     pub fn finished(&mut self, file: CniFile, result: Result<(), String>) {
-        if self.in_flight.as_ref() == Some(&file) {
+        let cidrs = if self.in_flight.as_ref() == Some(&file) {
             self.in_flight = None;
-        }
+            Some(std::mem::take(&mut self.in_flight_cidrs))
+        } else {
+            None
+        };
         match result {
             Ok(()) => {
                 self.failed = None;
+                if let Some(cidrs) = cidrs {
+                    self.written_cidrs = cidrs;
+                } else if self.written.as_ref().is_none_or(|(f, _)| *f != file) {
+                    // A file not planned here: what it hands out is not known.
+                    self.written_cidrs.clear();
+                }
                 self.written = Some((file, self.now));
             }
             Err(e) => self.failed = Some((file, e, self.now)),

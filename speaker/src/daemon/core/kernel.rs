@@ -26,12 +26,15 @@ pub struct KernelQuery {
     /// Peer addresses whose source address matters (`nextHop: self`, the derived router ID,
     /// an interface peer's own link-local address). Resolved addresses are added by the reader.
     pub destinations: BTreeSet<PeerAddress>,
+    /// Read the main routing table (`forwardingGate.enabled`).
+    pub routes: bool,
 }
 
 impl KernelQuery {
     pub fn for_config(config: &Config) -> Self {
         let mut q = KernelQuery {
             default_routes: uses_default_gateway(config),
+            routes: config.forwarding_gate.enabled,
             ..KernelQuery::default()
         };
         for p in &config.peers {
@@ -49,7 +52,10 @@ impl KernelQuery {
     }
 
     pub fn is_empty(&self) -> bool {
-        !self.default_routes && self.neighbours.is_empty() && self.destinations.is_empty()
+        !self.default_routes
+            && !self.routes
+            && self.neighbours.is_empty()
+            && self.destinations.is_empty()
     }
 }
 
@@ -62,6 +68,10 @@ pub struct KernelFacts {
     pub neighbours: BTreeMap<String, Option<Ipv6Addr>>,
     /// The source address the kernel would use towards each peer address (`None`: no route).
     pub sources: BTreeMap<PeerAddress, Option<IpAddr>>,
+    /// The main routing table (read only for the forwarding gate).
+    pub routes: super::forwarding::RouteTable,
+    /// The table could not be read: the core keeps the last one it had.
+    pub routes_unread: bool,
 }
 
 impl KernelFacts {

@@ -48,7 +48,9 @@ mod bfd_reload;
 pub mod cni;
 pub mod departure;
 pub mod errors;
+pub mod forwarding;
 pub mod gateways;
+mod gating;
 pub mod guard;
 pub mod kernel;
 pub mod node;
@@ -110,8 +112,10 @@ pub struct Core {
     /// `written` with every kernel-resolved peer resolved (see [`kernel::resolve`]): what
     /// runs.
     config: Config,
-    /// What the kernel said last: default routes, neighbours, source addresses.
+    /// What the kernel said last: default routes, neighbours, source addresses, routes.
     kernel: KernelFacts,
+    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off).
+    fwd_held: Arc<Vec<forwarding::Held>>,
     node_name: String,
     /// The Node as last seen; `None` until then. File mode has no Node to wait for: known at
     /// once, without facts.
@@ -182,6 +186,7 @@ impl Core {
             written,
             config,
             kernel,
+            fwd_held: Arc::default(),
             node_name,
             node,
             identity: None,
@@ -437,6 +442,7 @@ impl Core {
         if self.guarded.as_deref() != Some(&g) {
             self.guarded = Some(Arc::new(g));
         }
+        self.regate(out);
         self.push_routes(out);
         self.release_held(out);
         self.plan_cni(out);
@@ -467,8 +473,13 @@ impl Core {
                 error: error.clone(),
             },
         }));
+        let pending = self.gate_pending();
         self.cni
             .finished(file, result.map(|_| ()).map_err(|e| e.to_string()));
+        if self.regate(out) || pending {
+            self.push_routes(out);
+            self.release_held(out);
+        }
         self.plan_cni(out);
     }
 
@@ -481,10 +492,11 @@ impl Core {
 
     /// The routes one peer gets now, or `None` before the first guarded set.
     fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
-        let g = self.guarded.as_ref()?;
+        let g = self.guarded.as_ref().filter(|_| !self.gate_pending())?;
         let source = |a: &PeerAddress| self.kernel.source(a);
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
-        let (set, refused) = peer_routes(&g.announce, &self.announce_config(cfg), nhs);
+        let announce = self.forwardable(g);
+        let (set, refused) = peer_routes(&announce, &self.announce_config(cfg), nhs);
         Some((Arc::new(set), refused))
     }
 
@@ -575,7 +587,10 @@ impl Core {
     /// New kernel facts: a changed resolution is applied as a reload of the written config
     /// (only the peers it changes reset); changed source addresses rebuild the identity and
     /// every route (next hops).
-    fn on_kernel(&mut self, out: &mut Vec<Effect>, kernel: KernelFacts) {
+    fn on_kernel(&mut self, out: &mut Vec<Effect>, mut kernel: KernelFacts) {
+        if kernel.routes_unread {
+            kernel.routes = self.kernel.routes.clone();
+        }
         if kernel == self.kernel {
             return;
         }
@@ -596,6 +611,10 @@ impl Core {
             );
         } else if self.node.is_some() {
             self.reconcile_peers(out);
+            self.push_routes(out);
+        }
+        // A new routing table alone (the forwarding gate's input).
+        if self.regate(out) {
             self.push_routes(out);
         }
     }

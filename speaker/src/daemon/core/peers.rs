@@ -132,7 +132,7 @@ impl Core {
     /// reconnects before the peer's restart timer drops the routes anyway.
     pub(super) fn holds_for_routes(&self, cfg: &PeerConfig) -> bool {
         cfg.graceful_restart.enabled
-            && self.guarded.is_none()
+            && (self.guarded.is_none() || self.gate_pending())
             && (!self.started_once || self.held.contains(&cfg.name))
             && self.now < hold_bound(cfg)
     }

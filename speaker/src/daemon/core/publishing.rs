@@ -66,6 +66,7 @@ impl Core {
             asn_error,
             desired: Arc::clone(&self.desired),
             guarded: self.guarded.clone(),
+            held: self.gate_report(),
             peers,
             cni: self
                 .cni

@@ -143,7 +143,13 @@ fn bfd_strict(config: &PeerConfig, s: &SessionStatus) -> Option<String> {
     Some(shown.to_owned())
 }
 
-fn condition(type_: &str, ok: bool, reason: &str, message: String, now: u64) -> Condition {
+pub(super) fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    now: u64,
+) -> Condition {
     Condition {
         type_: type_.to_owned(),
         status: if ok { "True" } else { "False" }.to_owned(),
@@ -232,6 +238,7 @@ pub fn report(
         announced: guarded
             .map(|g| g.announce.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
+        held: Vec::new(),
         refused,
         refused_omitted,
         node_spec_pod_cidrs: desired
@@ -310,7 +317,7 @@ fn unix_time(secs: u64) -> Time {
 }
 
 /// Conditions are read by people: the first few refusals and a count.
-const CONDITION_LISTED: usize = 10;
+pub(super) const CONDITION_LISTED: usize = 10;
 
 fn refused_message(refused: &[RefusedCidr], omitted: u64) -> String {
     let mut text = refused
@@ -382,6 +389,8 @@ pub struct ReportInputs {
     pub asn_error: Option<podcidr_config::NodeAsnError>,
     pub desired: Arc<DesiredSet>,
     pub guarded: Option<Arc<Guarded>>,
+    /// What the forwarding gate holds (`None`: the gate is off).
+    pub held: Option<Arc<Vec<super::forwarding::Held>>>,
     pub peers: Vec<PeerInput>,
     /// `CNIConfigured`, when `cni` is enabled.
     pub cni: Option<CniCondition>,
@@ -526,6 +535,9 @@ impl ReportInputs {
             ),
             None => condition("LocalASN", false, "NodeNotSeen", String::new(), now),
         });
+        if let Some(held) = &self.held {
+            super::forwarding::report_held(&mut r, held, now);
+        }
         if let Some(c) = &self.cni {
             r.conditions.push(condition(
                 "CNIConfigured",

@@ -287,6 +287,17 @@ pub enum Notice {
         reason: PeerRefusal,
     },
     Mismatch(Option<String>),
+    /// The forwarding gate holds an announced CIDR back (Warning), or with a new reason.
+    ForwardingHeld {
+        cidr: IpNet,
+        reason: super::forwarding::HoldReason,
+    },
+    /// The node can deliver to a held CIDR again: it is announced.
+    ForwardingReleased {
+        cidr: IpNet,
+    },
+    /// What the gate holds now, per family and reason (zeros included); sent when it changes.
+    HeldNow(Box<super::forwarding::HeldCounts>),
     NoRouterId,
     /// The node's default routes changed (the gateways of `default-gateway` peers).
     DefaultRoutesChanged(DefaultRoutes),

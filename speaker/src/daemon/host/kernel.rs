@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
+use crate::daemon::core::forwarding::{KernelRoute, RouteKind, RouteTable};
 use crate::daemon::core::kernel::{KernelFacts, KernelQuery};
 
-use super::netlink::neigh;
+use super::netlink::{neigh, route};
 use super::{default_routes, route_lookup};
 
 /// Time between reads: a changed gateway, neighbour or source address is followed within this
@@ -26,7 +27,15 @@ pub fn read(query: &KernelQuery) -> KernelFacts {
         },
         neighbours: neighbours(&query.neighbours),
         sources: BTreeMap::new(),
+        routes: RouteTable::default(),
+        routes_unread: false,
     };
+    if query.routes {
+        match main_routes() {
+            Some(table) => facts.routes = table,
+            None => facts.routes_unread = true,
+        }
+    }
     let destinations: BTreeSet<_> = query
         .destinations
         .iter()
@@ -61,4 +70,47 @@ fn neighbours(interfaces: &BTreeSet<String>) -> BTreeMap<String, Option<Ipv6Addr
             (name.clone(), found)
         })
         .collect()
+}
+
+/// The main routing table of both families; `None` when a dump fails (one warning per
+/// failure streak): the core then keeps the table it had.
+fn main_routes() -> Option<RouteTable> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FAILING: AtomicBool = AtomicBool::new(false);
+    let mut routes = Vec::new();
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let unspecified = if family == libc::AF_INET {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        };
+        let entries = match route::dump_main(family) {
+            Ok(entries) => entries,
+            Err(e) => {
+                if !FAILING.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "reading the routing table failed; the forwarding gate keeps its last decision");
+                }
+                return None;
+            }
+        };
+        routes.extend(entries.into_iter().filter_map(|(e, dev)| {
+            let dst = ipnet::IpNet::new(e.dst.unwrap_or(unspecified), e.dst_len).ok()?;
+            let kind = if e.unicast() {
+                RouteKind::Unicast
+            } else if e.drops() {
+                RouteKind::Drop
+            } else {
+                RouteKind::Other
+            };
+            Some(KernelRoute {
+                dst,
+                kind,
+                dev,
+                via: e.via,
+            })
+        }));
+    }
+    FAILING.store(false, Ordering::Relaxed);
+    Some(RouteTable::new(routes))
 }

@@ -756,6 +756,7 @@ mod asn;
 mod bfd;
 mod bfd_reload;
 mod departure;
+mod forwarding;
 mod gateways;
 mod node_events;
 mod objects;

@@ -2,6 +2,7 @@
 //! `neighbors.rs`): checked reads, the dump request, the walk over one `recv` buffer (pure),
 //! and the one bounded dump over a NETLINK_ROUTE socket.
 
+pub mod monitor;
 pub mod neigh;
 pub mod route;
 

@@ -40,9 +40,43 @@ fn address(data: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The next hops of one `RTM_NEWROUTE` body (rtmsg + attributes) if it is a unicast
-/// default route of the main table.
-fn default_route(body: &[u8]) -> Vec<NextHop> {
+/// linux/rtnetlink.h route types the forwarding gate tells apart.
+const RTN_BLACKHOLE: u8 = 6;
+const RTN_UNREACHABLE: u8 = 7;
+const RTN_PROHIBIT: u8 = 8;
+const RTN_THROW: u8 = 9;
+const RTA_DST: u16 = 1;
+
+/// One route of the main table, one entry per next hop (a route without a device has one
+/// entry with `ifindex` 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteEntry {
+    pub dst: Option<IpAddr>,
+    pub dst_len: u8,
+    /// `RTN_*`.
+    pub rtype: u8,
+    pub ifindex: u32,
+    pub via: Option<IpAddr>,
+    pub metric: u32,
+}
+
+impl RouteEntry {
+    /// Blackhole, unreachable, prohibit or throw: what matches is dropped.
+    pub fn drops(&self) -> bool {
+        matches!(
+            self.rtype,
+            RTN_BLACKHOLE | RTN_UNREACHABLE | RTN_PROHIBIT | RTN_THROW
+        )
+    }
+
+    pub fn unicast(&self) -> bool {
+        self.rtype == RTN_UNICAST
+    }
+}
+
+/// The entries of one `RTM_NEWROUTE` body (rtmsg + attributes) if it is a route of the main
+/// table.
+fn main_table_route(body: &[u8]) -> Vec<RouteEntry> {
     let (Some(&dst_len), Some(&table), Some(&rtype)) = (body.get(1), body.get(4), body.get(7))
     else {
         return Vec::new();
@@ -52,10 +86,17 @@ fn default_route(body: &[u8]) -> Vec<NextHop> {
     let table = find(RTA_TABLE)
         .and_then(|d| u32_at(d, 0))
         .unwrap_or(u32::from(table));
-    if dst_len != 0 || rtype != RTN_UNICAST || table != RT_TABLE_MAIN {
+    if table != RT_TABLE_MAIN {
         return Vec::new();
     }
-    let metric = find(RTA_PRIORITY).and_then(|d| u32_at(d, 0)).unwrap_or(0);
+    let entry = |ifindex: u32, via: Option<IpAddr>| RouteEntry {
+        dst: find(RTA_DST).and_then(address),
+        dst_len,
+        rtype,
+        ifindex,
+        via,
+        metric: find(RTA_PRIORITY).and_then(|d| u32_at(d, 0)).unwrap_or(0),
+    };
     if let Some(mp) = find(RTA_MULTIPATH) {
         // struct rtnexthop { u16 len; u8 flags; u8 hops; i32 ifindex; } + attributes.
         let mut out = Vec::new();
@@ -72,28 +113,52 @@ fn default_route(body: &[u8]) -> Vec<NextHop> {
                 .into_iter()
                 .find(|(k, _)| *k == RTA_GATEWAY)
                 .and_then(|(_, d)| address(d));
-            if let Some(via) = via {
-                out.push(NextHop {
-                    via,
-                    ifindex,
-                    metric,
-                });
-            }
+            out.push(entry(ifindex, via));
             at += align4(len);
         }
         return out;
     }
-    match (
+    vec![entry(
+        find(RTA_OIF).and_then(|d| u32_at(d, 0)).unwrap_or(0),
         find(RTA_GATEWAY).and_then(address),
-        find(RTA_OIF).and_then(|d| u32_at(d, 0)),
-    ) {
-        (Some(via), Some(ifindex)) => vec![NextHop {
-            via,
-            ifindex,
-            metric,
-        }],
-        _ => Vec::new(),
-    }
+    )]
+}
+
+/// The next hops of one `RTM_NEWROUTE` body (rtmsg + attributes) if it is a unicast
+/// default route of the main table.
+fn default_route(body: &[u8]) -> Vec<NextHop> {
+    main_table_route(body)
+        .into_iter()
+        .filter(|e| e.dst_len == 0 && e.unicast() && e.ifindex != 0)
+        .filter_map(|e| {
+            Some(NextHop {
+                via: e.via?,
+                ifindex: e.ifindex,
+                metric: e.metric,
+            })
+        })
+        .collect()
+}
+
+/// Every route of the main table of `family`, with its device's name (`None`: no device).
+pub fn dump_main(family: i32) -> std::io::Result<Vec<(RouteEntry, Option<String>)>> {
+    let family = u8::try_from(family).map_err(std::io::Error::other)?;
+    let entries = netlink::dump_parsed(&dump_request(family, 2), RTM_NEWROUTE, main_table_route)?;
+    Ok(entries
+        .into_iter()
+        .map(|e| {
+            let name = (e.ifindex != 0).then(|| interface_name(e.ifindex));
+            (e, name)
+        })
+        .collect())
+}
+
+/// The main-table routes of one `recv` of a dump reply (the tests' view of [`dump_main`]).
+#[cfg(test)]
+pub fn parse_main_reply(buf: &[u8]) -> Result<Vec<RouteEntry>, String> {
+    netlink::walk_parsed(buf, RTM_NEWROUTE, main_table_route)
+        .map(|(v, _)| v)
+        .map_err(|e| e.to_string())
 }
 
 /// One `recv` worth of a dump reply: the default routes' next hops in it, and whether the

@@ -229,3 +229,46 @@ fn truncated_or_garbled_replies_are_errors_never_panics() {
     short[..4].copy_from_slice(&4u32.to_ne_bytes());
     assert!(parse_reply(&short).is_err());
 }
+
+#[test]
+fn main_table_routes_of_every_type_with_destination_device_and_next_hops_rtnetlink() {
+    let gw = |via: &str| attr(RTA_GATEWAY, &ip_bytes(via));
+    let dst = |d: &str| attr(RTA_DST, &ip_bytes(d));
+    let reply = [
+        // The CNI bridge's subnet route.
+        route(
+            AF_INET,
+            24,
+            MAIN,
+            RTN_UNICAST,
+            &[dst("198.19.1.0"), u32_attr(RTA_OIF, 5)],
+        ),
+        // Calico's block blackhole: no device.
+        route(AF_INET, 26, MAIN, RTN_BLACKHOLE, &[dst("198.19.2.0")]),
+        // The local table is not the node's forwarding: left out.
+        route(
+            AF_INET,
+            32,
+            255,
+            2,
+            &[dst("198.19.1.1"), u32_attr(RTA_OIF, 5)],
+        ),
+        route(
+            AF_INET6,
+            0,
+            MAIN,
+            RTN_UNICAST,
+            &[gw("fd00:18:1::1"), u32_attr(RTA_OIF, 2)],
+        ),
+        message(NLMSG_DONE, &0u32.to_ne_bytes()),
+    ]
+    .concat();
+    let routes = parse_main_reply(&reply).unwrap();
+    assert_eq!(routes.len(), 3, "{routes:?}");
+    assert_eq!(routes[0].dst, Some("198.19.1.0".parse().unwrap()));
+    assert_eq!((routes[0].dst_len, routes[0].ifindex), (24, 5));
+    assert!(routes[0].unicast() && !routes[0].drops());
+    assert!(routes[1].drops() && routes[1].ifindex == 0);
+    assert_eq!(routes[2].dst, None, "a default route has no RTA_DST");
+    assert_eq!(routes[2].via, Some("fd00:18:1::1".parse().unwrap()));
+}

@@ -1,0 +1,243 @@
+//! The gate's rules, one table row each.
+
+use super::*;
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+fn route(dst: &str, kind: RouteKind, dev: Option<&str>, via: Option<&str>) -> KernelRoute {
+    KernelRoute {
+        dst: net(dst),
+        kind,
+        dev: dev.map(str::to_owned),
+        via: via.map(|v| v.parse().unwrap()),
+    }
+}
+
+fn uni(dst: &str, dev: &str) -> KernelRoute {
+    route(dst, RouteKind::Unicast, Some(dev), None)
+}
+
+/// A node with its uplink eth0 (default route via 198.18.1.1) and `extra` routes.
+fn table(extra: Vec<KernelRoute>) -> RouteTable {
+    let mut routes = vec![
+        route(
+            "0.0.0.0/0",
+            RouteKind::Unicast,
+            Some("eth0"),
+            Some("198.18.1.1"),
+        ),
+        route(
+            "::/0",
+            RouteKind::Unicast,
+            Some("eth0"),
+            Some("fd00:18:1::1"),
+        ),
+        uni("198.18.1.0/24", "eth0"),
+        uni("fd00:18:1::/64", "eth0"),
+    ];
+    routes.extend(extra);
+    RouteTable::new(routes)
+}
+
+fn verdict_with(t: &RouteTable, cfg: &ForwardingGateConfig, cidr: &str) -> Option<HoldReason> {
+    let up = uplinks(t, &[]);
+    super::verdict(
+        &net(cidr),
+        &GateInputs {
+            config: cfg,
+            table: t,
+            uplinks: &up,
+            cni_written: None,
+        },
+    )
+}
+
+fn verdict(t: &RouteTable, cidr: &str) -> Option<HoldReason> {
+    verdict_with(t, &ForwardingGateConfig::default(), cidr)
+}
+
+#[test]
+fn cidr_without_any_route_of_its_own_is_held_no_route() {
+    // The default route covers it, but a covering route never counts.
+    assert_eq!(
+        verdict(&table(vec![]), "198.19.1.0/24"),
+        Some(HoldReason::NoRoute)
+    );
+}
+
+#[test]
+fn bridge_subnet_route_on_a_local_device_releases_the_cidr() {
+    let t = table(vec![uni("198.19.1.0/24", "podcidr0")]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), None);
+}
+
+#[test]
+fn one_per_pod_host_route_inside_the_cidr_releases_it() {
+    let t = table(vec![
+        route("198.19.1.0/24", RouteKind::Drop, None, None),
+        uni("198.19.1.7/32", "cali1234"),
+        uni("fd00:19:1::7/128", "cali1234"),
+    ]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), None);
+    assert_eq!(verdict(&t, "fd00:19:1::/64"), None);
+}
+
+#[test]
+fn only_a_blackhole_route_holds_the_cidr_unreachable() {
+    let t = table(vec![route("198.19.1.0/24", RouteKind::Drop, None, None)]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), Some(HoldReason::Unreachable));
+}
+
+#[test]
+fn route_through_the_default_routes_device_is_held_via_uplink() {
+    let t = table(vec![route(
+        "198.19.1.0/24",
+        RouteKind::Unicast,
+        Some("eth0"),
+        Some("198.18.1.1"),
+    )]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), Some(HoldReason::ViaUplink));
+}
+
+#[test]
+fn route_through_the_device_towards_a_peer_is_held_via_uplink() {
+    // No default route: the uplink is known from the peer's route.
+    let t = RouteTable::new(vec![
+        uni("198.18.2.0/24", "eth1"),
+        uni("198.19.1.0/24", "eth1"),
+    ]);
+    let peers = podcidr_config::Config::from_yaml_str(
+        "asn: 65010\nsource: {kind: file, path: /x}\npeers: [{name: tor, address: 198.18.2.1, asn: 65000}]\n",
+    )
+    .unwrap()
+    .peers;
+    let up = uplinks(&t, &peers);
+    assert_eq!(up, BTreeSet::from(["eth1".to_owned()]));
+    let v = super::verdict(
+        &net("198.19.1.0/24"),
+        &GateInputs {
+            config: &ForwardingGateConfig::default(),
+            table: &t,
+            uplinks: &up,
+            cni_written: None,
+        },
+    );
+    assert_eq!(v, Some(HoldReason::ViaUplink));
+}
+
+#[test]
+fn an_interface_peers_interface_is_an_uplink() {
+    let t = RouteTable::new(vec![]);
+    let peers = podcidr_config::Config::from_yaml_str(
+        "asn: 65010\nsource: {kind: file, path: /x}\npeers: [{name: tor, interface: swp1, peerAddress: \"fe80::1\", asn: 65000}]\n",
+    )
+    .unwrap()
+    .peers;
+    assert!(uplinks(&t, &peers).contains("swp1"));
+}
+
+#[test]
+fn a_loopback_route_does_not_count() {
+    let t = table(vec![uni("198.19.1.0/24", "lo")]);
+    assert_eq!(
+        verdict(&t, "198.19.1.0/24"),
+        Some(HoldReason::InterfaceNotListed)
+    );
+}
+
+#[test]
+fn with_interfaces_set_only_listed_devices_count() {
+    let cfg = ForwardingGateConfig {
+        enabled: true,
+        interfaces: vec!["cni0".into(), "cali*".into()],
+    };
+    let docker = table(vec![uni("198.19.1.0/24", "docker0")]);
+    assert_eq!(
+        verdict_with(&docker, &cfg, "198.19.1.0/24"),
+        Some(HoldReason::InterfaceNotListed)
+    );
+    let cali = table(vec![uni("198.19.1.9/32", "caliabc")]);
+    assert_eq!(verdict_with(&cali, &cfg, "198.19.1.0/24"), None);
+}
+
+#[test]
+fn a_route_of_a_neighbouring_cidr_does_not_count() {
+    // Sorted next to it, but not inside it.
+    let t = table(vec![
+        uni("198.19.0.0/24", "podcidr0"),
+        uni("198.19.2.0/24", "podcidr0"),
+        uni("198.19.0.0/16", "podcidr0"),
+    ]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), Some(HoldReason::NoRoute));
+}
+
+#[test]
+fn a_loop_is_named_before_a_drop_when_both_are_there() {
+    let t = table(vec![
+        route("198.19.1.0/24", RouteKind::Drop, None, None),
+        uni("198.19.1.5/32", "eth0"),
+    ]);
+    assert_eq!(verdict(&t, "198.19.1.0/24"), Some(HoldReason::ViaUplink));
+}
+
+#[test]
+fn with_cni_enabled_a_cidr_not_in_the_written_conflist_is_held_even_with_a_route() {
+    let t = table(vec![uni("198.19.1.0/24", "podcidr0")]);
+    let up = uplinks(&t, &[]);
+    let cfg = ForwardingGateConfig::default();
+    let inputs = |written: &'static [IpNet]| GateInputs {
+        config: &cfg,
+        table: &t,
+        uplinks: &up,
+        cni_written: Some(written),
+    };
+    assert_eq!(
+        super::verdict(&net("198.19.1.0/24"), &inputs(&[])),
+        Some(HoldReason::CniNotWritten)
+    );
+    let written: &'static [IpNet] = Box::leak(Box::new([net("198.19.1.0/24")]));
+    assert_eq!(
+        super::verdict(&net("198.19.1.0/24"), &inputs(written)),
+        None
+    );
+}
+
+#[test]
+fn released_is_the_announced_set_minus_what_is_held() {
+    let announce = [
+        net("198.19.1.0/24"),
+        net("198.19.2.0/24"),
+        net("fd00:19:1::/64"),
+    ];
+    let t = table(vec![uni("198.19.2.0/24", "podcidr0")]);
+    let up = uplinks(&t, &[]);
+    let cfg = ForwardingGateConfig::default();
+    let h = held(
+        &announce,
+        &GateInputs {
+            config: &cfg,
+            table: &t,
+            uplinks: &up,
+            cni_written: None,
+        },
+    );
+    assert_eq!(
+        h.iter().map(|h| h.cidr).collect::<Vec<_>>(),
+        [net("198.19.1.0/24"), net("fd00:19:1::/64")]
+    );
+    assert_eq!(released(&announce, &h), [net("198.19.2.0/24")]);
+    let c = count(&h);
+    assert!(c.contains(&("ipv4", "no-route", 1)));
+    assert!(c.contains(&("ipv6", "no-route", 1)));
+    assert_eq!(c.iter().map(|x| x.2).sum::<usize>(), 2);
+}
+
+#[test]
+fn every_family_and_reason_has_its_own_gauge_series() {
+    let mut labels: Vec<_> = count(&[]).iter().map(|(f, r, _)| (*f, *r)).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    assert_eq!(labels.len(), 10);
+}
