@@ -24,7 +24,7 @@ use gateways::Unresolved;
 use guard::{GuardPolicy, GuardRefusal, Guarded, guard};
 use kernel::{KernelFacts, resolve, resolves_peers};
 use node::NodeFacts;
-use routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
+use routes::PeerRefusal;
 use session_setup::LocalIdentity;
 
 /// With nothing changed the report is re-written this often: an `updatedAt` much older than
@@ -55,6 +55,7 @@ pub mod guard;
 pub mod kernel;
 pub mod node;
 mod node_events;
+mod offer;
 mod origin;
 mod peers;
 mod publishing;
@@ -481,60 +482,6 @@ impl Core {
             self.release_held(out);
         }
         self.plan_cni(out);
-    }
-
-    fn addresses(&self) -> NodeAddresses {
-        NodeAddresses {
-            internal_v4: self.node().internal_v4,
-            internal_v6: self.node().internal_v6,
-        }
-    }
-
-    /// The routes one peer gets now, or `None` before the first guarded set.
-    fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
-        let g = self.guarded.as_ref().filter(|_| !self.gate_pending())?;
-        let source = |a: &PeerAddress| self.kernel.source(a);
-        let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
-        let announce = self.forwardable(g);
-        let (set, refused) = peer_routes(&announce, &self.announce_config(cfg), nhs);
-        Some((Arc::new(set), refused))
-    }
-
-    fn push_routes(&mut self, out: &mut Vec<Effect>) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
-        for name in names {
-            self.push_peer_routes(out, &name);
-        }
-    }
-
-    fn push_peer_routes(&mut self, out: &mut Vec<Effect>, name: &str) {
-        let Some(cfg) = self.peers.get(name).map(|p| p.config.clone()) else {
-            return;
-        };
-        let Some((set, refused)) = self.routes_for(&cfg) else {
-            return;
-        };
-        let Some(peer) = self.peers.get_mut(name) else {
-            return;
-        };
-        // Both lists are sorted by prefix: new refusals by binary search, not a scan.
-        for (prefix, reason) in &refused {
-            if peer.refused.binary_search(&(*prefix, *reason)).is_err() {
-                out.push(Effect::Notice(Notice::PeerRefused {
-                    peer: name.to_owned(),
-                    prefix: *prefix,
-                    reason: *reason,
-                }));
-            }
-        }
-        peer.refused = refused.into();
-        if peer.routes.as_deref() != Some(&*set) {
-            peer.routes = Some(Arc::clone(&set));
-            out.push(Effect::SetRoutes {
-                name: name.to_owned(),
-                routes: set,
-            });
-        }
     }
 
     /// `routerId`, else the Node's IPv4 InternalIP, else the local IPv4 towards the first

@@ -1,5 +1,5 @@
-//! Reloading `bfd` of a running peer: applied beside the BGP session, never a reset.
-
+//! Reloading `bfd` of a running peer: applied beside the BGP session; only strict mode (in the
+//! OPEN) resets it.
 
 use super::*;
 

@@ -1,0 +1,65 @@
+//! What the core offers each peer: the guarded (and forwardable) CIDRs with the peer's next
+//! hops and attributes, and the refusals it has not reported yet.
+
+use std::sync::Arc;
+
+use podcidr_config::{PeerAddress, PeerConfig};
+
+use super::routes::{NodeAddresses, next_hops, peer_routes};
+use super::{Core, Effect, Notice, PeerRoutes};
+
+impl Core {
+    pub(super) fn addresses(&self) -> NodeAddresses {
+        NodeAddresses {
+            internal_v4: self.node().internal_v4,
+            internal_v6: self.node().internal_v6,
+        }
+    }
+
+    /// The routes one peer gets now, or `None` before the first guarded set.
+    pub(super) fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
+        let g = self.guarded.as_ref().filter(|_| !self.gate_pending())?;
+        let source = |a: &PeerAddress| self.kernel.source(a);
+        let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
+        let announce = self.forwardable(g);
+        let (set, refused) = peer_routes(&announce, &self.announce_config(cfg), nhs);
+        Some((Arc::new(set), refused))
+    }
+
+    pub(super) fn push_routes(&mut self, out: &mut Vec<Effect>) {
+        let names: Vec<String> = self.peers.keys().cloned().collect();
+        for name in names {
+            self.push_peer_routes(out, &name);
+        }
+    }
+
+    pub(super) fn push_peer_routes(&mut self, out: &mut Vec<Effect>, name: &str) {
+        let Some(cfg) = self.peers.get(name).map(|p| p.config.clone()) else {
+            return;
+        };
+        let Some((set, refused)) = self.routes_for(&cfg) else {
+            return;
+        };
+        let Some(peer) = self.peers.get_mut(name) else {
+            return;
+        };
+        // Both lists are sorted by prefix: new refusals by binary search, not a scan.
+        for (prefix, reason) in &refused {
+            if peer.refused.binary_search(&(*prefix, *reason)).is_err() {
+                out.push(Effect::Notice(Notice::PeerRefused {
+                    peer: name.to_owned(),
+                    prefix: *prefix,
+                    reason: *reason,
+                }));
+            }
+        }
+        peer.refused = refused.into();
+        if peer.routes.as_deref() != Some(&*set) {
+            peer.routes = Some(Arc::clone(&set));
+            out.push(Effect::SetRoutes {
+                name: name.to_owned(),
+                routes: set,
+            });
+        }
+    }
+}
