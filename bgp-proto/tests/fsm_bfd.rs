@@ -33,6 +33,18 @@ fn down_reason(out: &[Output]) -> Option<&DownReason> {
     })
 }
 
+/// A strict session in OpenSent that got the peer's OPEN with capability 74: waiting for BFD.
+fn waiting_for_bfd() -> Session {
+    let mut s = Session::new(strict_cfg());
+    to_open_sent(&mut s);
+    s.handle(recv(Message::Open(peer_open(
+        PEER,
+        90,
+        with_strict(both_families()),
+    ))));
+    s
+}
+
 #[test]
 fn bfd_strict_mode_capability_is_code_74_with_no_value_draft_bfd_strict_5() {
     let open = bgp_proto::session::open::local_open(&strict_cfg(), false);
@@ -136,13 +148,7 @@ fn strict_bfd_up_first_does_not_wait_draft_bfd_strict_8_5_5() {
 
 #[test]
 fn strict_peer_keepalive_while_waiting_establishes_on_bfd_up_draft_bfd_strict_8_5_6() {
-    let mut s = Session::new(strict_cfg());
-    to_open_sent(&mut s);
-    s.handle(recv(Message::Open(peer_open(
-        PEER,
-        90,
-        with_strict(both_families()),
-    ))));
+    let mut s = waiting_for_bfd();
     let out = s.handle(recv(Message::Keepalive));
     assert_eq!(s.state(), State::OpenSent, "not an FSM error: {out:?}");
     assert_eq!(armed(&out, Timer::Hold), Some(Duration::from_secs(90)));
@@ -163,13 +169,7 @@ fn strict_second_open_while_waiting_is_an_fsm_error_draft_bfd_strict_8_5_5() {
 
 #[test]
 fn strict_bfd_down_while_waiting_sends_cease_bfd_down_draft_bfd_strict_8_5_2() {
-    let mut s = Session::new(strict_cfg());
-    to_open_sent(&mut s);
-    s.handle(recv(Message::Open(peer_open(
-        PEER,
-        90,
-        with_strict(both_families()),
-    ))));
+    let mut s = waiting_for_bfd();
     let out = s.handle(Input::Bfd(BfdInput::NotUp));
     assert_eq!(sent_notification(&out), Some((6, cease::BFD_DOWN)));
     assert_eq!(s.state(), State::Idle);
@@ -181,13 +181,7 @@ fn strict_bfd_down_while_waiting_sends_cease_bfd_down_draft_bfd_strict_8_5_2() {
 
 #[test]
 fn strict_hold_timer_while_waiting_names_bfd_draft_bfd_strict_10() {
-    let mut s = Session::new(strict_cfg());
-    to_open_sent(&mut s);
-    s.handle(recv(Message::Open(peer_open(
-        PEER,
-        90,
-        with_strict(both_families()),
-    ))));
+    let mut s = waiting_for_bfd();
     let out = s.handle(Input::TimerFired(Timer::Hold));
     assert_eq!(sent_notification(&out), Some((4, 0)));
     assert_eq!(down_reason(&out), Some(&DownReason::BfdNotUp));

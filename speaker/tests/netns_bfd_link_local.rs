@@ -9,11 +9,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::link_local::{link_local_pair, spawn_bird, spawn_speaker};
 use common::{Proc, TempDir};
-use integration_tests::netns::{Netns, in_ns, ip, netns_permitted};
+use integration_tests::netns::{Netns, in_ns, netns_permitted};
 
 const POD_CIDR: &str = "fd00:5::/64";
 const WAIT: Duration = Duration::from_secs(30);
@@ -38,18 +38,8 @@ impl LinkLocal {
             );
             return None;
         }
-        let (tor, node) = (format!("{tag}-tor"), format!("{tag}-node"));
         let mut ns = Netns::default();
-        ns.add(&tor);
-        ns.add(&node);
-        ip(&[
-            "-n", &tor, "link", "add", "tv", "type", "veth", "peer", "name", "eth1", "netns", &node,
-        ]);
-        for (n, dev, ll) in [(&tor, "tv", "fe80::1/64"), (&node, "eth1", "fe80::2/64")] {
-            ip(&["-n", n, "link", "set", "dev", dev, "addrgenmode", "none"]);
-            ip(&["-n", n, "addr", "add", ll, "dev", dev, "nodad"]);
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
+        let (tor, node) = link_local_pair(&mut ns, &tag);
         let dir = TempDir::new("bfd-link-local");
         let radv = if radv {
             "protocol radv { interface \"tv\" { min ra interval 3; max ra interval 4; }; }\n"
@@ -64,19 +54,7 @@ impl LinkLocal {
              hold time 90; bfd on;\n  ipv6 {{ import all; export none; }}; }}\n",
             dir.path("bird.log").display()
         );
-        let conf = dir.path("bird.conf");
-        std::fs::write(&conf, bird_conf).unwrap();
-        let sock = dir.path("bird.sock").display().to_string();
-        let bird_log = dir.path("bird.out");
-        let out = std::fs::File::create(&bird_log).unwrap();
-        let bird = Command::new("ip")
-            .args(["netns", "exec", &tor, "bird", "-f", "-c"])
-            .arg(&conf)
-            .args(["-s", &sock])
-            .stdout(Stdio::from(out.try_clone().unwrap()))
-            .stderr(Stdio::from(out))
-            .spawn()
-            .unwrap();
+        let (bird, sock) = spawn_bird(&tor, &dir, &bird_conf);
         let cidrs = dir.path("cidrs.yaml");
         std::fs::write(&cidrs, format!("nodes:\n  node1: [{POD_CIDR}]\n")).unwrap();
         let cfg = dir.path("speaker.yaml");
@@ -94,25 +72,8 @@ impl LinkLocal {
         )
         .unwrap();
         let log: PathBuf = dir.path("speaker.log");
-        let mut cmd = Command::new("ip");
-        cmd.args([
-            "netns",
-            "exec",
-            &node,
-            common::BIN,
-            "speaker",
-            "--final",
-            "--config",
-        ])
-        .arg(&cfg);
         Some(LinkLocal {
-            procs: vec![
-                Proc::spawn_command(cmd, &log),
-                Proc {
-                    child: bird,
-                    log: bird_log,
-                },
-            ],
+            procs: vec![spawn_speaker(&node, &cfg, &log), bird],
             tor,
             node,
             sock,

@@ -9,9 +9,9 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::link_local::{link_local_pair, spawn_bird, spawn_speaker};
 use common::{Proc, TempDir};
 use integration_tests::netns::{Netns, in_ns, ip, netns_permitted, ping_within};
 
@@ -58,19 +58,8 @@ impl Unnumbered {
             eprintln!("SKIPPED: network namespaces (ip netns), bird or ping are not available");
             return None;
         }
-        let (tor, node) = (format!("{tag}-tor"), format!("{tag}-node"));
         let mut ns = Netns::default();
-        ns.add(&tor);
-        ns.add(&node);
-        ip(&[
-            "-n", &tor, "link", "add", "tv", "type", "veth", "peer", "name", "eth1", "netns", &node,
-        ]);
-        for (n, dev, ll) in [(&tor, "tv", "fe80::1/64"), (&node, "eth1", "fe80::2/64")] {
-            // No kernel-generated link-local address: exactly the one we choose.
-            ip(&["-n", n, "link", "set", "dev", dev, "addrgenmode", "none"]);
-            ip(&["-n", n, "addr", "add", ll, "dev", dev, "nodad"]);
-            ip(&["-n", n, "link", "set", dev, "up"]);
-        }
+        let (tor, node) = link_local_pair(&mut ns, &tag);
         // The ToR's own addresses (sources of its pings) and the node's way back to them.
         ip(&["-n", &tor, "addr", "add", "198.18.0.1/32", "dev", "lo"]);
         ip(&[
@@ -141,19 +130,7 @@ impl Unnumbered {
              ipv4 {{ import all; export none;{enh} }}; ipv6 {{ import all; export none; }}; }}\n",
             dir.path("bird.log").display()
         );
-        let conf = dir.path("bird.conf");
-        std::fs::write(&conf, bird_conf).unwrap();
-        let sock = dir.path("bird.sock").display().to_string();
-        let bird_log = dir.path("bird.out");
-        let out = std::fs::File::create(&bird_log).unwrap();
-        let bird = Command::new("ip")
-            .args(["netns", "exec", &tor, "bird", "-f", "-c"])
-            .arg(&conf)
-            .args(["-s", &sock])
-            .stdout(Stdio::from(out.try_clone().unwrap()))
-            .stderr(Stdio::from(out))
-            .spawn()
-            .unwrap();
+        let (bird, sock) = spawn_bird(&tor, &dir, &bird_conf);
 
         let cidrs = dir.path("cidrs.yaml");
         std::fs::write(&cidrs, "nodes:\n  node1: [198.18.5.0/24, fd00:5::/64]\n").unwrap();
@@ -176,26 +153,8 @@ impl Unnumbered {
         )
         .unwrap();
         let log: PathBuf = dir.path("speaker.log");
-        // `ip netns exec NS podcidr-bgp …`: the speaker runs inside the node's namespace.
-        let mut cmd = Command::new("ip");
-        cmd.args([
-            "netns",
-            "exec",
-            &node,
-            common::BIN,
-            "speaker",
-            "--final",
-            "--config",
-        ])
-        .arg(&cfg);
         Some(Unnumbered {
-            procs: vec![
-                Proc::spawn_command(cmd, &log),
-                Proc {
-                    child: bird,
-                    log: bird_log,
-                },
-            ],
+            procs: vec![spawn_speaker(&node, &cfg, &log), bird],
             tor,
             node,
             sock,

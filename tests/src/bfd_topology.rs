@@ -124,16 +124,12 @@ impl BfdTopology {
     /// Starts the speaker (without `--final`: SIGTERM means a graceful restart).
     pub fn start_speaker(&mut self) {
         self.launches += 1;
-        let log = std::fs::File::create(self.speaker_log(self.launches)).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.node])
-            .arg(&self.speaker_bin)
-            .args(["speaker", "--config"])
-            .arg(self.dir.path("speaker.yaml"))
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
+        let child = crate::netns::spawn_speaker_in(
+            &self.node,
+            &self.speaker_bin,
+            &self.dir.path("speaker.yaml"),
+            &self.speaker_log(self.launches),
+        );
         self.speaker = Some(child);
     }
 

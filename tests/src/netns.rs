@@ -80,6 +80,26 @@ pub fn in_ns(ns: &str, cmd: &[&str]) -> Output {
 }
 
 /// True when this process may create namespaces and `bins` are installed.
+/// `ip netns exec NS BIN speaker --config CONFIG`, stdout and stderr to `log`. No `--final`:
+/// SIGTERM is then a graceful restart.
+pub fn spawn_speaker_in(
+    ns: &str,
+    bin: &std::path::Path,
+    config: &std::path::Path,
+    log: &std::path::Path,
+) -> std::process::Child {
+    let out = File::create(log).unwrap();
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(bin)
+        .args(["speaker", "--config"])
+        .arg(config)
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("start the speaker")
+}
+
 pub fn netns_permitted(probe: &str, bins: &[&str]) -> bool {
     let ok = Command::new("ip")
         .args(["netns", "add", probe])

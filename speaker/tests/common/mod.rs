@@ -167,6 +167,7 @@ where
     }
 }
 pub mod kustomize;
+pub mod link_local;
 pub mod monitoring;
 pub mod rbac;
 pub mod real_api;
