@@ -48,7 +48,10 @@ fn parse_args() -> Option<Args> {
     while let Some(arg) = argv.next() {
         match arg.as_str() {
             "--bench" => bench = true,
-            "--speaker" => a.speaker = argv.next()?.into(),
+            // Relative to the workspace, like --write-docs (cargo runs benches in tests/).
+            "--speaker" => {
+                a.speaker = integration_tests::workspace_path(std::path::Path::new(&argv.next()?))
+            }
             "--runs" => a.runs = argv.next()?.parse().ok()?,
             "--pps" => a.pps = argv.next()?.parse().ok()?,
             "--scenarios" => a.scenarios = argv.next()?.split(',').map(str::to_owned).collect(),
