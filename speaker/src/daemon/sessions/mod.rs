@@ -226,8 +226,7 @@ impl PeerManager {
                     ..
                 } = h;
                 waits.push(async move {
-                    // BFD AdminDown first (RFC 5882 §4.3): a planned stop, graceful restart
-                    // included, must not look like a path failure to the peer.
+                    // A planned stop must not look like a path failure (RFC 5882 §4.3).
                     // Graceful restart: hand BFD over first (the peer's detection time
                     // grows to the restart time), then close BGP without a NOTIFICATION.
                     // Otherwise BGP's Cease goes first, then BFD AdminDown.
