@@ -39,14 +39,7 @@ async fn missing_conf_dir_is_reported_routes_still_go_out_and_the_retry_writes_i
         dir,
         &["198.19.5.0/24"],
         &top,
-        &[Peer {
-            name: "bird",
-            address: a.addr,
-            port: a.port,
-            asn: a.asn,
-            local: ours.into(),
-            extra: String::new(),
-        }],
+        &[Peer::at("bird", &a, ours.into(), "")],
         &[],
     );
     let want: BTreeSet<IpNet> = ["198.19.5.0/24".parse().unwrap()].into();

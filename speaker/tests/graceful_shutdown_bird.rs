@@ -43,15 +43,12 @@ fn route(bird: &Bird) -> Option<Held> {
 }
 
 fn speaker(bird: &Bird, ours: std::net::Ipv4Addr, wait: &str) -> Speaker {
-    let a = bird.peer_addr("spk");
-    let peer = Peer {
-        name: "bird",
-        address: a.addr,
-        port: a.port,
-        asn: a.asn,
-        local: IpAddr::V4(ours),
-        extra: "    communities: [\"65000:7\"]\n".into(),
-    };
+    let peer = Peer::at(
+        "bird",
+        &bird.peer_addr("spk"),
+        IpAddr::V4(ours),
+        "    communities: [\"65000:7\"]\n",
+    );
     Speaker::start(
         TempDir::new("gshut"),
         &[PREFIX],

@@ -31,15 +31,7 @@ fn peer(
     ours: impl Into<IpAddr>,
     extra: &str,
 ) -> Peer {
-    let a = bird.peer_addr(proto);
-    Peer {
-        name,
-        address: a.addr,
-        port: a.port,
-        asn: a.asn,
-        local: ours.into(),
-        extra: extra.to_owned(),
-    }
+    Peer::at(name, &bird.peer_addr(proto), ours.into(), extra)
 }
 
 fn prefixes(bird: &Bird, proto: &str) -> BTreeSet<IpNet> {

@@ -41,15 +41,12 @@ fn announcing(tag: &str, gr: &str, communities: &str) -> (Bird, Speaker) {
                 .long_lived_graceful_restart(3600),
         ),
     );
-    let a = bird.peer_addr("spk");
-    let peer = Peer {
-        name: "bird",
-        address: a.addr,
-        port: a.port,
-        asn: a.asn,
-        local: ours.into(),
-        extra: format!("    gracefulRestart: {gr}\n{communities}"),
-    };
+    let peer = Peer::at(
+        "bird",
+        &bird.peer_addr("spk"),
+        ours.into(),
+        &format!("    gracefulRestart: {gr}\n{communities}"),
+    );
     let s = Speaker::start(TempDir::new(tag), &CIDRS, "", &[peer], &[]);
     let ok = bird.wait_until(T, |b| prefixes(&b.routes_from("spk")) == want());
     assert!(

@@ -23,15 +23,7 @@ fn bird(ours: Ipv4Addr) -> Bird {
 }
 
 fn bird_peer(bird: &Bird, ours: Ipv4Addr) -> Peer {
-    let a = bird.peer_addr("spk");
-    Peer {
-        name: "bird",
-        address: a.addr,
-        port: a.port,
-        asn: a.asn,
-        local: IpAddr::V4(ours),
-        extra: String::new(),
-    }
+    Peer::at("bird", &bird.peer_addr("spk"), IpAddr::V4(ours), "")
 }
 
 async fn readyz(s: &Speaker) -> Option<(u16, String)> {

@@ -15,6 +15,25 @@ pub struct Peer {
     pub extra: String,
 }
 
+impl Peer {
+    /// A peer at a test router's listening address (`Bird::peer_addr`, `GoBgp::peer_addr`).
+    pub fn at(
+        name: &'static str,
+        a: &integration_tests::TestPeerAddr,
+        local: IpAddr,
+        extra: &str,
+    ) -> Peer {
+        Peer {
+            name,
+            address: a.addr,
+            port: a.port,
+            asn: a.asn,
+            local,
+            extra: extra.to_owned(),
+        }
+    }
+}
+
 pub struct Speaker {
     pub proc: Proc,
     pub admin: SocketAddr,
