@@ -1,5 +1,6 @@
-//! The default routes from an rtnetlink dump (`RTM_GETROUTE`), which, unlike
-//! `/proc/net/route`, lists every next hop of an IPv4 multipath route (`RTA_MULTIPATH`).
+//! The main routing table from an rtnetlink dump (`RTM_GETROUTE`), which, unlike
+//! `/proc/net/route`, lists every next hop of an IPv4 multipath route (`RTA_MULTIPATH`): its
+//! default routes (peers at `default-gateway`) and every route (the forwarding gate).
 //! The request builder and the reply parser are pure (checked reads only); [`dump`] is the
 //! thin socket around them.
 
@@ -11,7 +12,12 @@ use super::{self as netlink, align4, attributes, u16_at, u32_at};
 const RTM_NEWROUTE: u16 = 24;
 const RTM_GETROUTE: u16 = 26;
 const RTN_UNICAST: u8 = 1;
+const RTN_BLACKHOLE: u8 = 6;
+const RTN_UNREACHABLE: u8 = 7;
+const RTN_PROHIBIT: u8 = 8;
+const RTN_THROW: u8 = 9;
 const RT_TABLE_MAIN: u32 = 254;
+const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_PRIORITY: u16 = 6;
@@ -39,13 +45,6 @@ fn address(data: &[u8]) -> Option<IpAddr> {
         _ => None,
     }
 }
-
-/// linux/rtnetlink.h route types the forwarding gate tells apart.
-const RTN_BLACKHOLE: u8 = 6;
-const RTN_UNREACHABLE: u8 = 7;
-const RTN_PROHIBIT: u8 = 8;
-const RTN_THROW: u8 = 9;
-const RTA_DST: u16 = 1;
 
 /// One route of the main table, one entry per next hop (a route without a device has one
 /// entry with `ifindex` 0).
