@@ -10,11 +10,12 @@ mod schema;
 mod speaker;
 
 pub use config::{
-    AddressFamilySpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
+    AddressFamilySpec, AsnFromNodeSpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
     BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
     ConfigObjectStatus, ConnectRetrySpec, FamilySpec, ForwardingGateSpec, GracefulRestartSpec,
-    GracefulShutdownSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec,
-    NumberOrString, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec, config_condition,
+    GracefulShutdownSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec,
+    NextHopSpec, NumberOrString, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec,
+    config_condition,
 };
 
 pub use speaker::{
@@ -320,6 +321,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
             schema::drop_null_from_enums(props);
+            schema::kubernetes_integer_formats(props);
         }
     }
     crds

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ipam_watch::crd::SecretKeyRef;
+use ipam_watch::crd::{AsnFromNodeSpec, SecretKeyRef};
 use podcidr_bgp::objects::check::parse_manifests;
 use podcidr_bgp::objects::convert::{MD5_SECRET, convert, to_yaml};
 use podcidr_bgp::objects::{Objects, assemble, select};
@@ -175,6 +175,17 @@ fn a_config_with_4_octet_peer_asns_units_and_nulls_converts_to_the_same_config()
     assert_eq!(
         converted.secret_keys,
         [("big2".to_owned(), "/etc/keys/big2".to_owned())]
+    );
+    // The file's `asn` mapping is the object's typed `asnFrom`: a 1.25+ API server must be
+    // able to declare `spec.asn` (an integer) for the CRD's CEL rules.
+    assert_eq!(converted.config.spec.asn, None);
+    assert_eq!(
+        converted.config.spec.asn_from,
+        Some(AsnFromNodeSpec {
+            node_label: None,
+            node_annotation: Some("example.com/asn".into()),
+            default: Some(4_200_000_002),
+        })
     );
     let objects = read_objects(&to_yaml(&converted, "inline").unwrap());
     for labels in label_sets(&doc) {

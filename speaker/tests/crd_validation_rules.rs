@@ -223,7 +223,7 @@ fn valid() -> Vec<(&'static str, Value)> {
         (CONFIG, base_config()),
         (
             CONFIG,
-            json!({"asn": {"fromNodeLabel": "example.com/asn", "default": 4200000001u64},
+            json!({"asnFrom": {"nodeLabel": "example.com/asn", "default": 4200000001u64},
                    "asnOverrides": [{"nodeSelector": {"matchLabels": {"rack": "r7"}}, "asn": 65107}],
                    "source": {"kind": "node-spec"}, "allowedPrefixes": ["10.0.0.0/8"],
                    "routerId": "192.0.2.10", "gracefulShutdown": {"wait": "5m"},
@@ -294,17 +294,31 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
     };
     let file = json!({"kind": "file", "path": "/etc/cidrs.yaml"});
     vec![
-        (CONFIG, c(json!({"asn": null})), "asn is required"),
-        (CONFIG, c(json!({"asn": 23456})), "asn is a number"),
         (
             CONFIG,
-            c(json!({"asn": {"fromNodeLabel": "a", "fromNodeAnnotation": "b"}})),
-            "asn is a number",
+            c(json!({"asn": null})),
+            "exactly one of asn, asnFrom",
         ),
         (
             CONFIG,
-            c(json!({"asn": {"fromNodeLabel": "a", "default": 23456}})),
-            "asn is a number",
+            c(json!({"asnFrom": {"nodeLabel": "example.com/asn"}})),
+            "exactly one of asn, asnFrom",
+        ),
+        (CONFIG, c(json!({"asn": 23456})), "asn 23456 (AS_TRANS)"),
+        (
+            CONFIG,
+            c(json!({"asn": null, "asnFrom": {"nodeLabel": "a", "nodeAnnotation": "b"}})),
+            "asnFrom takes exactly one of nodeLabel, nodeAnnotation",
+        ),
+        (
+            CONFIG,
+            c(json!({"asn": null, "asnFrom": {"default": 65001}})),
+            "asnFrom takes exactly one of nodeLabel, nodeAnnotation",
+        ),
+        (
+            CONFIG,
+            c(json!({"asn": null, "asnFrom": {"nodeLabel": "a", "default": 23456}})),
+            "asnFrom.default 23456 (AS_TRANS)",
         ),
         (
             CONFIG,
@@ -323,8 +337,8 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
         ),
         (
             CONFIG,
-            c(json!({"source": file, "asn": {"fromNodeLabel": "example.com/asn"}})),
-            "with source.kind file the asn is a number",
+            c(json!({"source": file, "asn": null, "asnFrom": {"nodeLabel": "example.com/asn"}})),
+            "asnFrom is not allowed with source.kind file",
         ),
         (
             CONFIG,

@@ -49,16 +49,18 @@ fn optional_duration(g: &mut SchemaGenerator) -> Schema {
     duration(g)
 }
 
-/// The local AS: a number, or `{fromNodeLabel|fromNodeAnnotation: key, default: N}`. Two
-/// shapes in one key (as in the file) is more than a structural schema can type, so the
-/// server keeps the value as written and the readers check it (see the CEL rule below).
+/// `spec.asn`: the local AS as a number. Typed, so a Kubernetes 1.25+ server can declare it
+/// for CEL; reading it from the Node is `spec.asnFrom` (one meaning per field).
 fn local_asn(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
-        "description": "The local AS: a number (1..4294967295, not 23456), or read from the node: {fromNodeLabel: <label key>} or {fromNodeAnnotation: <annotation key>}, with an optional default.",
-        "x-kubernetes-preserve-unknown-fields": true,
+        "description": "The local AS (1..4294967295, not 23456). Exactly one of asn, asnFrom.",
+        "type": "integer",
+        "format": "int64",
+        "minimum": 1,
+        "maximum": 4294967295_u64,
         "x-kubernetes-validations": [{
-            "rule": "type(self) == int ? (self >= 1 && self <= 4294967295 && self != 23456) : (type(self) == map && (has(self.fromNodeLabel) != has(self.fromNodeAnnotation)) && self.all(k, k in ['fromNodeLabel', 'fromNodeAnnotation', 'default']) && (!has(self.default) || (type(self.default) == int && self.default >= 1 && self.default <= 4294967295 && self.default != 23456)))",
-            "message": "asn is a number (1..4294967295, not 23456) or a mapping with exactly one of fromNodeLabel, fromNodeAnnotation, and an optional default (a number, 1..4294967295, not 23456)"
+            "rule": "self != 23456",
+            "message": "asn 23456 (AS_TRANS) is reserved by RFC 6793"
         }]
     })
 }
@@ -129,10 +131,13 @@ pub struct BGPSpeakerConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::label_selector")]
     pub node_selector: Option<LabelSelector>,
-    /// The local AS (see docs/config.md, Per-node local AS).
+    /// The local AS as a number. Exactly one of `asn`, `asn_from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "local_asn")]
-    pub asn: Option<serde_json::Value>,
+    pub asn: Option<LocalAsnSpec>,
+    /// The local AS read from the Node (see docs/config.md, Per-node local AS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn_from: Option<AsnFromNodeSpec>,
     /// Per-node local AS by node selector, first match wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asn_overrides: Vec<AsnOverrideSpec>,
@@ -171,6 +176,36 @@ pub struct BGPSpeakerConfigSpec {
     /// Logging.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogSpec>,
+}
+
+/// `spec.asn` as read back. The schema declares an integer; `Unsupported` keeps whatever an
+/// older server stored without checking (the v1beta1 mapping form, now `asnFrom`) readable, so
+/// such an object is reported on its conditions instead of failing the whole watch.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum LocalAsnSpec {
+    Number(u64),
+    Unsupported(serde_json::Value),
+}
+
+/// `spec.asnFrom`: the local AS from a Node label or annotation (exactly one), with the AS to
+/// use when the Node has neither.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = rules::asn_from()))]
+pub struct AsnFromNodeSpec {
+    /// A label key on the Node whose value is the AS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    pub node_label: Option<String>,
+    /// An annotation key on the Node whose value is the AS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    pub node_annotation: Option<String>,
+    /// The AS when the Node has no such label or annotation (1..4294967295, not 23456).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4_294_967_295_u64))]
+    pub default: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]

@@ -87,14 +87,9 @@ pub(super) fn cidr_list(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// Removes `null` from every `enum` (schemars lists it for an `Option` of an enum, beside
-/// `nullable: true`). kube-apiserver 1.20.2 as built here refuses such a CRD ("per-version
-/// schemas may not all be set to identical values": its copy of the schema no longer compares
-/// equal to itself), and no writer of ours sends `null`: an unset field is left out.
-pub(super) fn drop_null_from_enums(props: &mut JSONSchemaProps) {
-    if let Some(values) = &mut props.enum_ {
-        values.retain(|v| !v.0.is_null());
-    }
+/// Calls `f` on `props` and on every schema below it.
+fn visit(props: &mut JSONSchemaProps, f: &mut dyn FnMut(&mut JSONSchemaProps)) {
+    f(props);
     let children = props
         .properties
         .iter_mut()
@@ -110,16 +105,40 @@ pub(super) fn drop_null_from_enums(props: &mut JSONSchemaProps) {
         .chain(props.one_of.iter_mut().flatten())
         .chain(props.not.as_deref_mut());
     for child in children {
-        drop_null_from_enums(child);
+        visit(child, f);
     }
     match &mut props.items {
-        Some(JSONSchemaPropsOrArray::Schema(s)) => drop_null_from_enums(s),
-        Some(JSONSchemaPropsOrArray::Schemas(list)) => {
-            list.iter_mut().for_each(drop_null_from_enums)
-        }
+        Some(JSONSchemaPropsOrArray::Schema(s)) => visit(s, f),
+        Some(JSONSchemaPropsOrArray::Schemas(list)) => list.iter_mut().for_each(|s| visit(s, f)),
         None => {}
     }
     if let Some(JSONSchemaPropsOrBool::Schema(s)) = &mut props.additional_properties {
-        drop_null_from_enums(s);
+        visit(s, f);
     }
+}
+
+/// Removes `null` from every `enum` (schemars lists it for an `Option` of an enum, beside
+/// `nullable: true`). kube-apiserver 1.20.2 refused such a CRD ("per-version schemas may not
+/// all be set to identical values": its copy of the schema no longer compared equal to
+/// itself), and no writer of ours sends `null`: an unset field is left out.
+pub(super) fn drop_null_from_enums(props: &mut JSONSchemaProps) {
+    visit(props, &mut |p| {
+        if let Some(values) = &mut p.enum_ {
+            values.retain(|v| !v.0.is_null());
+        }
+    });
+}
+
+/// Rewrites schemars' Rust integer formats (`uint8` … `uint64`) to the OpenAPI ones Kubernetes
+/// knows (`int32`, `int64`): a current API server warns on every CRD apply about a format it
+/// does not recognise. The ranges stay with `minimum`/`maximum`.
+pub(super) fn kubernetes_integer_formats(props: &mut JSONSchemaProps) {
+    visit(props, &mut |p| {
+        let known = match p.format.as_deref() {
+            Some("uint8" | "uint16" | "int8" | "int16") => "int32",
+            Some("uint32" | "uint64" | "uint") => "int64",
+            _ => return,
+        };
+        p.format = Some(known.to_owned());
+    });
 }

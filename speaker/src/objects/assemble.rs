@@ -80,6 +80,81 @@ const NOT_IN_SPEAKER_CONFIG: &[(&str, &str)] = &[
     ("peers", "peers are BGPPeer objects"),
 ];
 
+/// `spec.asnFrom` keys and the config file's names for them under `asn`.
+pub(super) const ASN_FROM_KEYS: &[(&str, &str)] = &[
+    ("nodeLabel", "fromNodeLabel"),
+    ("nodeAnnotation", "fromNodeAnnotation"),
+    ("default", "default"),
+];
+
+/// The object's `asn`/`asnFrom` in the file's spelling (`asn: N` or `asn: {fromNodeLabel: …}`),
+/// so one parser checks both. A mapping under `asn` (the first v1beta1 form, which no 1.25+
+/// server accepts) is refused with where it moved.
+fn local_asn_document(top: &mut Map<String, Value>, name: &str, errors: &mut Vec<ObjectError>) {
+    if top.get("asn").is_some_and(Value::is_object) {
+        top.remove("asn");
+        errors.push(ObjectError {
+            kind: ObjectKind::SpeakerConfig,
+            name: name.to_owned(),
+            path: "spec.asn".into(),
+            message: "is a number; the AS read from a Node label or annotation is \
+                      spec.asnFrom: {nodeLabel | nodeAnnotation, default}"
+                .into(),
+        });
+        return;
+    }
+    let Some(from) = top.remove("asnFrom") else {
+        return;
+    };
+    if top.contains_key("asn") {
+        errors.push(ObjectError {
+            kind: ObjectKind::SpeakerConfig,
+            name: name.to_owned(),
+            path: "spec.asnFrom".into(),
+            message: "cannot be set with spec.asn: exactly one of asn, asnFrom".into(),
+        });
+        return;
+    }
+    let Value::Object(from) = from else {
+        errors.push(ObjectError {
+            kind: ObjectKind::SpeakerConfig,
+            name: name.to_owned(),
+            path: "spec.asnFrom".into(),
+            message: "is {nodeLabel | nodeAnnotation, default}".into(),
+        });
+        return;
+    };
+    let mut asn = Map::new();
+    for (key, value) in from {
+        let file_key = ASN_FROM_KEYS
+            .iter()
+            .find(|(object, _)| *object == key)
+            .map_or(key.clone(), |(_, file)| (*file).to_owned());
+        asn.insert(file_key, value);
+    }
+    top.insert("asn".into(), Value::Object(asn));
+}
+
+/// A parser path under the file's `asn` mapping, named as the object spells it
+/// (`asn.fromNodeLabel` → `asnFrom.nodeLabel`).
+fn object_asn_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("asn")?;
+    if rest.is_empty() {
+        return Some("asnFrom".into());
+    }
+    let key = rest.strip_prefix('.')?;
+    let (file_key, tail) = key.split_once('.').map_or((key, ""), |(k, t)| (k, t));
+    let object_key = ASN_FROM_KEYS
+        .iter()
+        .find(|(_, file)| *file == file_key)
+        .map_or(file_key, |(object, _)| object);
+    Some(if tail.is_empty() {
+        format!("asnFrom.{object_key}")
+    } else {
+        format!("asnFrom.{object_key}.{tail}")
+    })
+}
+
 /// File keys a `BGPPeer` does not take.
 const NOT_IN_PEER: &[(&str, &str)] = &[
     ("name", "the peer's name is the object's name"),
@@ -102,6 +177,7 @@ pub fn spec_document(
     let (config_name, config_spec) = config;
     let mut top = config_spec.as_object().cloned().unwrap_or_default();
     top.remove("nodeSelector");
+    local_asn_document(&mut top, config_name, &mut errors);
     for (key, why) in NOT_IN_SPEAKER_CONFIG {
         if top.remove(*key).is_some() {
             errors.push(ObjectError {
@@ -153,8 +229,9 @@ pub fn spec_document(
 }
 
 /// Maps a parser error to the object it is about: `peers[i].…` is the i-th peer's
-/// `spec.…`, anything else the speaker config's.
-fn object_error(e: &ConfigError, config: &str, peers: &[&str]) -> ObjectError {
+/// `spec.…`, anything else the speaker config's (`asn.…` named as `asnFrom.…` when the object
+/// wrote `asnFrom`).
+fn object_error(e: &ConfigError, config: &str, asn_from: bool, peers: &[&str]) -> ObjectError {
     let (path, message) = match e {
         ConfigError::Field { path, message } => (path.clone(), message.clone()),
         other => (String::new(), other.to_string()),
@@ -175,6 +252,10 @@ fn object_error(e: &ConfigError, config: &str, peers: &[&str]) -> ObjectError {
             message,
         };
     }
+    let path = match asn_from.then(|| object_asn_path(&path)).flatten() {
+        Some(p) => p,
+        None => path,
+    };
     ObjectError {
         kind: ObjectKind::SpeakerConfig,
         name: config.to_owned(),
@@ -220,11 +301,16 @@ pub fn assemble_specs(
 ) -> Result<Config, ObjectErrors> {
     let (doc, mut errors) = spec_document(config, peers, key_file);
     let names: Vec<&str> = peers.iter().map(|(n, _)| *n).collect();
+    let asn_from = config.1.get("asnFrom").is_some();
     match Config::from_objects_document(&doc) {
         Ok(c) if errors.is_empty() => Ok(c),
         Ok(_) => Err(ObjectErrors(errors)),
         Err(e) => {
-            errors.extend(e.errors().iter().map(|e| object_error(e, config.0, &names)));
+            errors.extend(
+                e.errors()
+                    .iter()
+                    .map(|e| object_error(e, config.0, asn_from, &names)),
+            );
             Err(ObjectErrors(errors))
         }
     }

@@ -8,6 +8,8 @@ use ipam_watch::crd::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSp
 use kube::api::ObjectMeta;
 use serde_json::{Map, Value};
 
+use super::assemble::ASN_FROM_KEYS;
+
 /// The Secret the shipped speaker Role may read (deploy/speaker/rbac.yaml); one key per peer.
 pub const MD5_SECRET: &str = "podcidr-bgp-md5";
 /// The namespace the shipped speakers run in, where that Secret lives.
@@ -115,6 +117,9 @@ pub fn convert(doc: &Value, name: &str) -> Result<Converted, Vec<String>> {
                     }
                 }
             }
+            "asn" if value.is_object() => {
+                spec.insert("asnFrom".into(), asn_from(value));
+            }
             _ => {
                 spec.insert(key.clone(), value.clone());
             }
@@ -140,6 +145,18 @@ pub fn convert(doc: &Value, name: &str) -> Result<Converted, Vec<String>> {
         }),
         _ => Err(errors),
     }
+}
+
+/// The file's `asn: {fromNodeLabel | fromNodeAnnotation, default}` as the object's `asnFrom`.
+fn asn_from(asn: &Value) -> Value {
+    let renamed = asn.as_object().into_iter().flatten().map(|(key, v)| {
+        let object_key = ASN_FROM_KEYS
+            .iter()
+            .find(|(_, file)| file == key)
+            .map_or(key.as_str(), |(object, _)| object);
+        (object_key.to_owned(), v.clone())
+    });
+    Value::Object(renamed.collect())
 }
 
 fn named(name: &str) -> ObjectMeta {

@@ -400,3 +400,91 @@ fn a_forwarding_gate_object_field_runs_as_the_file_key_does() {
     assert!(from_objects.forwarding_gate.enabled);
     assert_eq!(from_objects, from_file);
 }
+
+/// A node reads its AS from the Node through `spec.asnFrom`; the speaker runs it as the file's
+/// `asn: {fromNodeLabel: …}`.
+#[test]
+fn asn_from_runs_as_the_files_asn_from_node_label() {
+    let c = speaker_config(
+        "default",
+        "2026-11-01T00:00:00Z",
+        "{asnFrom: {nodeLabel: example.com/asn, default: 64512}, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}",
+    );
+    let p = bgp_peer(
+        "tor",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000}",
+    );
+    let from_object = assemble(&c, &[&p], &key_file).unwrap();
+    let from_file = podcidr_config::Config::from_yaml_str(
+        "asn: {fromNodeLabel: example.com/asn, default: 64512}\nsource: {kind: ipam-crd}\n\
+         allowedPrefixes: [10.244.0.0/16]\npeers: [{name: tor, address: 192.0.2.1, asn: 65000}]\n",
+    )
+    .unwrap();
+    assert_eq!(from_object.local_asn, from_file.local_asn);
+}
+
+/// The errors of `asnFrom` name the object's fields, not the file's spelling the reader uses.
+#[test]
+fn asn_from_errors_name_the_objects_fields() {
+    let c = speaker_config(
+        "default",
+        "2026-11-01T00:00:00Z",
+        "{asnFrom: {nodeLabel: 'not a key!', default: 23456}, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}",
+    );
+    let lines: Vec<String> = assemble(&c, &[], &key_file)
+        .unwrap_err()
+        .0
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("BGPSpeakerConfig default: spec.asnFrom.nodeLabel: ")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("BGPSpeakerConfig default: spec.asnFrom.default: ")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("fromNode")), "{lines:?}");
+}
+
+/// `asn` and `asnFrom` together are refused: one meaning per field, as the CRD's rule says.
+#[test]
+fn asn_and_asn_from_together_are_refused() {
+    let c = speaker_config(
+        "default",
+        "2026-11-01T00:00:00Z",
+        "{asn: 65010, asnFrom: {nodeLabel: example.com/asn}, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}",
+    );
+    let e = assemble(&c, &[], &key_file).unwrap_err().to_string();
+    assert!(
+        e.contains("spec.asnFrom: cannot be set with spec.asn"),
+        "{e}"
+    );
+}
+
+/// An object stored by a server that did not check the schema (the first v1beta1 spelling,
+/// `asn: {fromNodeLabel: …}`) still reads, and is refused on that object with where the
+/// field moved, instead of breaking the watch of every object.
+#[test]
+fn an_asn_mapping_stored_before_asn_from_is_reported_on_its_object() {
+    let c = speaker_config(
+        "old",
+        "2026-11-01T00:00:00Z",
+        "{asn: {fromNodeLabel: example.com/asn}, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}",
+    );
+    assert!(matches!(
+        c.spec.asn,
+        Some(ipam_watch::crd::LocalAsnSpec::Unsupported(_))
+    ));
+    let e = assemble(&c, &[], &key_file).unwrap_err().to_string();
+    assert!(
+        e.contains("BGPSpeakerConfig old: spec.asn: is a number; the AS read from a Node label or annotation is spec.asnFrom"),
+        "{e}"
+    );
+}

@@ -22,7 +22,10 @@ fn rule(rule: impl Into<String>, message: &str) -> Value {
 pub(super) fn speaker_config() -> Value {
     let file = "(has(self.source) && self.source.kind == 'file')";
     json!([
-        rule("has(self.asn)", "asn is required (the local AS)"),
+        rule(
+            "has(self.asn) != has(self.asnFrom)",
+            "exactly one of asn, asnFrom is required (the local AS: a number, or read from the Node)",
+        ),
         rule(
             format!("{file} || (has(self.allowedPrefixes) && size(self.allowedPrefixes) > 0)"),
             "allowedPrefixes is required and non-empty unless source.kind is file (the announce guard only announces pod CIDRs inside these)",
@@ -32,8 +35,8 @@ pub(super) fn speaker_config() -> Value {
             "asnOverrides is not allowed with source.kind file (no Node labels to select on)",
         ),
         rule(
-            format!("!{file} || !has(self.asn) || type(self.asn) == int"),
-            "with source.kind file the asn is a number (there is no Node to read it from)",
+            format!("!{file} || !has(self.asnFrom)"),
+            "asnFrom is not allowed with source.kind file (there is no Node to read it from): set asn",
         ),
         rule(
             "!has(self.routerId) || self.routerId != '0.0.0.0'",
@@ -48,6 +51,20 @@ pub(super) fn source() -> Value {
         "(self.kind == 'file') == has(self.path)",
         "source.path is required when source.kind is file, and only read then",
     )])
+}
+
+/// `BGPSpeakerConfig.spec.asnFrom`.
+pub(super) fn asn_from() -> Value {
+    json!([
+        rule(
+            "has(self.nodeLabel) != has(self.nodeAnnotation)",
+            "asnFrom takes exactly one of nodeLabel, nodeAnnotation",
+        ),
+        rule(
+            "!has(self.default) || self.default != 23456",
+            "asnFrom.default 23456 (AS_TRANS) is reserved by RFC 6793",
+        ),
+    ])
 }
 
 /// `BGPSpeakerConfig.spec.asnOverrides[i]`.
