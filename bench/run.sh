@@ -140,8 +140,8 @@ if ((bfd)); then
     echo "bench: bfd detection took $(($(date +%s) - t)) s"
 fi
 if ((real_api)); then
-    # The allocator and idle speakers against the test suite's kube-apiserver 1.20.2 + etcd
-    # (scripts/install-test-deps.sh builds it); --quick: 10 nodes, 2 speakers for 5 s.
+    # The allocator and idle speakers against the test suite's newest kube-apiserver + etcd 3.6
+    # (scripts/install-test-deps.sh builds them); --quick: 10 nodes, 2 speakers for 5 s.
     t=$(date +%s)
     bench_cmd integration-tests real_api_cost -- --bench --bin "$speaker" "${real_api_args[@]}" \
         | tee "$out/real-api-cost.md" || failed+=("real API cost (see above)")

@@ -22,20 +22,9 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
-# The real control plane (tests/src/control_plane.rs): etcd, etcdctl for compactions, openssl
-# for the API server's certificates and service-account keys. kube-apiserver is built below.
-command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
-command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+# The real control plane (tests/src/control_plane.rs): openssl for the API server's
+# certificates and service-account keys. kube-apiserver and etcd are built below.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
-
-# kubectl (its built-in kustomize renders deploy/ in speaker/tests/manifests_kustomize.rs).
-# There is no Debian package for a current one: bookworm's kubernetes-client is kubectl 1.20
-# with kustomize v2, which cannot read this layout. kubectl ships on the project's machine
-# image; without it that test fails under CI (and is skipped elsewhere) with this advice.
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "install-test-deps: kubectl not found: install a current kubectl (kustomize v5) on PATH;" \
-    "Debian's kubernetes-client is too old" >&2
-fi
 
 # python3's venv module, for the Kubernetes schema validator below.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
@@ -67,11 +56,34 @@ if ! "$kv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$kv_version"
   "$kv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$kv_version"
 fi
 
-# kube-apiserver 1.20.2, built once from Debian's `kubernetes` source package and cached by
-# version and patch set (about 4 minutes on 2 cores the first time; see the script). The tests
-# find it through target/test-tools/kube-apiserver.
-start=$(date +%s)
-apiserver="$(bash scripts/build-kube-apiserver.sh)"
+# The modern control plane and the install tools, built from their Go modules with the
+# machine's Go and cached by version (scripts/build-go-tool.sh; versions in
+# scripts/kube-versions.env): kube-apiserver of the oldest supported and the newest Kubernetes,
+# etcd and etcdctl, helm, kustomize, and kubectl where the machine has none. The tests find
+# them through links under target/test-tools/. A fresh machine builds them once (about
+# 12 minutes on 2 cores in all); a later run finds them.
+# shellcheck source=kube-versions.env
+. scripts/kube-versions.env
 mkdir -p target/test-tools
-ln -sfn "$apiserver" target/test-tools/kube-apiserver
-echo "install-test-deps: kube-apiserver ready in $(( $(date +%s) - start )) s: $apiserver" >&2
+tools_start=$(date +%s)
+link_tool() { # NAME VERSION LINK
+  local t0 dir
+  t0=$(date +%s)
+  dir="$(bash scripts/build-go-tool.sh "$1" "$2")"
+  ln -sfn "$dir" "target/test-tools/$3"
+  echo "install-test-deps: $1 $2 ready in $(( $(date +%s) - t0 )) s: target/test-tools/$3" >&2
+}
+link_tool kube-apiserver "$KUBE_NEWEST" "kube-$KUBE_NEWEST"
+link_tool kube-apiserver "$KUBE_OLDEST" "kube-$KUBE_OLDEST"
+link_tool etcd "$ETCD_VERSION" etcd
+link_tool helm "$HELM_VERSION" helm
+link_tool kustomize "$KUSTOMIZE_VERSION" kustomize
+# kubectl renders deploy/ (its built-in kustomize) and drives the control plane. A machine
+# image may bring one; where there is none, it is built at the newest version, and the tests
+# find it on PATH through target/test-tools/bin (scripts/test.sh puts it first).
+mkdir -p target/test-tools/bin
+if ! command -v kubectl >/dev/null 2>&1 || [ -L target/test-tools/bin/kubectl ]; then
+  link_tool kubectl "$KUBE_NEWEST" kubectl
+  ln -sfn ../kubectl/kubectl target/test-tools/bin/kubectl
+fi
+echo "install-test-deps: Go-built tools ready in $(( $(date +%s) - tools_start )) s" >&2

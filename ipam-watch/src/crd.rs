@@ -177,10 +177,17 @@ pub struct PodCIDRPoolSpec {
     #[schemars(extend("x-kubernetes-validations" = [{
         "rule": "self.maskSize <= 32",
         "message": "an IPv4 maskSize is at most 32"
+    }, {
+        "rule": "self.cidrs.all(c, !c.contains(':'))",
+        "message": "ipv4.cidrs holds IPv4 CIDRs only"
     }]))]
     pub ipv4: Option<PoolFamily>,
     /// IPv6 part of the pool; absent for an IPv4-only pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.cidrs.all(c, c.contains(':'))",
+        "message": "ipv6.cidrs holds IPv6 CIDRs only"
+    }]))]
     pub ipv6: Option<PoolFamily>,
     /// Nodes this pool serves; absent selects every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,7 +200,7 @@ pub struct PodCIDRPoolSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PoolFamily {
     /// Pool CIDRs in canonical form, e.g. `10.5.112.0/21`.
-    #[schemars(length(min = 1))]
+    #[schemars(schema_with = "schema::pool_cidrs")]
     pub cidrs: Vec<String>,
     /// Prefix length of each node's block, e.g. `24` (IPv4) or `64` (IPv6).
     #[schemars(range(min = 1, max = 128))]
@@ -322,6 +329,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         {
             schema::drop_null_from_enums(props);
             schema::kubernetes_integer_formats(props);
+            schema::bound_every_list_and_string(props);
         }
     }
     crds

@@ -322,7 +322,12 @@ fn pool_schema_rejects_a_familyless_pool_and_an_ipv4_mask_over_32() {
     };
     assert_eq!(rules(spec), ["has(self.ipv4) || has(self.ipv6)"]);
     let ipv4 = &spec.properties.as_ref().unwrap()["ipv4"];
-    assert_eq!(rules(ipv4), ["self.maskSize <= 32"]);
+    assert_eq!(
+        rules(ipv4),
+        ["self.maskSize <= 32", "self.cidrs.all(c, !c.contains(':'))"]
+    );
+    let ipv6 = &spec.properties.as_ref().unwrap()["ipv6"];
+    assert_eq!(rules(ipv6), ["self.cidrs.all(c, c.contains(':'))"]);
 }
 
 /// Every version a release has stored objects in, per CRD (the CRD version policy,
@@ -371,4 +376,51 @@ fn shipped_crds_still_serve_every_version_a_release_stored_objects_in() {
             );
         }
     }
+}
+
+/// Every string, list and map of every CRD has a bound the API server knows (maxLength,
+/// maxItems, maxProperties, or an enum), so objects are bounded and CEL cost estimates hold.
+#[test]
+fn every_string_list_and_map_of_every_crd_is_bounded() {
+    fn walk(p: &JSONSchemaProps, path: &str, out: &mut Vec<String>) {
+        let int_or_string = p.x_kubernetes_int_or_string == Some(true);
+        match p.type_.as_deref() {
+            Some("string") if p.max_length.is_none() && p.enum_.is_none() => {
+                out.push(format!("{path}: a string without maxLength"))
+            }
+            Some("array") if p.max_items.is_none() => {
+                out.push(format!("{path}: a list without maxItems"))
+            }
+            Some("object") if p.additional_properties.is_some() && p.max_properties.is_none() => {
+                out.push(format!("{path}: a map without maxProperties"))
+            }
+            None if int_or_string && p.max_length.is_none() => {
+                out.push(format!("{path}: an int-or-string without maxLength"))
+            }
+            _ => {}
+        }
+        for (k, c) in p.properties.iter().flatten() {
+            walk(c, &format!("{path}.{k}"), out);
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(i)) = &p.items {
+            walk(i, &format!("{path}[]"), out);
+        }
+        if let Some(JSONSchemaPropsOrBool::Schema(v)) = &p.additional_properties {
+            walk(v, &format!("{path}{{}}"), out);
+        }
+    }
+    let mut unbounded = Vec::new();
+    for crd in ipam_watch::crd::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        for v in &crd.spec.versions {
+            let s = v
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref());
+            for (k, c) in s.and_then(|s| s.properties.as_ref()).into_iter().flatten() {
+                walk(c, &format!("{name} {}: .{k}", v.name), &mut unbounded);
+            }
+        }
+    }
+    assert!(unbounded.is_empty(), "{unbounded:#?}");
 }

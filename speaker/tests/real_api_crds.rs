@@ -1,9 +1,6 @@
-//! The three shipped CRDs (deploy/crds/) on a real kube-apiserver 1.20.2 with etcd: what the
-//! API server decides about our objects, as opposed to what the in-process fake assumes.
-//!
-//! Version rule: 1.20 knows no `x-kubernetes-validations` (CEL, 1.25+). The CRDs are applied
-//! with kubectl's client-side validation off and the server drops the key, so the pool rule
-//! "ipv4, ipv6 or both" is enforced only from 1.25 on (here, the allocator's own checks).
+//! The three IPAM CRDs (deploy/crds/) on a real kube-apiserver (the newest the suite builds)
+//! with etcd: what the API server decides about our objects, as opposed to what the in-process
+//! fake assumes. The CEL rules are kept and enforced (the pool rule "ipv4, ipv6 or both").
 
 mod common;
 
@@ -419,6 +416,10 @@ fn the_server_fills_in_every_schema_default_of_the_shipped_crds() {
             let mut obj = json!({"apiVersion": "podcidr.io/v1alpha1", "kind": kind,
                                  "metadata": {"name": name}});
             obj["spec"] = sent["spec"].clone();
+            // The pool's CEL rule wants a family; the spec holds no default to exercise.
+            if plural == "podcidrpools" {
+                obj["spec"]["ipv4"] = json!({"cidrs": ["10.20.0.0/16"], "maskSize": 24});
+            }
             create(&cp, &obj);
             if let Some(status) = sent.get("status") {
                 patch(&cp, plural, &name, true, &json!({"status": status}));
@@ -433,15 +434,15 @@ fn the_server_fills_in_every_schema_default_of_the_shipped_crds() {
     assert_eq!(checked, every, "every shipped default was exercised");
 }
 
-/// Whether a validation error names the field `list[i].field`: 1.20 leaves the index out
-/// (`list.field`), later versions write `list[0].field`.
+/// Whether a validation error names the field `list[i].field` (`list[0].field`; servers
+/// before 1.22 left the index out).
 fn names(err: &str, list: &str, field: &str) -> bool {
     err.contains(&format!("{list}[0].{field}")) || err.contains(&format!("{list}.{field}"))
 }
 
 /// The server validates against the shipped schema: a wrong type, an unknown enum value and
 /// too many items are refused, each naming the field (kubectl's own validation off, so the
-/// answer is the server's). CEL rules are not enforced by 1.20 (see the module doc).
+/// answer is the server's), and so is an object a CEL rule refuses.
 #[test]
 fn the_server_refuses_objects_violating_the_schema_naming_the_field() {
     let Some(cp) = real_api::installed_control_plane() else {
@@ -508,14 +509,15 @@ fn the_server_refuses_objects_violating_the_schema_naming_the_field() {
         "{err}"
     );
 
-    // Version rule: 1.20 drops x-kubernetes-validations, so a pool with neither family is
-    // stored here; 1.25+ refuses it ("a pool needs ipv4, ipv6 or both").
+    // The CRD's CEL rule (kept and enforced by every supported server) refuses a pool with
+    // neither family, naming the rule's message.
     let installed = real_api::get_json(&cp, &["crd", "podcidrpools.podcidr.io"]);
     let schema = installed["spec"]["versions"][0]["schema"].to_string();
-    assert!(schema.contains("maskSize") && !schema.contains("x-kubernetes-validations"));
-    create_raw(
+    assert!(schema.contains("maskSize") && schema.contains("x-kubernetes-validations"));
+    let err = create_raw(
         json!({"apiVersion": "podcidr.io/v1alpha1", "kind": "PodCIDRPool",
                       "metadata": {"name": "empty"}, "spec": {}}),
     )
-    .expect("1.20 does not evaluate CEL rules");
+    .expect_err("the server evaluates the CEL rule");
+    assert!(err.contains("a pool needs ipv4, ipv6 or both"), "{err}");
 }

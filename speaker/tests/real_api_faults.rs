@@ -1,5 +1,5 @@
-//! The allocator and the speakers (`source: ipam-crd`) against the real kube-apiserver
-//! 1.20.2 and etcd through control-plane faults: an API server restart, and an etcd
+//! The allocator and the speakers (`source: ipam-crd`) against the real kube-apiserver (the
+//! newest the suite builds) and etcd through control-plane faults: an API server restart, and an etcd
 //! compaction that answers the clients' resumed watches with 410 Gone. Neither withdraws a
 //! route from the router (a collector whose every change is watched), neither hands one CIDR
 //! to two nodes, and afterwards the clients' watches work again: a new Node is allocated and
@@ -245,14 +245,18 @@ status: {{publish: true, minInterval: 1}}
 /// (a speaker starts its sessions once it has seen it): its watches live through the fault.
 async fn start(options: ControlPlaneOptions, relayed: bool) -> Option<Cluster> {
     let cp = block_in_place(|| real_api::installed_control_plane_with(options))?;
-    let (speaker_id, allocator_id) = block_in_place(|| {
+    // Each speaker's token is bound to its own node's Pod (the admission policy reads the
+    // node from it); NEW_NODE's Pod is there before its Node, as a DaemonSet's is not, so that
+    // its watches live through the fault.
+    let (speaker_ids, allocator_id) = block_in_place(|| {
         for (i, node) in NODES.iter().enumerate() {
             cp.create_node(node, &format!("127.0.0.{}", 11 + i), &[]);
         }
-        (
-            real_api::speaker_identity(&cp),
-            real_api::allocator_identity(&cp),
-        )
+        let ids: Vec<Identity> = [NODES[0], NODES[1], NEW_NODE]
+            .iter()
+            .map(|node| real_api::speaker_identity(&cp, node))
+            .collect();
+        (ids, real_api::allocator_identity(&cp))
     });
     let relay = if relayed {
         let port = cp.url().rsplit(':').next().unwrap().parse().unwrap();
@@ -260,12 +264,16 @@ async fn start(options: ControlPlaneOptions, relayed: bool) -> Option<Cluster> {
     } else {
         None
     };
-    let (speaker_id, allocator_id) = match &relay {
+    let (speaker_ids, allocator_id) = match &relay {
         Some(r) => (
-            r.identity(&cp, &speaker_id, "speaker"),
+            speaker_ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| r.identity(&cp, id, &format!("speaker-{i}")))
+                .collect(),
             r.identity(&cp, &allocator_id, "allocator"),
         ),
-        None => (speaker_id, allocator_id),
+        None => (speaker_ids, allocator_id),
     };
     let collector = Collector::start(CollectorConfig::new("127.0.0.1:0".parse().unwrap()))
         .await
@@ -280,13 +288,11 @@ async fn start(options: ControlPlaneOptions, relayed: bool) -> Option<Cluster> {
     let port = collector.local_addr().port();
     let speakers = [NODES[0], NODES[1], NEW_NODE]
         .into_iter()
-        .map(|node| {
+        .zip(&speaker_ids)
+        .map(|(node, id)| {
             let log = format!("speaker-{node}.log");
             let config = speaker_config(node, port);
-            (
-                node,
-                real_api::spawn_speaker(&dir, &speaker_id, node, &config, &log),
-            )
+            (node, real_api::spawn_speaker(&dir, id, node, &config, &log))
         })
         .collect();
     let c = Cluster {
@@ -455,7 +461,7 @@ fn lowest_free(all: &BTreeMap<String, Vec<IpNet>>) -> IpNet {
         .unwrap()
 }
 
-/// What 1.20's etcd storage layer answers a watch resumed from a compacted revision
+/// What the etcd storage layer answers a watch resumed from a compacted revision
 /// (`interpretWatchError`), as the clients log it (`watcher::Error` around `{message}:
 /// {reason}`).
 const COMPACTED: &str = "The resourceVersion for the provided watch is too old.: Expired";
@@ -468,6 +474,7 @@ async fn etcd_compaction_410_gone_relists_without_withdrawing_or_allocating_twic
     // restarted, so that the cluster can change through the API while they are away.
     let options = ControlPlaneOptions {
         apiserver_args: vec!["--watch-cache=false".into()],
+        ..ControlPlaneOptions::default()
     };
     let Some(mut c) = start(options, true).await else {
         return;

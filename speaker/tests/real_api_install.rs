@@ -1,5 +1,6 @@
-//! Install, uninstall and CRD upgrades on a real kube-apiserver 1.20.2 with etcd: what the
-//! API server decides, as docs/operator-guide.md tells an operator to do it.
+//! Install, uninstall and CRD upgrades on real kube-apiservers with etcd, the newest
+//! Kubernetes the suite builds and the oldest the README supports: what the API server
+//! decides, as docs/operator-guide.md tells an operator to do it.
 //!
 //! - `kubectl delete` of the workloads (deploy/) keeps the CRDs and every record.
 //! - The CRD version policy: a later version is served beside this one (storage unchanged,
@@ -13,7 +14,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::real_api::{ControlPlane, Identity, assert_forbidden, list_cr, poll_blocking};
+use common::real_api::{
+    self as real_api, ControlPlane, Identity, KubeVersion, assert_forbidden, list_cr, poll_blocking,
+};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
@@ -56,7 +59,7 @@ fn apply_crds(cp: &ControlPlane, crds: &[Value]) -> Result<String, String> {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string();
     cp.kubectl_with_input(
         cp.admin(),
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "--validate=strict", "-f", "-"],
         Some(&list),
     )
 }
@@ -65,7 +68,13 @@ fn apply_crds(cp: &ControlPlane, crds: &[Value]) -> Result<String, String> {
 /// deploy/` does); the CRDs and every record stay.
 #[test]
 fn deleting_the_workloads_keeps_the_crds_and_every_record() {
-    let Some(cp) = ControlPlane::start() else {
+    for version in KubeVersion::ALL {
+        deleting_the_workloads_keeps_the_crds_and_every_record_on(version);
+    }
+}
+
+fn deleting_the_workloads_keeps_the_crds_and_every_record_on(version: KubeVersion) {
+    let Some(cp) = real_api::control_plane_on(version) else {
         return;
     };
     let docs = cp.install_deploy();
@@ -133,7 +142,13 @@ fn stored_as(cp: &ControlPlane, group: &str, plural: &str, name: &str) -> String
 /// IPAM kinds.
 #[test]
 fn a_later_version_is_served_then_stored_and_no_record_is_lost() {
-    let Some(cp) = ControlPlane::start() else {
+    for version in KubeVersion::ALL {
+        a_later_version_is_served_then_stored_and_no_record_is_lost_on(version);
+    }
+}
+
+fn a_later_version_is_served_then_stored_and_no_record_is_lost_on(version: KubeVersion) {
+    let Some(cp) = real_api::control_plane_on(version) else {
         return;
     };
     let shipped = cp.install_crds();
@@ -219,8 +234,11 @@ fn a_later_version_is_served_then_stored_and_no_record_is_lost() {
         })
         .collect();
     let refused = apply_crds(&cp, &only_next).expect_err("a stored version cannot be dropped");
+    // 1.30 says "must appear in spec.versions", 1.37 "missing from spec.versions".
     assert!(
-        refused.contains("storedVersions") && refused.contains("must appear in spec.versions"),
+        refused.contains("storedVersions")
+            && (refused.contains("must appear in spec.versions")
+                || refused.contains("missing from spec.versions")),
         "{refused}"
     );
     assert_eq!(records(&cp, "nodepodcidrs", "v1alpha1"), npcs);
@@ -317,7 +335,15 @@ fn bound_to(cp: &ControlPlane, role: &str) -> Identity {
 /// writes pools and configuration but not the allocator's records.
 #[test]
 fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles() {
-    let Some(cp) = ControlPlane::start() else {
+    for version in KubeVersion::ALL {
+        view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles_on(version);
+    }
+}
+
+fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles_on(
+    version: KubeVersion,
+) {
+    let Some(cp) = real_api::control_plane_on(version) else {
         return;
     };
     cp.install_deploy();

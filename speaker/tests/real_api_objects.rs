@@ -1,12 +1,13 @@
 //! Configuration objects (`bgp.podcidr.io/v1beta1` `BGPSpeakerConfig`, `BGPPeer`) on the real
-//! kube-apiserver 1.20.2 with etcd: the CRDs from deploy/ (as the other CRDs, generated from
+//! kube-apiserver (the newest the suite builds) with etcd: the CRDs from deploy/ (as the
+//! other CRDs, generated from
 //! the Rust types), objects applied with kubectl as a person would, and the speaker as its
 //! shipped ServiceAccount (`--config-source kubernetes`, the DaemonSet's mode) peering with
 //! BIRD over TCP MD5 from them, its key read from a Secret it may watch by name only.
 //!
-//! Version rule: 1.20 drops `x-kubernetes-validations` (CEL, 1.25+), so an object only the
-//! CEL rules would refuse (here a peer AS of 23456, AS_TRANS) is stored; the speaker refuses
-//! it, keeps the last good version and says so on its NodeBGPStatus.
+//! The server refuses what the schema and the CEL rules refuse (a peer AS of 23456, AS_TRANS);
+//! what only the reader refuses (a community that does not parse) is stored, and the speaker
+//! refuses it, keeps the last good version and says so on its NodeBGPStatus.
 
 mod common;
 
@@ -126,7 +127,7 @@ fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_la
                          "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}}),
     );
 
-    let id = real_api::speaker_identity(&cp);
+    let id = real_api::speaker_identity(&cp, "node-a");
     let dir = TempDir::new("real-api-objects");
     let admin = format!("127.0.0.1:{}", free_port());
     let keys = dir.path("keys");
@@ -185,15 +186,19 @@ fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_la
         router.diagnostics()
     );
 
-    // The schema refuses a wrong type, naming the field, on 1.20 already.
+    // The schema refuses a wrong type, naming the field, and the CRD's CEL rule refuses
+    // AS_TRANS: neither is ever stored.
     let refused = patch_peer(&cp, &json!({"holdTime": "soon"}));
     let err = refused.expect_err("holdTime: \"soon\" matches no duration");
     assert!(err.contains("spec.holdTime"), "{err}");
+    let err = patch_peer(&cp, &json!({"asn": 23456})).expect_err("the CEL rule refuses AS_TRANS");
+    assert!(err.contains("asn 23456 (AS_TRANS)"), "{err}");
 
-    // Only the CEL rule (1.25+) refuses AS_TRANS: 1.20 stores it; the speaker keeps
-    // generation 2 running, the session untouched, and says why.
+    // What only the reader refuses (a community that does not parse; the schema types it as a
+    // string) is stored: the speaker keeps generation 2 running, the session untouched, and
+    // says why.
     let since = router.protocol("tor1").since;
-    patch_peer(&cp, &json!({"asn": 23456})).unwrap();
+    patch_peer(&cp, &json!({"communities": ["65000:bogus"]})).unwrap();
     let last_good = status_when(&cp, &speaker, |v| {
         condition(v, "ConfigApplied")["reason"] == "LastGood"
     });
@@ -201,7 +206,7 @@ fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_la
     let why = last_good["status"]["config"]["peers"][0]["lastGood"]
         .as_str()
         .unwrap_or_default();
-    assert!(why.contains("23456"), "{last_good}");
+    assert!(why.contains("65000:bogus"), "{last_good}");
     let p = router.protocol("tor1");
     assert_eq!((p.info.as_str(), p.since), ("Established", since));
     assert!(
@@ -276,9 +281,9 @@ fn accepted(cp: &ControlPlane, plural: &str) -> std::collections::BTreeMap<Strin
 /// The allocator's leader is the one writer of the objects' status (issue 22): with no
 /// speaker running, kubectl-applied objects get `Accepted` True (`Valid`) or False with
 /// `Conflict` (the younger of two where they meet, the nodes named), `SecretNotFound` (a key
-/// the speakers' Secret lacks) or `Invalid` (AS_TRANS, which only CEL refuses, so 1.20 stores
-/// it); a fix is seen at its new generation; the allocator's ServiceAccount is refused
-/// nothing (its Events, about cluster-scoped objects in `default`, fail 1.20's validation).
+/// the speakers' Secret lacks) or `Invalid` (a community only the reader refuses); a fix is
+/// seen at its new generation; the allocator's ServiceAccount is refused nothing, and each
+/// refusal is an Event on the object.
 #[test]
 fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
     let Some(cp) = real_api::installed_control_plane() else {
@@ -322,7 +327,10 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
     );
     apply(
         &cp,
-        &peer("as-trans", json!({"address": "192.0.2.4", "asn": 23456})),
+        &peer(
+            "bad-community",
+            json!({"address": "192.0.2.4", "asn": 65004, "communities": ["65000:bogus"]}),
+        ),
     );
     // Created after their rivals, and named after them too: within one second of
     // creationTimestamp the name decides, the same way (the unit tests order by age).
@@ -359,7 +367,7 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
             .collect()
     };
     let peers_want = want(&[
-        ("as-trans", "Invalid"),
+        ("bad-community", "Invalid"),
         ("no-key", "SecretNotFound"),
         ("tor", "Valid"),
         ("tor-again", "Conflict"),
@@ -400,30 +408,41 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         "{rack}"
     );
     // The printer column a person reads.
-    let table = cp.kubectl(&["get", "bgppeers.bgp.podcidr.io", "as-trans"]);
+    let table = cp.kubectl(&["get", "bgppeers.bgp.podcidr.io", "bad-community"]);
     assert!(table.contains("False"), "{table}");
 
-    // A refusal is an Event on the object (events.k8s.io/v1, namespace default): 1.20
-    // accepts Events about cluster-scoped objects only in kube-system (1.22+ also default,
-    // real_api_speaker.rs shows the rule), so here it is attempted and refused by
-    // validation, never by RBAC, and the writer carries on; the fake API proves the Event
-    // (speaker/tests/manifests.rs).
+    // A refusal is an Event on the object (events.k8s.io/v1, namespace default, where a
+    // current server takes Events about cluster-scoped objects), stored.
     let event_creates: Vec<_> = real_api::calls_by(&cp, &id.username, 0)
         .into_iter()
         .filter(|c| c.rbac_resource == "events" && c.verb == "create")
         .collect();
     assert!(
-        !event_creates.is_empty() && event_creates.iter().all(|c| c.code == 422),
+        !event_creates.is_empty() && event_creates.iter().all(|c| c.code == 201),
         "{event_creates:#?}"
     );
+    let events = cp.kubectl(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        "default",
+        "--field-selector=regarding.name=bad-community",
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ]);
+    assert!(!events.trim().is_empty(), "an Event about bad-community");
 
     // The fix is seen at its generation.
     apply(
         &cp,
-        &peer("as-trans", json!({"address": "192.0.2.4", "asn": 65004})),
+        &peer(
+            "bad-community",
+            json!({"address": "192.0.2.4", "asn": 65004}),
+        ),
     );
     let fixed = poll_blocking(WAIT, || {
-        (accepted(&cp, "bgppeers").get("as-trans") == Some(&("Valid".to_owned(), 2))).then_some(())
+        (accepted(&cp, "bgppeers").get("bad-community") == Some(&("Valid".to_owned(), 2)))
+            .then_some(())
     });
     assert!(
         fixed.is_some(),

@@ -1,16 +1,12 @@
-//! The speaker and the read-only CLI against a real kube-apiserver 1.20.2 with etcd, each as
-//! its own ServiceAccount with the shipped RBAC: what the real API server and the real RBAC
-//! authorizer decide about every call they make.
+//! The speaker and the read-only CLI against a real kube-apiserver (the newest the suite
+//! builds) with etcd, each as its own ServiceAccount with the shipped RBAC and the shipped
+//! admission policy: what the real API server, the real RBAC authorizer and admission decide
+//! about every call they make.
 //!
-//! Version rules of 1.20 (the supported minimum is 1.25):
-//! - events.k8s.io/v1 Events about a cluster-scoped object (a Node) are accepted only in
-//!   namespace `kube-system`; 1.22+ also accept `default`, where the speaker writes them. Here
-//!   every Event the speaker records is refused (`does not match event.namespace`); it must
-//!   keep running, count it and log it.
-//! - No ValidatingAdmissionPolicy: nothing but RBAC scopes the speaker's writes, and RBAC
-//!   cannot scope by object name, so a speaker may write another node's NodeBGPStatus and
-//!   Lease here. deploy/speaker/admission-policy.yaml refuses that on 1.30+
-//!   (speaker/tests/admission_policy.rs).
+//! Each speaker's token is bound to a Pod on its node (as the kubelet's projected token is),
+//! so the admission policy lets it write its own node's NodeBGPStatus and Lease only
+//! (`real_api_admission.rs` proves the refusals). Its events.k8s.io/v1 Events about its Node
+//! are stored in namespace `default`.
 
 mod common;
 
@@ -42,10 +38,9 @@ fn triples(doc: &Value, list: &str, keys: [&str; 3]) -> Vec<(String, String, Str
 
 /// Two speakers (node-a: `ipam-crd`, node-b: `node-spec`) reach a router, publish their
 /// NodeBGPStatus by server-side apply and renew their Leases in podcidr-node-lease. Their
-/// Events about the Node are refused by 1.20 (see the module doc): the speaker counts and
-/// logs each refusal and keeps announcing, publishing and renewing.
+/// Their Events about the Node are stored in `default` and counted as published.
 #[test]
-fn speakers_publish_status_renew_leases_and_survive_events_refused_by_1_20() {
+fn speakers_publish_status_renew_leases_and_record_events_about_their_node() {
     let Some(cp) = real_api::installed_control_plane() else {
         return;
     };
@@ -59,10 +54,11 @@ fn speakers_publish_status_renew_leases_and_survive_events_refused_by_1_20() {
                 "metadata": {"name": "node-a"}, "spec": {"podCIDRs": ["10.20.1.0/24"]}})
         .to_string(),
     );
-    let id = real_api::speaker_identity(&cp);
+    let id = real_api::speaker_identity(&cp, "node-a");
+    let id_b = real_api::speaker_identity(&cp, "node-b");
     let port = tor.local_addr().port();
     let a = start_speaker(&dir, &id, "node-a", "ipam-crd", "10.20.0.0/16", port);
-    let b = start_speaker(&dir, &id, "node-b", "node-spec", "10.244.0.0/16", port);
+    let b = start_speaker(&dir, &id_b, "node-b", "node-spec", "10.244.0.0/16", port);
 
     let routed = rt.block_on(tor.wait_for(WAIT, |rib| {
         rib.values()
@@ -150,37 +146,43 @@ fn speakers_publish_status_renew_leases_and_survive_events_refused_by_1_20() {
         assert_eq!(lease["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
     }
 
-    // The Events: refused by 1.20, counted and logged; nothing stored.
-    let failed = poll_blocking(WAIT, || {
-        kube_events(&rt, &a, "failed").filter(|n| *n >= 1.0)
+    // The Events: stored about the Node in `default`, counted as published, none failed.
+    let published = poll_blocking(WAIT, || {
+        kube_events(&rt, &a, "published").filter(|n| *n >= 1.0)
     });
     assert!(
-        failed.is_some(),
-        "no refused Event counted\n{}",
+        published.is_some(),
+        "no published Event counted\n{}",
         a.proc.log()
     );
-    assert_eq!(kube_events(&rt, &a, "published"), Some(0.0));
-    let log = a.proc.log();
-    let refusal = log
-        .lines()
-        .find(|l| {
-            l.contains("Kubernetes Event not published") && l.contains("BGPSessionEstablished")
+    assert_eq!(kube_events(&rt, &a, "failed"), Some(0.0));
+    let stored: Value = serde_json::from_str(&cp.kubectl(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        "default",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let about_a = stored["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| {
+            e["reportingController"] == SPEAKER
+                && e["reason"] == "BGPSessionEstablished"
+                && e["regarding"]["name"] == "node-a"
         })
-        .unwrap_or_else(|| panic!("no refusal in the log\n{log}"));
-    assert!(
-        refusal.contains("does not match event.namespace"),
-        "{refusal}"
-    );
-    let stored = cp.kubectl(&["get", "events.events.k8s.io", "-A", "-o", "json"]);
-    assert!(!stored.contains(SPEAKER), "{stored}");
+        .unwrap_or_else(|| panic!("no BGPSessionEstablished Event about node-a: {stored}"));
+    assert_eq!(about_a["regarding"]["uid"], uid_a.as_str(), "{about_a}");
     let calls = real_api::requests_by(&cp, &id.username);
     assert!(
         calls
             .iter()
-            .any(|r| r.resource == "events" && r.verb == "create" && r.code == 422),
-        "the refusal is the server's: {calls:#?}"
+            .any(|r| r.resource == "events" && r.verb == "create" && r.code == 201),
+        "the Event is the server's to store: {calls:#?}"
     );
-    the_1_20_event_namespace_rule(&cp, &uid_a);
 
     // Server-side apply removes what the speaker's next report leaves out: a refusal that
     // ends disappears from the status (`refused` is omitted when empty), on the real server.
@@ -234,44 +236,16 @@ fn speakers_publish_status_renew_leases_and_survive_events_refused_by_1_20() {
         );
         assert_eq!(metric(&m, "podcidr_lease_renew_failures_total"), Some(0.0));
     }
-    // Nothing else refused: no 403, only the Events' 422.
+    // Nothing refused.
     for r in real_api::requests_by(&cp, &id.username) {
-        assert!(
-            r.code < 400 || (r.resource == "events" && r.code == 422),
-            "{r:?}"
-        );
+        assert!(r.code < 400, "{r:?}");
     }
-}
-
-/// The rule itself, written by the admin: an events.k8s.io/v1 Event about a Node is stored
-/// in kube-system and refused in default (1.22+ accept both).
-fn the_1_20_event_namespace_rule(cp: &ControlPlane, node_uid: &str) {
-    let event = |ns: &str| {
-        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
-               "metadata": {"name": "node-a.rule", "namespace": ns},
-               "eventTime": "2026-01-01T00:00:00.000000Z",
-               "reportingController": SPEAKER, "reportingInstance": "node-a",
-               "action": "Peer tor1", "reason": "BGPSessionEstablished", "type": "Normal",
-               "note": "version rule",
-               "regarding": {"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": node_uid}})
-        .to_string()
-    };
-    cp.kubectl_with_input(
-        cp.admin(),
-        &["create", "-f", "-"],
-        Some(&event("kube-system")),
-    )
-    .expect("1.20 stores Events about a Node in kube-system");
-    let err = cp
-        .kubectl_with_input(cp.admin(), &["create", "-f", "-"], Some(&event("default")))
-        .expect_err("1.20 refuses Events about a Node in default");
-    assert!(err.contains("does not match event.namespace"), "{err}");
 }
 
 /// The shipped RBAC is exactly what the speaker uses. Every call it makes (its Node's and its
 /// NodePodCIDR's list/watch, the status apply, the Lease apply) is allowed by the real
-/// authorizer: no 403 at all (its Event about a source mismatch is refused by validation, the
-/// 1.20 rule, not by RBAC). Writes outside the grant are refused with its own token.
+/// authorizer and admission: no refusal at all (its Event about a source mismatch is stored).
+/// Writes outside the grant are refused with its own token.
 #[test]
 fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
     let Some(cp) = ControlPlane::start() else {
@@ -297,7 +271,7 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
                 "spec": {"holderIdentity": "allocator-0", "leaseDurationSeconds": 15}})
         .to_string(),
     );
-    let id = real_api::speaker_identity(&cp);
+    let id = real_api::speaker_identity(&cp, "node-a");
     // A peer that never answers.
     let a = start_speaker(&dir, &id, "node-a", "ipam-crd", "10.20.0.0/16", free_port());
     let status = wait_status(&cp, &a, "node-a", |v| {
@@ -307,16 +281,16 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
     });
     assert_eq!(condition(&status, "Ready")["status"], "True");
     get_json(&cp, &["lease", "node-a", "-n", LEASE_NS]);
-    let failed = poll_blocking(WAIT, || {
-        kube_events(&rt, &a, "failed").filter(|n| *n >= 1.0)
+    let published = poll_blocking(WAIT, || {
+        kube_events(&rt, &a, "published").filter(|n| *n >= 1.0)
     });
     assert!(
-        failed.is_some(),
-        "the mismatch Event was not attempted\n{}",
+        published.is_some(),
+        "the mismatch Event was not published\n{}",
         a.proc.log()
     );
     // IPAM comes to agree with the Node, and the Node is relabelled: both arrive through the
-    // speaker's watches (1.20 audits a watch once its first event is sent).
+    // speaker's watches.
     cp.kubectl(&[
         "patch",
         "npc",
@@ -337,7 +311,7 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
     );
     assert_eq!(metric(&m, "podcidr_lease_renew_failures_total"), Some(0.0));
 
-    // Stopped, so every call it made is in the audit log: 1.20 audits a watch when it ends.
+    // Stopped, so every call it made is in the audit log, each watch with how it ended.
     let mut a = a;
     a.proc.signal(libc::SIGTERM);
     let exit = a.proc.wait_exit(Duration::from_secs(30));
@@ -377,9 +351,7 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
     .into();
     assert_eq!(used, want, "{calls:#?}");
     for r in &calls {
-        let refused_event = r.resource == "events" && r.code == 422;
-        assert!(r.code < 400 || refused_event, "{r:?}\n{}", a.proc.log());
-        assert_ne!(r.code, 403, "{r:?}");
+        assert!(r.code < 400, "{r:?}\n{}", a.proc.log());
         if r.resource == "nodes" || r.resource == "nodepodcidrs" {
             assert!(
                 r.uri.contains("fieldSelector=metadata.name%3Dnode-a"),
@@ -415,7 +387,7 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         // An apply that creates the object is authorized as create too (no request of its own).
         ("create", "podcidr.io", "nodebgpstatuses"),
         ("create", "coordination.k8s.io", "leases"),
-        // A repeated Event patches its series; 1.20 stores none (module doc).
+        // A repeated Event patches its series (none repeats within this test).
         ("patch", "events.k8s.io", "events"),
         // `--config-source kubernetes` (the DaemonSet's mode) reads the configuration
         // objects; these speakers run from files. real_api_objects.rs makes these calls.
@@ -526,43 +498,43 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         .collect();
     assert_eq!(refused, expected.into_inner());
 
-    // Version rule (module doc): RBAC cannot tell node-b's objects from node-a's, so the real
-    // server accepts node-a's speaker writing them (server-side dry run: nothing stored);
-    // the admission policy refuses it on 1.30+.
-    let dry = |args: &[&str], input: Option<Value>| {
-        let mut args = args.to_vec();
-        args.push("--dry-run=server");
-        with(&args, input)
+    // RBAC cannot tell node-b's objects from node-a's: the authorizer grants node-a's
+    // speaker both; the admission policy refuses node-b's (server-side dry run: nothing would
+    // be stored either way).
+    for (resource, ns) in [
+        ("nodebgpstatuses.podcidr.io", None),
+        ("leases", Some(LEASE_NS)),
+    ] {
+        let mut args = vec!["auth", "can-i", "patch", resource, "node-b"];
+        args.extend(ns.iter().flat_map(|ns| ["-n", *ns]));
+        let can = with(&args, None).unwrap_or_else(|e| e);
+        assert_eq!(can.trim(), "yes", "RBAC grants {resource} node-b");
+    }
+    let dry = |input: Value| {
+        with(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager",
+                SPEAKER,
+                "--dry-run=server",
+                "-f",
+                "-",
+            ],
+            Some(input),
+        )
     };
+    let denied =
+        "a speaker may write only the NodeBGPStatus and the Lease named after its own node";
     let other = json!({"apiVersion": "podcidr.io/v1alpha1", "kind": "NodeBGPStatus",
                        "metadata": {"name": "node-b"}, "spec": {"nodeName": "node-b"}});
-    dry(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager",
-            SPEAKER,
-            "-f",
-            "-",
-        ],
-        Some(other),
-    )
-    .expect("RBAC alone lets a speaker write another node's NodeBGPStatus");
+    let err = dry(other).expect_err("the admission policy refuses node-b's NodeBGPStatus");
+    assert!(err.contains(denied), "{err}");
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                        "metadata": {"name": "node-b", "namespace": LEASE_NS},
                        "spec": {"holderIdentity": "node-b/speaker-node-a"}});
-    dry(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager",
-            SPEAKER,
-            "-f",
-            "-",
-        ],
-        Some(lease),
-    )
-    .expect("RBAC alone lets a speaker write another node's Lease");
+    let err = dry(lease).expect_err("the admission policy refuses node-b's Lease");
+    assert!(err.contains(denied), "{err}");
     assert!(
         cp.kubectl_as(cp.admin(), &["get", "nbs", "node-b"])
             .is_err(),
@@ -624,11 +596,12 @@ fn diff_peers_and_routes_run_with_the_documented_read_only_grant() {
         &[],
         "allocator.log",
     );
-    let id = real_api::speaker_identity(&cp);
+    let id = real_api::speaker_identity(&cp, "node-a");
+    let id_b = real_api::speaker_identity(&cp, "node-b");
     let port = tor.local_addr().port();
     let speakers = [
         start_speaker(&dir, &id, "node-a", "ipam-crd", "10.20.0.0/16", port),
-        start_speaker(&dir, &id, "node-b", "ipam-crd", "10.20.0.0/16", port),
+        start_speaker(&dir, &id_b, "node-b", "ipam-crd", "10.20.0.0/16", port),
     ];
     let mut allocated = Vec::new();
     for (node, s) in ["node-a", "node-b"].into_iter().zip(&speakers) {

@@ -1,6 +1,7 @@
-//! What our components cost a real API server: kube-apiserver 1.20.2 with etcd 3.4 (the
-//! test suite's control plane, `integration_tests::control_plane`), `deploy/` installed, each
-//! binary as its own ServiceAccount.
+//! What our components cost a real API server: the newest kube-apiserver the suite builds
+//! with etcd 3.6 (the test suite's control plane, `integration_tests::control_plane`),
+//! `deploy/` installed (the admission policy included), each binary as its own
+//! ServiceAccount, each speaker's token bound to a Pod on its node.
 //!
 //! - Allocating: N new dual-stack Nodes (`10.0.0.0/8` in /24s, `fd00::/40` in /64s) and
 //!   `podcidr-bgp allocator` (release build) at `--api-qps Q`; time from process start until
@@ -27,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use integration_tests::TempDir;
-use integration_tests::control_plane::{ControlPlane, Identity};
+use integration_tests::control_plane::{ControlPlane, Identity, KubeVersion, etcd_version};
 use serde_json::{Value, json};
 
 const BEGIN: &str = "<!-- real-api-cost:begin -->";
@@ -285,7 +286,9 @@ fn allocate(args: &Args, n: usize) -> AllocRow {
     let server = server_requests(&cp) - before;
     let to = mark(&cp, "cost-alloc-end");
     stop(&mut child);
-    let (requests, writes) = audited(&cp, &sa.username, &from, &to);
+    // Every speaker authenticates as the same ServiceAccount.
+    let username = format!("system:serviceaccount:{SYSTEM_NS}:podcidr-bgp-speaker");
+    let (requests, writes) = audited(&cp, &username, &from, &to);
     let records: Value =
         serde_json::from_str(&cp.kubectl(&["get", "nodepodcidrs.podcidr.io", "-o", "json"]))
             .expect("NodePodCIDR list");
@@ -332,12 +335,14 @@ fn idle_speakers(args: &Args) -> IdleRow {
     cp.install_deploy();
     let names: Vec<String> = (0..args.speakers).map(|i| format!("idle-{i:03}")).collect();
     create_nodes(&cp, &names);
-    let sa = cp.service_account(SYSTEM_NS, "podcidr-bgp-speaker");
     let dir = TempDir::new("real-api-idle");
     // A peer nobody answers: the sessions retry (no API traffic), the API cost is the idle one.
     let closed_port = free_addr();
     let mut running = Vec::new();
     for (i, node) in names.iter().enumerate() {
+        // Each speaker's token is bound to its node's Pod, as the DaemonSet's is: the
+        // admission policy lets it write that node's NodeBGPStatus and Lease only.
+        let sa = cp.node_pod_identity(SYSTEM_NS, "podcidr-bgp-speaker", node);
         let admin = free_addr();
         let cfg = dir.path(&format!("{node}.yaml"));
         std::fs::write(
@@ -397,12 +402,14 @@ fn idle_speakers(args: &Args) -> IdleRow {
     let server = server_requests(&cp) - before;
     let to = mark(&cp, "cost-idle-end");
     let (api_kib, etcd_kib) = cp.rss_kib();
-    // Stopping ends the watches, which 1.20 audits when they end: only those received in the
+    // Stopping ends the watches, which the server audits when they end: only those received in the
     // window count.
     for (child, _) in &mut running {
         stop(child);
     }
-    let (requests, writes) = audited(&cp, &sa.username, &from, &to);
+    // Every speaker authenticates as the same ServiceAccount.
+    let username = format!("system:serviceaccount:{SYSTEM_NS}:podcidr-bgp-speaker");
+    let (requests, writes) = audited(&cp, &username, &from, &to);
     IdleRow {
         speakers: args.speakers,
         window_s,
@@ -416,9 +423,11 @@ fn idle_speakers(args: &Args) -> IdleRow {
 
 fn report(args: &Args, alloc: &[AllocRow], idle: &IdleRow) -> String {
     let mut out = format!(
-        "kube-apiserver 1.20.2 (built by scripts/build-kube-apiserver.sh) and etcd 3.4 (Debian) on loopback, `deploy/` installed, each component as its own ServiceAccount; release binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients; a watch counts when it ends, so open watches are missing from it). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
+        "kube-apiserver {} and etcd {} (built from their Go modules by scripts/build-go-tool.sh) on loopback, `deploy/` installed, each component as its own ServiceAccount; release binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients; a watch counts when it ends, so open watches are missing from it). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
          **Allocating** N new dual-stack Nodes (`--api-qps {}`, burst 30), from process start until every node is allocated (then checked: every `NodePodCIDR` `Allocated=True`).\n\n\
          | new nodes | time s | allocator requests (writes) | server total | kube-apiserver MiB | etcd MiB | allocator peak RSS MiB |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+        KubeVersion::Newest.version(),
+        etcd_version(),
         args.qps
     );
     for r in alloc {

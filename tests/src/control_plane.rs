@@ -1,6 +1,7 @@
-//! A real Kubernetes control plane for tests: etcd 3.4 (Debian's `etcd-server`) and
-//! kube-apiserver 1.20.2 built from Debian's `kubernetes` source package by
-//! `scripts/build-kube-apiserver.sh`, both on free loopback ports, each test's own.
+//! A real Kubernetes control plane for tests: etcd 3.6 and kube-apiserver of the newest
+//! Kubernetes the suite builds or of the oldest the README supports ([`KubeVersion`]), all
+//! built from their Go modules by `scripts/build-go-tool.sh` (versions in
+//! `scripts/kube-versions.env`), on free loopback ports, each test's own.
 //!
 //! The API server runs with RBAC, a token file for the admin identity, and service-account
 //! signing keys, so every shipped ServiceAccount gets a real token through the TokenRequest
@@ -10,10 +11,10 @@
 //!
 //! Processes are ours, stopped by PID on drop; every wait is bounded.
 //!
-//! Where the binaries come from: `$PODCIDR_KUBE_APISERVER`, else
-//! `target/test-tools/kube-apiserver` (a link `scripts/install-test-deps.sh` makes to the
-//! cached build); etcd and etcdctl from `PATH`. Without them [`ControlPlane::start`] returns
-//! `None` after saying why, except under CI (`CI` set), where it panics.
+//! Where the binaries come from: `target/test-tools/kube-<version>/kube-apiserver` and
+//! `target/test-tools/etcd/{etcd,etcdctl}`, links `scripts/install-test-deps.sh` makes to the
+//! cached builds. Without them [`ControlPlane::start`] returns `None` after saying why, except
+//! under CI (`CI` set), where it panics.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr};
@@ -31,9 +32,54 @@ use crate::process::{Daemon, WorkDir, run_bounded, tail};
 const ISSUER: &str = "https://kubernetes.default.svc";
 /// A range for Service ClusterIPs: the API server allocates from it, nothing is routed.
 const SERVICE_RANGE: &str = "198.18.255.0/24";
-/// Every request once answered, at Metadata level (user, verb, object, response code).
-/// The kube-apiserver version this harness is built for.
-pub const KUBE_VERSION: &str = "1.20.2";
+
+/// `KEY=value` lines of scripts/kube-versions.env, the one place the versions are written.
+const VERSIONS: &str = include_str!("../../scripts/kube-versions.env");
+
+fn pinned(key: &str) -> &'static str {
+    VERSIONS
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("scripts/kube-versions.env has no {key}"))
+}
+
+/// Which kube-apiserver a control plane runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KubeVersion {
+    /// The newest Kubernetes the module proxy serves that builds here: every real-API test.
+    #[default]
+    Newest,
+    /// The oldest the README supports: the install, CRD and admission tests run here too.
+    Oldest,
+}
+
+impl KubeVersion {
+    /// Both, newest first.
+    pub const ALL: [KubeVersion; 2] = [KubeVersion::Newest, KubeVersion::Oldest];
+
+    /// `1.37.2`.
+    pub fn version(self) -> &'static str {
+        match self {
+            KubeVersion::Newest => pinned("KUBE_NEWEST"),
+            KubeVersion::Oldest => pinned("KUBE_OLDEST"),
+        }
+    }
+
+    /// The minor version (`37`).
+    pub fn minor(self) -> u32 {
+        self.version()
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .expect("a version MAJOR.MINOR.PATCH")
+    }
+}
+
+/// The etcd version the control planes run.
+pub fn etcd_version() -> &'static str {
+    pinned("ETCD_VERSION")
+}
 
 fn loopback() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -48,8 +94,11 @@ fn workspace_root() -> PathBuf {
 
 fn missing(what: &str) -> Option<ControlPlane> {
     let advice = format!(
-        "{what}; run `scripts/install-test-deps.sh` (as root): it installs etcd and builds \
-         kube-apiserver {KUBE_VERSION} once (cached)"
+        "{what}; run `scripts/install-test-deps.sh` (as root): it builds kube-apiserver {} and \
+         {}, and etcd {}, from their Go modules once (cached)",
+        KubeVersion::Newest.version(),
+        KubeVersion::Oldest.version(),
+        etcd_version()
     );
     if std::env::var_os("CI").is_some() {
         panic!("real control plane unavailable under CI: {advice}");
@@ -58,12 +107,9 @@ fn missing(what: &str) -> Option<ControlPlane> {
     None
 }
 
-fn find_kube_apiserver() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PODCIDR_KUBE_APISERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let link = workspace_root().join("target/test-tools/kube-apiserver");
-    link.exists().then_some(link)
+fn test_tool(path: &str) -> Option<PathBuf> {
+    let p = workspace_root().join("target/test-tools").join(path);
+    p.exists().then_some(p)
 }
 
 /// An identity's kubeconfig and token.
@@ -84,6 +130,8 @@ pub struct ControlPlaneOptions {
     /// watch then reads etcd directly, so one resumed from a compacted revision gets 410 Gone
     /// from etcd, not from the watch cache's own window.
     pub apiserver_args: Vec<String>,
+    /// Which kube-apiserver: the newest unless a test runs on both.
+    pub version: KubeVersion,
 }
 
 /// etcd + kube-apiserver, stopped on drop.
@@ -93,6 +141,7 @@ pub struct ControlPlane {
     etcd: Daemon,
     apiserver: Option<Daemon>,
     kube_apiserver: PathBuf,
+    etcdctl: PathBuf,
     etcd_port: u16,
     api_port: u16,
     admin: Identity,
@@ -109,10 +158,15 @@ impl ControlPlane {
 
     /// As [`ControlPlane::start`], with `options`.
     pub fn start_with(options: ControlPlaneOptions) -> Option<ControlPlane> {
-        let Some(kube_apiserver) = find_kube_apiserver() else {
-            return missing("no kube-apiserver build found");
+        let version = options.version.version();
+        let Some(kube_apiserver) = test_tool(&format!("kube-{version}/kube-apiserver")) else {
+            return missing(&format!("no kube-apiserver {version} build found"));
         };
-        for tool in ["etcd", "etcdctl", "openssl", "kubectl"] {
+        let (Some(etcd), Some(etcdctl)) = (test_tool("etcd/etcd"), test_tool("etcd/etcdctl"))
+        else {
+            return missing(&format!("no etcd {} build found", etcd_version()));
+        };
+        for tool in ["openssl", "kubectl"] {
             if crate::find_bin(tool).is_none() {
                 return missing(&format!("{tool} not found"));
             }
@@ -120,7 +174,7 @@ impl ControlPlane {
         let dir = WorkDir::new("cp");
         Self::make_credentials(&dir);
         let etcd_port = crate::net::free_port(loopback());
-        let etcd = Self::spawn_etcd(&dir, etcd_port);
+        let etcd = Self::spawn_etcd(&etcd, &dir, etcd_port);
         let api_port = crate::net::free_port(loopback());
         let admin_token = "podcidr-test-admin-token".to_owned();
         fs::write(
@@ -145,6 +199,7 @@ impl ControlPlane {
             etcd,
             apiserver: None,
             kube_apiserver,
+            etcdctl,
             etcd_port,
             api_port,
             starts: 0,
@@ -221,7 +276,7 @@ impl ControlPlane {
         openssl(&["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
     }
 
-    fn spawn_etcd(dir: &WorkDir, port: u16) -> Daemon {
+    fn spawn_etcd(etcd: &Path, dir: &WorkDir, port: u16) -> Daemon {
         let peer = crate::net::free_port(loopback());
         // On tmpfs when there is one: etcd fsyncs every write, and a test needs no durability
         // beyond the process (an API server restart keeps etcd running).
@@ -238,7 +293,7 @@ impl ControlPlane {
         let _ = fs::remove_dir_all(&data);
         fs::write(dir.file("etcd-data-dir"), data.to_string_lossy().as_bytes())
             .expect("record etcd data dir");
-        let mut cmd = Command::new("etcd");
+        let mut cmd = Command::new(etcd);
         cmd.args([
             "--name=podcidr-test",
             &format!("--data-dir={}", data.display()),
@@ -262,6 +317,11 @@ impl ControlPlane {
             self.dir.file("ca.crt").display()
         );
         fs::write(path, text).expect("write kubeconfig");
+    }
+
+    /// The Kubernetes version this control plane runs.
+    pub fn version(&self) -> KubeVersion {
+        self.options.version
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -297,8 +357,6 @@ impl ControlPlane {
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={}", self.api_port),
             "--advertise-address=127.0.0.1".into(),
-            // No insecure port (1.20 still has the flag).
-            "--insecure-port=0".into(),
             format!("--tls-cert-file={}", d("server.crt")),
             format!("--tls-private-key-file={}", d("server.key")),
             format!("--token-auth-file={}", d("tokens.csv")),
@@ -387,7 +445,7 @@ impl ControlPlane {
 
     /// Runs etcdctl (v3 API) against this etcd; panics on failure.
     pub fn etcdctl(&self, args: &[&str]) -> String {
-        let mut cmd = Command::new("etcdctl");
+        let mut cmd = Command::new(&self.etcdctl);
         cmd.env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.etcd_url()))
             .args(args);
@@ -471,6 +529,48 @@ impl ControlPlane {
         }
     }
 
+    /// As [`Self::service_account`], with the token bound to Pod `ns/pod` as the kubelet's
+    /// projected token is: the API server puts the Pod's node into the token
+    /// (`authentication.kubernetes.io/node-name` in the user's extra; Kubernetes 1.30+), which
+    /// is what the speaker admission policy checks.
+    pub fn pod_service_account(&self, ns: &str, name: &str, pod: &str) -> Identity {
+        let token = self
+            .kubectl(&[
+                "create",
+                "token",
+                name,
+                "-n",
+                ns,
+                "--duration=24h",
+                "--bound-object-kind=Pod",
+                &format!("--bound-object-name={pod}"),
+            ])
+            .trim()
+            .to_owned();
+        let kubeconfig = self.dir.file(&format!("{ns}.{name}.{pod}.kubeconfig"));
+        let username = format!("system:serviceaccount:{ns}:{name}");
+        self.write_kubeconfig(&kubeconfig, &username, &token);
+        Identity {
+            kubeconfig,
+            token,
+            username,
+        }
+    }
+
+    /// The identity of a DaemonSet Pod of ServiceAccount `ns/sa` on `node`: the Pod
+    /// `<sa>-<node>` is created (no kubelet runs it) and a token bound to it issued, so the
+    /// server knows the node, as for the kubelet's projected token ([`Self::pod_service_account`]).
+    pub fn node_pod_identity(&self, ns: &str, sa: &str, node: &str) -> Identity {
+        let pod = format!("{sa}-{node}");
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": ns},
+            "spec": {"nodeName": node, "serviceAccountName": sa,
+                     "containers": [{"name": "main", "image": "podcidr-bgp:test"}]}});
+        self.kubectl_with_input(&self.admin, &["apply", "-f", "-"], Some(&body.to_string()))
+            .unwrap_or_else(|e| panic!("create Pod {ns}/{pod}: {e}"));
+        self.pod_service_account(ns, sa, &pod)
+    }
+
     /// Creates a Node object (no kubelet behind it) with an InternalIP, labels and, when
     /// given, `spec.podCIDRs`.
     pub fn create_node(&self, name: &str, internal_ip: &str, pod_cidrs: &[&str]) -> String {
@@ -502,35 +602,25 @@ impl ControlPlane {
         self.kubectl(&["get", "node", name, "-o", "jsonpath={.metadata.uid}"])
     }
 
-    /// Installs as the operator guide says, as a 1.20 cluster can take it, as the admin:
-    /// deploy/crds/ first (waiting until the CRDs are Established), then deploy/ (the
-    /// workloads). Returns what was applied, CRDs first.
-    ///
-    /// Version rules of 1.20 (the shipped minimum is newer): no ValidatingAdmissionPolicy
-    /// (the `no-admission-policy` component removes it), no `policy/v1`
-    /// PodDisruptionBudget (left out), and kubectl's client-side validation of CRDs against
-    /// 1.20's schema refuses `x-kubernetes-validations` (CEL, 1.25+), so CRDs are applied
-    /// with `--validate=false`; the 1.20 server drops the key it does not know.
+    /// Installs as the operator guide says, as the admin: deploy/crds/ first (waiting until
+    /// the CRDs are Established), then deploy/ (the workloads, the admission policy and its
+    /// binding included). Returns what was applied, CRDs first.
     pub fn install_deploy(&self) -> Vec<Value> {
         let mut docs = self.install_crds();
-        let tmp = crate::TempDir::new("cp-deploy");
-        let rest: Vec<Value> =
-            kustomize::render(&kustomize::with_component(&tmp, "no-admission-policy"))
-                .into_iter()
-                .filter(|d| !(d["kind"] == "PodDisruptionBudget" && d["apiVersion"] == "policy/v1"))
-                .collect();
+        let rest = kustomize::render(&kustomize::deploy());
         self.apply(&list_of(&rest));
         docs.extend(rest);
         docs
     }
 
-    /// Applies deploy/crds/ (as [`Self::install_deploy`] does) and waits until every CRD
-    /// is Established. Returns the CRDs.
+    /// Applies deploy/crds/ (as [`Self::install_deploy`] does), with kubectl's schema
+    /// validation and the server's strict field validation, and waits until every CRD is
+    /// Established. Returns the CRDs.
     pub fn install_crds(&self) -> Vec<Value> {
         let crds = kustomize::render(&kustomize::crds());
         self.kubectl_with_input(
             &self.admin,
-            &["apply", "--validate=false", "-f", "-"],
+            &["apply", "--validate=strict", "-f", "-"],
             Some(&list_of(&crds)),
         )
         .unwrap_or_else(|e| panic!("applying the CRDs: {e}"));

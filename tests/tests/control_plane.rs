@@ -3,17 +3,27 @@
 //! and the faults the product tests use (an API server restart, an etcd compaction) do what
 //! they say.
 
-use integration_tests::control_plane::{ControlPlane, KUBE_VERSION};
+use integration_tests::control_plane::{ControlPlane, ControlPlaneOptions, KubeVersion};
 
+/// On the newest Kubernetes the suite builds and on the oldest the README supports.
 #[test]
 fn kube_apiserver_starts_installs_deploy_and_issues_service_account_tokens() {
-    let Some(mut cp) = ControlPlane::start() else {
+    for version in KubeVersion::ALL {
+        starts_installs_and_issues_tokens(version);
+    }
+}
+
+fn starts_installs_and_issues_tokens(version: KubeVersion) {
+    let Some(mut cp) = ControlPlane::start_with(ControlPlaneOptions {
+        version,
+        ..ControlPlaneOptions::default()
+    }) else {
         return;
     };
-    let version = cp.kubectl(&["version", "-o", "json"]);
+    let reported = cp.kubectl(&["version", "-o", "json"]);
     assert!(
-        version.contains(&format!("\"gitVersion\": \"v{KUBE_VERSION}\"")),
-        "{version}"
+        reported.contains(&format!("\"gitVersion\": \"v{}\"", version.version())),
+        "{reported}"
     );
     let docs = cp.install_deploy();
     assert!(docs.iter().any(|d| d["kind"] == "DaemonSet"));
@@ -22,6 +32,8 @@ fn kube_apiserver_starts_installs_deploy_and_issues_service_account_tokens() {
         "nodepodcidrs.podcidr.io",
         "podcidrpools.podcidr.io",
         "nodebgpstatuses.podcidr.io",
+        "bgpspeakerconfigs.bgp.podcidr.io",
+        "bgppeers.bgp.podcidr.io",
     ] {
         assert!(crds.contains(crd), "{crds}");
     }

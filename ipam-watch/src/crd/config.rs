@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::schema;
 
@@ -63,6 +64,55 @@ fn local_asn(_: &mut SchemaGenerator) -> Schema {
             "message": "asn 23456 (AS_TRANS) is reserved by RFC 6793"
         }]
     })
+}
+
+fn allowed_prefixes(_: &mut SchemaGenerator) -> Schema {
+    let v = schema::cidr_array(
+        "The announce guard: only pod CIDRs inside one of these are announced.",
+        1024,
+    );
+    Schema::try_from(v).unwrap_or_default()
+}
+
+fn next_hop(description: &str, format: &str) -> Schema {
+    let v = json!({
+        "type": "string",
+        "description": description,
+        "maxLength": 64,
+        "anyOf": [{"enum": ["self", "node"]}, {"format": format}]
+    });
+    Schema::try_from(v).unwrap_or_default()
+}
+
+fn next_hop_ipv4(_: &mut SchemaGenerator) -> Schema {
+    next_hop("`self`, `node`, or an IPv4 address.", "ipv4")
+}
+
+fn next_hop_ipv6(_: &mut SchemaGenerator) -> Schema {
+    next_hop("`self`, `node`, or an IPv6 address.", "ipv6")
+}
+
+fn peer_address(_: &mut SchemaGenerator) -> Schema {
+    let v = schema::ip_address(
+        "The neighbor's address, or `default-gateway` (the next hop(s) of the node's default route). Exactly one of `address`, `interface`.",
+        &["default-gateway"],
+    );
+    Schema::try_from(v).unwrap_or_default()
+}
+
+fn link_local_address(_: &mut SchemaGenerator) -> Schema {
+    let v = json!({
+        "type": "string",
+        "description": "With `interface`: the neighbor's link-local address (else discovered).",
+        "maxLength": 64,
+        "format": "ipv6"
+    });
+    Schema::try_from(v).unwrap_or_default()
+}
+
+fn local_address(_: &mut SchemaGenerator) -> Schema {
+    let v = schema::ip_address("The session's source address on the node.", &[]);
+    Schema::try_from(v).unwrap_or_default()
 }
 
 /// A peer AS: a number, or `auto` (learned from the peer's OPEN, within `allowedAsns`).
@@ -153,7 +203,7 @@ pub struct BGPSpeakerConfigSpec {
     pub source: Option<SourceSpec>,
     /// The announce guard: only pod CIDRs inside one of these are announced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 1024))]
+    #[schemars(schema_with = "allowed_prefixes")]
     pub allowed_prefixes: Vec<String>,
     /// The guard refuses shorter prefixes, per family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,9 +303,11 @@ pub struct MinPrefixLengthSpec {
 pub struct NextHopSpec {
     /// `self`, `node`, or an IPv4 address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "next_hop_ipv4")]
     pub ipv4: Option<String>,
     /// `self`, `node`, or an IPv6 address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "next_hop_ipv6")]
     pub ipv6: Option<String>,
 }
 
@@ -406,7 +458,7 @@ pub struct BGPPeerSpec {
     /// The neighbor's address, or `default-gateway` (the next hop(s) of the node's default
     /// route). Exactly one of `address`, `interface`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(schema_with = "peer_address")]
     pub address: Option<String>,
     /// With `address: default-gateway`: which default route (`ipv4`, `ipv6`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -417,6 +469,7 @@ pub struct BGPPeerSpec {
     pub interface: Option<String>,
     /// With `interface`: the neighbor's link-local address (else discovered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "link_local_address")]
     pub peer_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
@@ -428,6 +481,7 @@ pub struct BGPPeerSpec {
     #[schemars(schema_with = "asn_ranges")]
     pub allowed_asns: Vec<NumberOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "local_address")]
     pub local_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passive: Option<bool>,
@@ -578,5 +632,6 @@ pub struct ConfigObjectStatus {
     pub selected_nodes: Option<u32>,
     /// Per node where the object is not applied (a conflict): why, by node name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 10000))]
     pub not_applied: BTreeMap<String, String>,
 }

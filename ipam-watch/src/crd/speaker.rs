@@ -210,6 +210,7 @@ pub struct PeerReport {
     /// The advertised routes with their attributes, at most
     /// [`MAX_REPORTED_ROUTES`] (the object must stay small; pod CIDRs are a handful per node).
     #[serde(default)]
+    #[schemars(length(max = 256))]
     pub routes: Vec<RouteReport>,
     /// Advertised routes left out of `routes` (`prefixesSent` has the full counts).
     #[serde(default, skip_serializing_if = "is_zero")]

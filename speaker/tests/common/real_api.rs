@@ -12,7 +12,9 @@ use serde_json::json;
 
 use serde_json::Value;
 
-pub use integration_tests::control_plane::{ControlPlane, ControlPlaneOptions, Identity};
+pub use integration_tests::control_plane::{
+    ControlPlane, ControlPlaneOptions, Identity, KubeVersion,
+};
 
 use super::{Proc, TempDir, free_port, http_get};
 
@@ -25,7 +27,16 @@ pub const LEASE_NS: &str = "podcidr-node-lease";
 pub const SPEAKER_SA: &str = "podcidr-bgp-speaker";
 pub const ALLOCATOR_SA: &str = "podcidr-bgp-allocator";
 
-/// A control plane with deploy/ installed (as 1.20 takes it); `None` when the real control
+/// A bare control plane of `version`; `None` when unavailable outside CI (the harness says
+/// why).
+pub fn control_plane_on(version: KubeVersion) -> Option<ControlPlane> {
+    ControlPlane::start_with(ControlPlaneOptions {
+        version,
+        ..ControlPlaneOptions::default()
+    })
+}
+
+/// A control plane (the newest version) with deploy/ installed; `None` when the real control
 /// plane is unavailable outside CI (the harness says why).
 pub fn installed_control_plane() -> Option<ControlPlane> {
     installed_control_plane_with(ControlPlaneOptions::default())
@@ -38,9 +49,12 @@ pub fn installed_control_plane_with(options: ControlPlaneOptions) -> Option<Cont
     Some(cp)
 }
 
-/// The speaker's identity (its ServiceAccount's token).
-pub fn speaker_identity(cp: &ControlPlane) -> Identity {
-    cp.service_account(SYSTEM_NS, SPEAKER_SA)
+/// The identity of the speaker on `node` (whose Node must exist): its ServiceAccount's token,
+/// bound to a Pod of the DaemonSet's on that node as the kubelet's projected token is, so the
+/// server knows the node (`authentication.kubernetes.io/node-name`) and the admission policy
+/// lets it write that node's NodeBGPStatus and Lease only. No kubelet runs the Pod.
+pub fn speaker_identity(cp: &ControlPlane, node: &str) -> Identity {
+    cp.node_pod_identity(SYSTEM_NS, SPEAKER_SA, node)
 }
 
 /// The allocator's identity (its ServiceAccount's token).
@@ -437,7 +451,7 @@ pub struct Request {
 }
 
 /// Every resource request `username` made so far (discovery and other non-resource requests
-/// left out), in order. 1.20 audits a watch only once it ends: stop the client first.
+/// left out), in order. A watch is audited when it ends: stop the client first.
 pub fn requests_by(cp: &ControlPlane, username: &str) -> Vec<Request> {
     let mut by_id: Vec<(String, Request)> = Vec::new();
     for e in cp.audit_events() {

@@ -55,8 +55,8 @@ fn server_side_apply_by_a_person_and_the_allocators_patches_own_separate_fields(
         &["f:spec", "f:pool"],
         &["f:metadata", "f:ownerReferences"],
         &["f:metadata", "f:annotations", "f:podcidr.io/allocated-by"],
-        // 1.20: one entry per manager and operation, status included (1.22+ splits it out
-        // by `subresource`).
+        // The status is the allocator's too (its own managedFields entry, `subresource:
+        // status`).
         &["f:status", "f:conditions"],
     ] {
         assert_eq!(
@@ -176,12 +176,12 @@ pub fn shipped_crds() -> Vec<Value> {
         .collect()
 }
 
-/// Applies CRDs as `install_deploy` does (1.20 takes no CEL) and waits until Established.
+/// Applies CRDs as `install_deploy` does and waits until Established.
 pub fn apply_crds(cp: &ControlPlane, crds: &[Value]) {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string();
     cp.kubectl_with_input(
         cp.admin(),
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "--validate=strict", "-f", "-"],
         Some(&list),
     )
     .unwrap_or_else(|e| panic!("applying CRDs: {e}"));

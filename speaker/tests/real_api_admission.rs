@@ -1,0 +1,183 @@
+//! The speaker's ValidatingAdmissionPolicy (`deploy/speaker/admission-policy.yaml`) enforced by
+//! real API servers, the newest Kubernetes the suite builds and the oldest the README supports
+//! (1.30, where admission policies are GA). `admission_policy.rs` evaluates the same policy
+//! with a CEL evaluator for every request shape; this is the server's own verdict.
+//!
+//! The speaker's token is bound to a Pod on its node, as the kubelet's projected token is, so
+//! the server puts the node's name into the request's user info, which the policy compares with
+//! the object's name. What must hold, with and without the policy's binding: the kubelet's
+//! Leases in `kube-node-lease` and another controller's leader election are never touched.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::real_api::{
+    ALLOCATOR_SA, LEASE_NS, SPEAKER_SA, SYSTEM_NS, apply_as, installed_control_plane_with,
+};
+use integration_tests::control_plane::{ControlPlane, ControlPlaneOptions, Identity, KubeVersion};
+use serde_json::{Value, json};
+
+const POLICY: &str = "podcidr-bgp-speaker-own-status";
+const DENIED: &str =
+    "a speaker may write only the NodeBGPStatus and the Lease named after its own node";
+/// Policies and bindings reach the admission plugin through an informer: bounded wait.
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn lease(ns: &str, name: &str, holder: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"holderIdentity": holder, "leaseDurationSeconds": 40}})
+}
+
+fn status(node: &str) -> Value {
+    json!({"apiVersion": "podcidr.io/v1alpha1", "kind": "NodeBGPStatus",
+           "metadata": {"name": node}, "spec": {"nodeName": node}})
+}
+
+/// A Pod of the speaker's ServiceAccount on `node` (no kubelet runs it) and a token bound to it.
+fn speaker_on(cp: &ControlPlane, node: &str) -> Identity {
+    let pod = format!("speaker-{node}");
+    let body = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "namespace": SYSTEM_NS},
+        "spec": {"nodeName": node, "serviceAccountName": SPEAKER_SA,
+                 "containers": [{"name": "speaker", "image": "podcidr-bgp:test"}]}});
+    cp.kubectl_with_input(cp.admin(), &["create", "-f", "-"], Some(&body.to_string()))
+        .unwrap_or_else(|e| panic!("create Pod {pod}: {e}"));
+    let id = cp.pod_service_account(SYSTEM_NS, SPEAKER_SA, &pod);
+    let whoami = cp
+        .kubectl_as(&id, &["auth", "whoami", "-o", "json"])
+        .expect("auth whoami");
+    assert!(
+        whoami.contains("authentication.kubernetes.io/node-name") && whoami.contains(node),
+        "the bound token carries the node: {whoami}"
+    );
+    id
+}
+
+/// Retries `write` until `done` says its answer is the settled one (bounded by [`SETTLE`]).
+fn settled(
+    write: impl Fn() -> Result<String, String>,
+    done: impl Fn(&Result<String, String>) -> bool,
+) -> Result<String, String> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let r = write();
+        if done(&r) || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn enforced(version: KubeVersion) {
+    let Some(cp) = installed_control_plane_with(ControlPlaneOptions {
+        version,
+        ..ControlPlaneOptions::default()
+    }) else {
+        return;
+    };
+    let v = version.version();
+    for node in ["node-a", "node-b"] {
+        cp.create_node(node, "198.18.0.10", &[]);
+    }
+    let speaker = speaker_on(&cp, "node-a");
+    let allocator = cp.service_account(SYSTEM_NS, ALLOCATOR_SA);
+    // A kubelet's identity (impersonated by the admin) with what the Node authorizer would
+    // grant it on Leases, as RBAC here.
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": "kubelet-lease", "namespace": "kube-node-lease"},
+             "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                        "verbs": ["get", "create", "update", "patch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": "kubelet-lease", "namespace": "kube-node-lease"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubelet-lease"},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}]})
+        .to_string(),
+    );
+    let kubelet_renews = |holder: &str| {
+        cp.kubectl_with_input(
+            cp.admin(),
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=kubelet",
+                "--as=system:node:node-b",
+                "--as-group=system:nodes",
+                "-f",
+                "-",
+            ],
+            Some(&lease("kube-node-lease", "node-b", holder).to_string()),
+        )
+    };
+    // The allocator's election as its Role grants it (get, create, update).
+    let election = |holder: &str| {
+        let body = lease(SYSTEM_NS, "podcidr-bgp-allocator", holder).to_string();
+        cp.kubectl_with_input(&allocator, &["create", "-f", "-"], Some(&body))
+            .or_else(|_| cp.kubectl_with_input(&allocator, &["replace", "-f", "-"], Some(&body)))
+    };
+
+    // The speaker writes its own node's status and Lease.
+    apply_as(&cp, &speaker, "speaker", &status("node-a"), None)
+        .unwrap_or_else(|e| panic!("{v}: own NodeBGPStatus: {e}"));
+    apply_as(
+        &cp,
+        &speaker,
+        "speaker",
+        &lease(LEASE_NS, "node-a", "node-a"),
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{v}: own Lease: {e}"));
+    // Another node's: refused by the policy, which RBAC alone would allow.
+    let other_status = settled(
+        || apply_as(&cp, &speaker, "speaker", &status("node-b"), None),
+        Result::is_err,
+    );
+    let err = other_status.expect_err(&format!("{v}: the policy refuses node-b's status"));
+    assert!(err.contains(POLICY) && err.contains(DENIED), "{v}: {err}");
+    let err = apply_as(
+        &cp,
+        &speaker,
+        "speaker",
+        &lease(LEASE_NS, "node-b", "node-a"),
+        None,
+    )
+    .expect_err(&format!("{v}: the policy refuses node-b's Lease"));
+    assert!(err.contains(DENIED), "{v}: {err}");
+    // Nobody else is touched: the kubelet's heartbeat, another controller's election.
+    kubelet_renews("node-b").unwrap_or_else(|e| panic!("{v}: kubelet Lease: {e}"));
+    election("a").unwrap_or_else(|e| panic!("{v}: allocator election: {e}"));
+
+    // Without the binding the policy decides nothing: still nobody else is touched, and
+    // (the failure mode an earlier policy had) no Lease write in the cluster is denied.
+    cp.kubectl(&[
+        "delete",
+        "validatingadmissionpolicybinding",
+        POLICY,
+        "--wait=true",
+    ]);
+    settled(
+        || apply_as(&cp, &speaker, "speaker", &status("node-b"), None),
+        Result::is_ok,
+    )
+    .unwrap_or_else(|e| panic!("{v}: without the binding nothing is enforced: {e}"));
+    kubelet_renews("node-b-2").unwrap_or_else(|e| panic!("{v}: kubelet Lease: {e}"));
+    election("b").unwrap_or_else(|e| panic!("{v}: allocator election: {e}"));
+    apply_as(
+        &cp,
+        &speaker,
+        "speaker",
+        &lease(LEASE_NS, "node-a", "node-a-2"),
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{v}: own Lease without the binding: {e}"));
+}
+
+#[test]
+fn the_server_lets_a_speaker_write_only_its_own_nodes_status_and_lease_and_touches_nothing_else() {
+    for version in KubeVersion::ALL {
+        enforced(version);
+    }
+}
