@@ -505,7 +505,8 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         ("nodebgpstatuses.podcidr.io", None),
         ("leases", Some(LEASE_NS)),
     ] {
-        let mut args = vec!["auth", "can-i", "patch", resource, "node-b"];
+        let named = format!("{resource}/node-b");
+        let mut args = vec!["auth", "can-i", "patch", named.as_str()];
         args.extend(ns.iter().flat_map(|ns| ["-n", *ns]));
         let can = with(&args, None).unwrap_or_else(|e| e);
         assert_eq!(can.trim(), "yes", "RBAC grants {resource} node-b");
