@@ -59,9 +59,9 @@ fi
 # The modern control plane and the install tools, built from their Go modules with the
 # machine's Go and cached by version (scripts/build-go-tool.sh; versions in
 # scripts/kube-versions.env): kube-apiserver of the oldest supported and the newest Kubernetes,
-# etcd and etcdctl, helm, kustomize, and kubectl where the machine has none. The tests find
-# them through links under target/test-tools/. A fresh machine builds them once (about
-# 12 minutes on 2 cores in all); a later run finds them.
+# etcd and etcdctl, helm, and kubectl (with its built-in kustomize, which renders deploy/)
+# where the machine has none. The tests find them through links under target/test-tools/. A
+# fresh machine builds them once (about 12 minutes on 2 cores in all); a later run finds them.
 # shellcheck source=kube-versions.env
 . scripts/kube-versions.env
 mkdir -p target/test-tools
@@ -77,7 +77,6 @@ link_tool kube-apiserver "$KUBE_NEWEST" "kube-$KUBE_NEWEST"
 link_tool kube-apiserver "$KUBE_OLDEST" "kube-$KUBE_OLDEST"
 link_tool etcd "$ETCD_VERSION" etcd
 link_tool helm "$HELM_VERSION" helm
-link_tool kustomize "$KUSTOMIZE_VERSION" kustomize
 # kubectl renders deploy/ (its built-in kustomize) and drives the control plane. A machine
 # image may bring one; where there is none, it is built at the newest version, and the tests
 # find it on PATH through target/test-tools/bin (scripts/test.sh puts it first).

@@ -18,6 +18,40 @@ fn crd_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
 }
 
+/// The Helm chart's `crds/`: the same files (Helm installs them as they are, before the
+/// templates, and never upgrades or deletes them).
+fn chart_crd_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/podcidr-bgp/crds")
+}
+
+#[test]
+fn the_helm_charts_crds_are_deploy_crds() {
+    let files = crd_files().expect("CRDs serialize");
+    let dir = chart_crd_dir();
+    if std::env::var_os("UPDATE_CRDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, contents) in &files {
+            std::fs::write(dir.join(name), contents).unwrap();
+        }
+    }
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    assert_eq!(on_disk, names, "{}: exactly the CRD files", dir.display());
+    for (name, expected) in &files {
+        let actual = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        assert!(
+            actual == *expected,
+            "{}/{name} is out of date; regenerate with: {REGENERATE}",
+            dir.display()
+        );
+    }
+}
+
 #[test]
 fn deploy_crds_match_the_rust_types() {
     let files = crd_files().expect("CRDs serialize");
