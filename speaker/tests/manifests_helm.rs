@@ -1,11 +1,19 @@
-//! The Helm chart (`deploy/helm/podcidr-bgp`) is the kustomize install in another form: its
-//! default render equals `kubectl kustomize deploy/` object for object, and each switch in
-//! `values.yaml` equals adding the kustomize component of the same name, so the two cannot
-//! drift. The only difference allowed is the value of `app.kubernetes.io/managed-by` (`Helm`
-//! against `kustomize`). The chart's `crds/` are `deploy/crds/` (checked byte for byte by
-//! `ipam-watch/tests/crds_in_sync.rs`), its `files/` the monitoring component's rule file and
-//! dashboard. `helm lint` passes, and the chart installs into the newest real API server of
-//! the suite (helm built from its Go module by `scripts/install-test-deps.sh`).
+//! The Helm chart (deploy/helm/podcidr-bgp) is the kustomize install under another tool: its
+//! default render is `kubectl kustomize deploy/` object for object, each switch in its
+//! values.yaml renders what the kustomize component of the same name does, `helm lint
+//! --strict` passes, and its copies (crds/, files/) are byte-identical to deploy/'s files.
+//!
+//! Objects are compared as sets keyed by (apiVersion, kind, namespace, name), each object as
+//! parsed JSON (formatting, comments and key order do not count; list order does). One
+//! normalisation and no other: the label `app.kubernetes.io/managed-by`, `kustomize` in one
+//! and `Helm` in the other, on each object and on each pod template, is checked to have
+//! exactly that value on its side and then left out of the comparison.
+//!
+//! Needs helm (`$PODCIDR_HELM`, else target/test-tools/helm/helm, which
+//! scripts/install-test-deps.sh links) and kubectl (its built-in kustomize). Without them a
+//! test is skipped with a message on a developer machine and fails under CI (`CI` set). The
+//! byte-identity tests need neither. The last test installs the chart into the newest real API
+//! server of the suite and uninstalls it.
 
 mod common;
 
@@ -15,217 +23,474 @@ use std::process::Command;
 
 use common::TempDir;
 use common::kustomize::*;
-use common::real_api::{self, KubeVersion};
+use integration_tests::control_plane::KubeVersion;
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
+/// The release name the docs install under: the `app.kubernetes.io/instance` label deploy/
+/// writes.
+const RELEASE: &str = "podcidr-bgp";
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// Each kustomize component under deploy/components/ and the `--set` values that render the
+/// same with the chart.
+const SWITCHES: &[(&str, &str)] = &[
+    ("cni", "cni.enabled=true"),
+    ("monitoring", "monitoring.enabled=true"),
+    ("no-admission-policy", "admissionPolicy.enabled=false"),
+    ("resource-quota", "resourceQuota.enabled=true"),
+];
+
+fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .unwrap()
+        .expect("speaker/ has a parent")
         .to_path_buf()
 }
 
 fn chart() -> PathBuf {
-    workspace().join("deploy/helm/podcidr-bgp")
+    deploy().join("helm/podcidr-bgp")
 }
 
-/// `$PODCIDR_HELM`, else the build `scripts/install-test-deps.sh` links. Outside CI a missing
-/// helm skips (saying so); under CI it fails.
+/// helm: `$PODCIDR_HELM`, else the link scripts/install-test-deps.sh makes. None (after
+/// saying why) on a developer machine without it; a panic under CI.
 fn helm() -> Option<PathBuf> {
-    let path = std::env::var_os("PODCIDR_HELM")
+    let p = std::env::var_os("PODCIDR_HELM")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/test-tools/helm/helm"));
-    if path.exists() {
-        return Some(path);
+        .unwrap_or_else(|| workspace_root().join("target/test-tools/helm/helm"));
+    if p.is_file() {
+        return Some(p);
     }
-    let why = format!(
-        "helm not found at {}: run scripts/install-test-deps.sh (it builds helm from its Go module)",
-        path.display()
-    );
+    let msg = "helm not found: run scripts/install-test-deps.sh";
     if std::env::var_os("CI").is_some() {
-        panic!("{why}");
+        panic!("{msg} ({} is missing)", p.display());
     }
-    eprintln!("SKIPPED: {why}");
+    eprintln!("SKIPPED: {msg}");
     None
 }
 
-fn run(helm: &Path, args: &[&str]) -> String {
-    let out = Command::new(helm).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+/// helm and kubectl, or None (skipped, or a panic under CI).
+fn tools() -> Option<PathBuf> {
+    let helm = helm()?;
+    have_kubectl().then_some(helm)
 }
 
-/// `helm template` as a release named podcidr-bgp (the instance label kustomize writes), for
-/// the oldest Kubernetes supported (the chart's kubeVersion; helm assumes an older one).
-fn template(helm: &Path, set: &[&str]) -> Vec<Value> {
-    let chart = chart();
-    let mut args = vec![
-        "template",
-        "podcidr-bgp",
-        chart.to_str().unwrap(),
-        "--kube-version",
-        KubeVersion::Oldest.version(),
-    ];
-    for s in set {
-        args.extend(["--set", s]);
+/// A `helm` command that reads and writes nothing of the user's (config, cache, repositories).
+fn helm_cmd(helm: &Path, home: &TempDir) -> Command {
+    let mut cmd = Command::new(helm);
+    cmd.env("HELM_CONFIG_HOME", home.path("config"))
+        .env("HELM_CACHE_HOME", home.path("cache"))
+        .env("HELM_DATA_HOME", home.path("data"))
+        .env_remove("KUBECONFIG");
+    cmd
+}
+
+/// `helm template podcidr-bgp deploy/helm/podcidr-bgp` with `--set` values, for Kubernetes
+/// `kube` (a helm built from its Go module assumes 1.20 unless told). Err: helm's stderr.
+fn try_template(helm: &Path, kube: &str, sets: &[&str]) -> Result<Vec<Value>, String> {
+    let home = TempDir::new("helm-home");
+    let mut cmd = helm_cmd(helm, &home);
+    cmd.args(["template", RELEASE])
+        .arg(chart())
+        .args(["--kube-version", kube]);
+    for s in sets {
+        cmd.arg("--set").arg(s);
     }
-    let text = run(helm, &args);
-    serde_saphyr::from_multiple::<Value>(&text)
-        .unwrap()
+    let out = cmd.output().expect("run helm template");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    Ok(serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap_or_else(|e| panic!("helm template {sets:?}: rendered YAML: {e}\n{text}"))
         .into_iter()
         .filter(|d| !d.is_null())
-        .collect()
+        .collect())
 }
 
-/// Objects by (apiVersion, kind, namespace, name), `managed-by` set aside.
-fn by_key(docs: Vec<Value>) -> BTreeMap<(String, String, String, String), Value> {
+fn template(helm: &Path, sets: &[&str]) -> Vec<Value> {
+    try_template(helm, KubeVersion::Oldest.version(), sets)
+        .unwrap_or_else(|e| panic!("helm template {sets:?} failed: {e}"))
+}
+
+type Key = (String, String, String, String);
+
+fn key(d: &Value) -> Key {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    docs.into_iter()
-        .map(|mut d| {
-            for pointer in ["/metadata/labels", "/spec/template/metadata/labels"] {
-                if let Some(m) = d.pointer_mut(pointer).and_then(Value::as_object_mut) {
-                    let by = m.remove("app.kubernetes.io/managed-by");
-                    assert!(
-                        matches!(
-                            by.as_ref().and_then(Value::as_str),
-                            Some("Helm" | "kustomize")
-                        ),
-                        "managed-by {by:?}"
-                    );
-                }
-            }
-            let m = &d["metadata"];
-            let key = (
-                s(&d["apiVersion"]),
-                s(&d["kind"]),
-                s(&m["namespace"]),
-                s(&m["name"]),
-            );
-            (key, d)
-        })
-        .collect()
+    (
+        s(&d["apiVersion"]),
+        s(&d["kind"]),
+        s(&d["metadata"]["namespace"]),
+        s(&d["metadata"]["name"]),
+    )
 }
 
-fn assert_same(what: &str, helm: Vec<Value>, kustomize: Vec<Value>) {
-    let (h, k) = (by_key(helm), by_key(kustomize));
-    let only = |a: &BTreeMap<_, Value>, b: &BTreeMap<_, Value>| -> Vec<_> {
-        a.keys()
-            .filter(|key| !b.contains_key(*key))
-            .cloned()
-            .collect()
-    };
-    assert!(
-        only(&h, &k).is_empty() && only(&k, &h).is_empty(),
-        "{what}: only in the chart {:?}; only in kustomize {:?}",
-        only(&h, &k),
-        only(&k, &h)
-    );
-    for (key, object) in &k {
-        assert_eq!(
-            &h[key], object,
-            "{what}: {key:?} differs (left: helm template, right: kubectl kustomize)"
-        );
+/// The objects by key. The one normalisation: `app.kubernetes.io/managed-by` in an object's
+/// labels and in its pod template's labels must say `manager`, and then says the same on
+/// both sides (present where it was, so a missing label still differs).
+fn normalised(docs: &[Value], manager: &str, what: &str) -> BTreeMap<Key, Value> {
+    let mut out = BTreeMap::new();
+    for d in docs {
+        let mut d = d.clone();
+        let k = key(&d);
+        for labels in ["/metadata/labels", "/spec/template/metadata/labels"] {
+            if let Some(map) = d.pointer_mut(labels).and_then(Value::as_object_mut)
+                && let Some(v) = map.get_mut(MANAGED_BY)
+            {
+                assert_eq!(*v, manager, "{what}: {k:?}: {labels}: {MANAGED_BY}");
+                *v = Value::from("kustomize or Helm");
+            }
+        }
+        assert!(out.insert(k.clone(), d).is_none(), "{what}: {k:?} twice");
     }
+    out
+}
+
+/// Where `a` and `b` differ, as JSON pointers with both values.
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            let null = Value::Null;
+            for k in keys {
+                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                differences(
+                    &p,
+                    x.get(k).unwrap_or(&null),
+                    y.get(k).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}/{i}"), x, y, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: kustomize {a}, helm {b}")),
+        _ => {}
+    }
+}
+
+/// The helm render equals the kustomize render, object for object, but for the managed-by
+/// label; a failure lists every missing, extra and differing object.
+fn assert_same_objects(what: &str, kustomize: &[Value], helm: &[Value]) {
+    let k = normalised(kustomize, "kustomize", &format!("{what}, kustomize"));
+    let h = normalised(helm, "Helm", &format!("{what}, helm"));
+    let mut problems = Vec::new();
+    for key in k.keys().filter(|key| !h.contains_key(*key)) {
+        problems.push(format!("only kustomize renders {key:?}"));
+    }
+    for key in h.keys().filter(|key| !k.contains_key(*key)) {
+        problems.push(format!("only helm renders {key:?}"));
+    }
+    for (key, a) in &k {
+        if let Some(b) = h.get(key)
+            && a != b
+        {
+            let mut diffs = Vec::new();
+            differences("", a, b, &mut diffs);
+            problems.push(format!("{key:?} differs:\n  {}", diffs.join("\n  ")));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{what}: helm template and kubectl kustomize differ:\n{}",
+        problems.join("\n")
+    );
+    assert!(!k.is_empty(), "{what}: nothing rendered");
+}
+
+/// The chart's values for a component, as the comparison tests use them.
+fn switch(component: &str) -> &'static str {
+    SWITCHES
+        .iter()
+        .find(|(c, _)| *c == component)
+        .map(|(_, set)| *set)
+        .unwrap_or_else(|| panic!("no chart value for components/{component}"))
+}
+
+fn assert_switch_equals_component(component: &str) {
+    let Some(helm) = tools() else { return };
+    let tmp = TempDir::new(&format!("helm-{component}"));
+    let kustomized = render(&with_component(&tmp, component));
+    let helmed = template(&helm, &[switch(component)]);
+    assert_same_objects(
+        &format!("components/{component} vs --set {}", switch(component)),
+        &kustomized,
+        &helmed,
+    );
 }
 
 #[test]
-fn helm_lint_passes() {
+fn helm_chart_lints_clean_with_every_switch() {
     let Some(helm) = helm() else { return };
-    let out = run(&helm, &["lint", "--strict", chart().to_str().unwrap()]);
-    assert!(out.contains("0 chart(s) failed"), "{out}");
+    let all: Vec<&str> = SWITCHES.iter().map(|(_, s)| *s).collect();
+    for sets in [vec![], all] {
+        let home = TempDir::new("helm-lint");
+        let mut cmd = helm_cmd(&helm, &home);
+        cmd.args(["lint", "--strict", "--kube-version"])
+            .arg(KubeVersion::Oldest.version())
+            .arg(chart());
+        for s in &sets {
+            cmd.arg("--set").arg(s);
+        }
+        let out = cmd.output().expect("run helm lint");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "helm lint --strict {sets:?}:\n{text}");
+        // --strict fails on warnings already; [INFO] (no icon) is advice, not a problem.
+        assert!(
+            !text.contains("[WARNING]") && !text.contains("[ERROR]"),
+            "helm lint {sets:?}:\n{text}"
+        );
+    }
 }
 
 #[test]
 fn helm_default_render_equals_the_kustomize_install() {
-    let Some(helm) = helm() else { return };
-    if !have_kubectl() {
-        return;
-    }
-    assert_same(
-        "default values vs deploy/",
-        template(&helm, &[]),
-        render(&deploy()),
-    );
-}
-
-#[test]
-fn each_chart_switch_equals_its_kustomize_component() {
-    let Some(helm) = helm() else { return };
-    if !have_kubectl() {
-        return;
-    }
-    let tmp = TempDir::new("helm-components");
-    let switches = [
-        ("monitoring", "monitoring.enabled=true"),
-        ("cni", "cni.enabled=true"),
-        ("resource-quota", "resourceQuota.enabled=true"),
-        ("no-admission-policy", "admissionPolicy.enabled=false"),
-    ];
-    // Every component has its switch.
-    let mut named: Vec<&str> = switches.iter().map(|(c, _)| *c).collect();
-    named.sort_unstable();
-    assert_eq!(named, components(), "a component without a chart value");
-    for (component, set) in switches {
-        assert_same(
-            &format!("--set {set} vs components/{component}"),
-            template(&helm, &[set]),
-            render(&with_component(&tmp, component)),
+    let Some(helm) = tools() else { return };
+    let kustomized = render(&deploy());
+    // The same objects for every Kubernetes the suite supports (nothing in the chart depends
+    // on the version, beyond refusing those before 1.30).
+    for version in KubeVersion::ALL {
+        let helmed = try_template(&helm, version.version(), &[])
+            .unwrap_or_else(|e| panic!("helm template for {}: {e}", version.version()));
+        assert_same_objects(
+            &format!(
+                "deploy/ vs the chart's defaults, Kubernetes {}",
+                version.version()
+            ),
+            &kustomized,
+            &helmed,
         );
     }
 }
 
 #[test]
-fn the_charts_files_are_the_monitoring_components() {
-    for file in ["prometheusrule.yaml", "podcidr-bgp-dashboard.json"] {
-        let ours = std::fs::read(chart().join("files").join(file)).unwrap();
-        let theirs = std::fs::read(deploy().join("components/monitoring").join(file)).unwrap();
+fn helm_monitoring_value_equals_the_monitoring_component() {
+    assert_switch_equals_component("monitoring");
+}
+
+#[test]
+fn helm_admission_policy_off_equals_the_no_admission_policy_component() {
+    assert_switch_equals_component("no-admission-policy");
+}
+
+#[test]
+fn helm_cni_value_equals_the_cni_component() {
+    assert_switch_equals_component("cni");
+}
+
+#[test]
+fn helm_resource_quota_value_equals_the_resource_quota_component() {
+    assert_switch_equals_component("resource-quota");
+}
+
+/// A component added to deploy/components/ needs its chart value (and a line in SWITCHES).
+#[test]
+fn every_kustomize_component_has_a_helm_value() {
+    let mut mapped: Vec<String> = SWITCHES.iter().map(|(c, _)| (*c).to_owned()).collect();
+    mapped.sort();
+    assert_eq!(components(), mapped, "deploy/components/ vs SWITCHES");
+}
+
+/// The chart's crds/ are deploy/crds/'s CRD files, byte for byte: Helm installs them as they
+/// are, so they cannot drift from what `kubectl apply -k deploy/crds` installs.
+#[test]
+fn helm_crds_are_deploy_crds_byte_for_byte() {
+    let names = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "kustomization.yaml")
+            .collect();
+        v.sort();
+        v
+    };
+    let ours = crds();
+    let theirs = chart().join("crds");
+    let files = names(&ours);
+    assert_eq!(files.len(), 5, "deploy/crds/: {files:?}");
+    assert_eq!(
+        names(&theirs),
+        files,
+        "{} vs deploy/crds/",
+        theirs.display()
+    );
+    for f in &files {
+        assert!(
+            std::fs::read(ours.join(f)).unwrap() == std::fs::read(theirs.join(f)).unwrap(),
+            "{}/{f} differs from deploy/crds/{f}: copy it (cp deploy/crds/*.podcidr.io.yaml {}/)",
+            theirs.display(),
+            theirs.display()
+        );
+    }
+}
+
+/// The alert rules and the dashboard the chart emits as data are the monitoring component's
+/// files, byte for byte (the render comparison checks them too, with monitoring on).
+#[test]
+fn helm_monitoring_files_are_the_components_byte_for_byte() {
+    let component = deploy().join("components/monitoring");
+    for f in ["prometheusrule.yaml", "podcidr-bgp-dashboard.json"] {
+        let ours = std::fs::read(component.join(f)).unwrap();
+        let theirs = std::fs::read(chart().join("files").join(f))
+            .unwrap_or_else(|e| panic!("{}/files/{f}: {e}", chart().display()));
         assert!(
             ours == theirs,
-            "deploy/helm/podcidr-bgp/files/{file} differs from deploy/components/monitoring/{file}: copy it"
+            "{}/files/{f} differs from deploy/components/monitoring/{f}: copy it",
+            chart().display()
         );
     }
 }
 
-/// Values an operator sets reach the objects: the image, the pull policy and a flag pool.
+/// Chart.yaml's kubeVersion: Kubernetes before 1.30 (no admissionregistration.k8s.io/v1
+/// policies, no node-name claim in tokens) is refused at render time, 1.30 is not.
 #[test]
-fn image_and_pool_values_reach_the_workloads() {
+fn helm_chart_refuses_kubernetes_before_1_30() {
     let Some(helm) = helm() else { return };
-    let docs = template(
-        &helm,
-        &[
-            "image.repository=registry.example/podcidr-bgp",
-            "image.tag=9.9.9",
-            "image.pullPolicy=Always",
-            "allocator.clusterPool.ipv4Cidr=10.244.0.0/16",
-            "allocator.clusterPool.ipv6Cidr=fd00:244::/56",
-        ],
-    );
-    for kind in ["DaemonSet", "Deployment"] {
-        let w = docs.iter().find(|d| d["kind"] == kind).unwrap();
-        let c = &w["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(c["image"], "registry.example/podcidr-bgp:9.9.9", "{kind}");
-        assert_eq!(c["imagePullPolicy"], "Always", "{kind}");
-    }
-    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
-    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    let refused = try_template(&helm, "1.29.15", &[]).expect_err("1.29 refused");
+    assert!(refused.contains("kubeVersion"), "{refused}");
+    try_template(&helm, "1.30.0", &[]).expect("1.30.0 accepted");
+}
+
+fn container<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(docs, kind);
+    assert_eq!(found.len(), 1, "one {kind}");
+    let w: &'a Value = found[0];
+    &w["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn args(c: &Value) -> Vec<&str> {
+    c["args"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
-        .collect();
-    for a in [
-        "--cluster-pool-ipv4-cidr=10.244.0.0/16",
-        "--cluster-pool-ipv4-mask-size=24",
-        "--cluster-pool-ipv6-cidr=fd00:244::/56",
-        "--cluster-pool-ipv6-mask-size=64",
-    ] {
-        assert!(args.contains(&a), "{a} in {args:?}");
+        .collect()
+}
+
+/// allocator.clusterPool becomes the allocator's --cluster-pool-* flags (a mask size only
+/// with CIDRs of its family) and changes nothing else; by default there are none.
+#[test]
+fn helm_cluster_pool_values_are_the_allocators_pool_flags() {
+    let Some(helm) = helm() else { return };
+    let plain = template(&helm, &[]);
+    assert!(
+        !args(container(&plain, "Deployment"))
+            .iter()
+            .any(|a| a.starts_with("--cluster-pool")),
+        "no pool from flags by default: PodCIDRPool objects"
+    );
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &["allocator.clusterPool.ipv4Cidrs={10.244.0.0/16,10.245.0.0/16}"],
+            &[
+                "--cluster-pool-ipv4-cidr=10.244.0.0/16,10.245.0.0/16",
+                "--cluster-pool-ipv4-mask-size=24",
+            ],
+        ),
+        (
+            // One CIDR as a plain string, as `--set` gives it.
+            &[
+                "allocator.clusterPool.ipv6Cidrs=fd00:10:244::/56",
+                "allocator.clusterPool.ipv6MaskSize=80",
+            ],
+            &[
+                "--cluster-pool-ipv6-cidr=fd00:10:244::/56",
+                "--cluster-pool-ipv6-mask-size=80",
+            ],
+        ),
+        (
+            &[
+                "allocator.clusterPool.ipv4Cidrs={10.244.0.0/16}",
+                "allocator.clusterPool.ipv4MaskSize=26",
+                "allocator.clusterPool.ipv6Cidrs={fd00:10:244::/56}",
+            ],
+            &[
+                "--cluster-pool-ipv4-cidr=10.244.0.0/16",
+                "--cluster-pool-ipv4-mask-size=26",
+                "--cluster-pool-ipv6-cidr=fd00:10:244::/56",
+                "--cluster-pool-ipv6-mask-size=64",
+            ],
+        ),
+    ];
+    for (sets, flags) in cases {
+        let docs = template(&helm, sets);
+        let got: Vec<&str> = args(container(&docs, "Deployment"))
+            .into_iter()
+            .filter(|a| a.starts_with("--cluster-pool"))
+            .collect();
+        assert_eq!(got, flags, "{sets:?}");
+        // Nothing but the allocator's args changed.
+        let mut expected = plain.clone();
+        let mut with_pool = docs;
+        for d in expected.iter_mut().chain(with_pool.iter_mut()) {
+            if d["kind"] == "Deployment" {
+                d["spec"]["template"]["spec"]["containers"][0]["args"] = Value::Null;
+            }
+        }
+        assert_eq!(expected, with_pool, "{sets:?}");
     }
+}
+
+/// image.* sets both workloads' image (one binary); pullPolicy appears only when set.
+#[test]
+fn helm_image_values_set_both_workloads() {
+    let Some(helm) = helm() else { return };
+    let plain = template(&helm, &[]);
+    let version = env!("CARGO_PKG_VERSION");
+    for kind in ["DaemonSet", "Deployment"] {
+        let c = container(&plain, kind);
+        assert_eq!(
+            c["image"],
+            format!("ghcr.io/podcidr-bgp/podcidr-bgp:{version}"),
+            "{kind}: the chart's appVersion"
+        );
+        assert!(c.get("imagePullPolicy").is_none(), "{kind}: {c}");
+    }
+    let set = template(
+        &helm,
+        &[
+            "image.repository=registry.example/podcidr-bgp",
+            "image.tag=0.2.0-rc.1",
+            "image.pullPolicy=Always",
+        ],
+    );
+    for kind in ["DaemonSet", "Deployment"] {
+        let c = container(&set, kind);
+        assert_eq!(
+            c["image"], "registry.example/podcidr-bgp:0.2.0-rc.1",
+            "{kind}"
+        );
+        assert_eq!(c["imagePullPolicy"], "Always", "{kind}");
+    }
+}
+
+/// RBAC reads an empty resourceNames as "every name": the chart refuses an empty list of MD5
+/// Secret names instead of granting every Secret of podcidr-system to every node.
+#[test]
+fn helm_refuses_an_empty_md5_secret_list() {
+    let Some(helm) = helm() else { return };
+    for set in ["speaker.md5SecretNames=null", "speaker.md5SecretNames={}"] {
+        let e = try_template(&helm, KubeVersion::Oldest.version(), &[set])
+            .expect_err("an empty list is refused");
+        assert!(e.contains("md5SecretNames"), "{set}: {e}");
+    }
+    let docs = template(
+        &helm,
+        &["speaker.md5SecretNames={podcidr-bgp-md5,tor-keys}"],
+    );
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "Role" && d["metadata"]["name"] == "podcidr-bgp-speaker-md5")
+        .expect("the MD5 Role");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        serde_json::json!(["podcidr-bgp-md5", "tor-keys"])
+    );
 }
 
 /// `helm install` into a real API server (the newest the suite builds): the CRDs first, then
@@ -234,18 +499,26 @@ fn image_and_pool_values_reach_the_workloads() {
 #[test]
 fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     let Some(helm) = helm() else { return };
-    let Some(cp) = real_api::control_plane_on(KubeVersion::Newest) else {
+    let Some(cp) = common::real_api::control_plane_on(KubeVersion::Newest) else {
         return;
     };
-    let kubeconfig = cp.admin().kubeconfig.to_str().unwrap().to_owned();
-    let cache = cp.file("helm-cache");
-    let cache = cache.to_str().unwrap();
-    let helm_as_admin = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--kubeconfig", &kubeconfig, "--repository-cache", cache]);
-        run(&helm, &all)
+    let home = TempDir::new("helm-install-home");
+    let as_admin = |args: &[&str]| {
+        let out = helm_cmd(&helm, &home)
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&cp.admin().kubeconfig)
+            .output()
+            .expect("run helm");
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     };
-    helm_as_admin(&["install", "podcidr-bgp", chart().to_str().unwrap()]);
+    let chart = chart();
+    as_admin(&["install", RELEASE, chart.to_str().unwrap()]);
     cp.kubectl(&[
         "wait",
         "--for=condition=Established",
@@ -275,10 +548,10 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
         }
         cp.kubectl(&args);
     }
-    let status = helm_as_admin(&["status", "podcidr-bgp", "-o", "json"]);
+    let status = as_admin(&["status", RELEASE, "-o", "json"]);
     assert!(status.contains("\"status\":\"deployed\""), "{status}");
     // No --wait: without a controller-manager the namespaces never finish terminating.
-    helm_as_admin(&["uninstall", "podcidr-bgp"]);
+    as_admin(&["uninstall", RELEASE]);
     assert!(
         cp.kubectl_as(
             cp.admin(),

@@ -1,7 +1,7 @@
 //! What `kubectl kustomize` renders from deploy/ (alone, with each component, moved to another
 //! namespace) follows the conventions a cluster expects on day one: recommended labels, Linux
 //! nodes only, an allocator that can start before any pod network exists, and the admission
-//! policy removable for clusters older than 1.30.
+//! policy removable for clusters that turn admission policies off.
 
 mod common;
 

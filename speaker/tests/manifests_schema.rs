@@ -3,8 +3,8 @@
 //! an unknown or misspelled field fails. The schemas come with `kubernetes-validate` (PyPI;
 //! Kubernetes 1.25 to 1.37), installed by scripts/install-test-deps.sh into target/.
 //!
-//! Minimum versions: 1.30 for deploy/ (the ValidatingAdmissionPolicy and the node-name claim it
-//! checks); 1.25 with components/no-admission-policy. Kinds no Kubernetes release defines
+//! Minimum version: 1.30, the oldest supported (the ValidatingAdmissionPolicy and the node-name
+//! claim it checks), with or without components/no-admission-policy. Kinds no Kubernetes release defines
 //! (prometheus-operator's, in components/monitoring) are named below and checked for their
 //! apiVersion only.
 
@@ -18,7 +18,6 @@ use common::kustomize::{all_renderings, crds, have_kubectl, render};
 use serde_json::Value;
 
 const MINIMUM: &str = "1.30.0";
-const MINIMUM_WITHOUT_ADMISSION_POLICY: &str = "1.25.0";
 
 /// Custom resources of other projects a component may render: (apiVersion, kind).
 const EXTERNAL_KINDS: &[(&str, &str)] = &[
@@ -79,11 +78,7 @@ fn rendered_manifests_match_the_api_schema_of_the_minimum_version() {
         for d in &external {
             assert!(d["metadata"]["name"].is_string(), "{what}: {d}");
         }
-        let version = if what.contains("no-admission-policy") {
-            MINIMUM_WITHOUT_ADMISSION_POLICY
-        } else {
-            MINIMUM
-        };
+        let version = MINIMUM;
         failures.extend(
             problems(&tmp, &what, &core, version)
                 .into_iter()
