@@ -18,6 +18,16 @@ fn crd_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
 }
 
+/// With `UPDATE_CRDS` set, writes the generated `files` into `dir`.
+fn regenerate_when_asked(dir: &std::path::Path, files: &[(String, String)]) {
+    if std::env::var_os("UPDATE_CRDS").is_some() {
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, contents) in files {
+            std::fs::write(dir.join(name), contents).unwrap();
+        }
+    }
+}
+
 /// The Helm chart's `crds/`: the same files (Helm installs them as they are, before the
 /// templates, and never upgrades or deletes them).
 fn chart_crd_dir() -> PathBuf {
@@ -28,12 +38,7 @@ fn chart_crd_dir() -> PathBuf {
 fn the_helm_charts_crds_are_deploy_crds() {
     let files = crd_files().expect("CRDs serialize");
     let dir = chart_crd_dir();
-    if std::env::var_os("UPDATE_CRDS").is_some() {
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, contents) in &files {
-            std::fs::write(dir.join(name), contents).unwrap();
-        }
-    }
+    regenerate_when_asked(&dir, &files);
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -56,12 +61,7 @@ fn the_helm_charts_crds_are_deploy_crds() {
 fn deploy_crds_match_the_rust_types() {
     let files = crd_files().expect("CRDs serialize");
     let dir = crd_dir();
-    if std::env::var_os("UPDATE_CRDS").is_some() {
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, contents) in &files {
-            std::fs::write(dir.join(name), contents).unwrap();
-        }
-    }
+    regenerate_when_asked(&dir, &files);
     for (name, expected) in &files {
         let path = dir.join(name);
         let actual = std::fs::read_to_string(&path).unwrap_or_default();

@@ -519,13 +519,7 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     };
     let chart = chart();
     as_admin(&["install", RELEASE, chart.to_str().unwrap()]);
-    cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd",
-        "--all",
-        "--timeout=60s",
-    ]);
+    cp.wait_crds_established();
     let crds = cp.kubectl(&["get", "crd", "-o", "name"]);
     assert_eq!(crds.lines().count(), 5, "{crds}");
     for (kind, name, ns) in [

@@ -515,11 +515,16 @@ impl ControlPlane {
     /// A kubeconfig and token for ServiceAccount `ns/name` (which must exist), issued by the
     /// TokenRequest API as a pod's projected token would be.
     pub fn service_account(&self, ns: &str, name: &str) -> Identity {
-        let token = self
-            .kubectl(&["create", "token", name, "-n", ns, "--duration=24h"])
-            .trim()
-            .to_owned();
-        let kubeconfig = self.dir.file(&format!("{ns}.{name}.kubeconfig"));
+        self.issue_token(ns, name, &[], &format!("{ns}.{name}"))
+    }
+
+    /// A token for ServiceAccount `ns/name` from the TokenRequest API (`extra` flags of
+    /// `kubectl create token`), and a kubeconfig `<file>.kubeconfig` with it.
+    fn issue_token(&self, ns: &str, name: &str, extra: &[&str], file: &str) -> Identity {
+        let mut args = vec!["create", "token", name, "-n", ns, "--duration=24h"];
+        args.extend(extra);
+        let token = self.kubectl(&args).trim().to_owned();
+        let kubeconfig = self.dir.file(&format!("{file}.kubeconfig"));
         let username = format!("system:serviceaccount:{ns}:{name}");
         self.write_kubeconfig(&kubeconfig, &username, &token);
         Identity {
@@ -534,27 +539,13 @@ impl ControlPlane {
     /// (`authentication.kubernetes.io/node-name` in the user's extra; Kubernetes 1.30+), which
     /// is what the speaker admission policy checks.
     pub fn pod_service_account(&self, ns: &str, name: &str, pod: &str) -> Identity {
-        let token = self
-            .kubectl(&[
-                "create",
-                "token",
-                name,
-                "-n",
-                ns,
-                "--duration=24h",
-                "--bound-object-kind=Pod",
-                &format!("--bound-object-name={pod}"),
-            ])
-            .trim()
-            .to_owned();
-        let kubeconfig = self.dir.file(&format!("{ns}.{name}.{pod}.kubeconfig"));
-        let username = format!("system:serviceaccount:{ns}:{name}");
-        self.write_kubeconfig(&kubeconfig, &username, &token);
-        Identity {
-            kubeconfig,
-            token,
-            username,
-        }
+        let bound = format!("--bound-object-name={pod}");
+        self.issue_token(
+            ns,
+            name,
+            &["--bound-object-kind=Pod", &bound],
+            &format!("{ns}.{name}.{pod}"),
+        )
     }
 
     /// The identity of a DaemonSet Pod of ServiceAccount `ns/sa` on `node`: the Pod
@@ -624,6 +615,12 @@ impl ControlPlane {
             Some(&list_of(&crds)),
         )
         .unwrap_or_else(|e| panic!("applying the CRDs: {e}"));
+        self.wait_crds_established();
+        crds
+    }
+
+    /// Waits (bounded, 60 s) until every CRD is Established.
+    pub fn wait_crds_established(&self) {
         self.kubectl(&[
             "wait",
             "--for=condition=Established",
@@ -631,7 +628,6 @@ impl ControlPlane {
             "--all",
             "--timeout=60s",
         ]);
-        crds
     }
 
     /// The API server's own metrics (Prometheus text), as the admin.

@@ -185,13 +185,7 @@ pub fn apply_crds(cp: &ControlPlane, crds: &[Value]) {
         Some(&list),
     )
     .unwrap_or_else(|e| panic!("applying CRDs: {e}"));
-    cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd",
-        "--all",
-        "--timeout=60s",
-    ]);
+    cp.wait_crds_established();
 }
 
 /// A later schema: v1alpha1 (still stored) gains an optional `spec.comment`; v1beta1 is
