@@ -33,6 +33,8 @@
 # failed. Every part still runs and writes its output first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A kubectl that scripts/install-test-deps.sh built, where the machine has none.
+export PATH="$PWD/target/test-tools/bin:$PATH"
 
 runs=3
 sizes=1000,10000,100000

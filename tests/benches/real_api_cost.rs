@@ -286,9 +286,7 @@ fn allocate(args: &Args, n: usize) -> AllocRow {
     let server = server_requests(&cp) - before;
     let to = mark(&cp, "cost-alloc-end");
     stop(&mut child);
-    // Every speaker authenticates as the same ServiceAccount.
-    let username = format!("system:serviceaccount:{SYSTEM_NS}:podcidr-bgp-speaker");
-    let (requests, writes) = audited(&cp, &username, &from, &to);
+    let (requests, writes) = audited(&cp, &sa.username, &from, &to);
     let records: Value =
         serde_json::from_str(&cp.kubectl(&["get", "nodepodcidrs.podcidr.io", "-o", "json"]))
             .expect("NodePodCIDR list");
@@ -421,13 +419,28 @@ fn idle_speakers(args: &Args) -> IdleRow {
     }
 }
 
+/// Which cargo profile built `bin` (its directory under the target dir).
+fn binary_profile(bin: &Path) -> String {
+    match bin
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+    {
+        Some("release") => "release (the shipped profile)".to_owned(),
+        Some("quick") => "profile.quick (release without LTO)".to_owned(),
+        Some(other) => format!("profile {other}"),
+        None => "the given".to_owned(),
+    }
+}
+
 fn report(args: &Args, alloc: &[AllocRow], idle: &IdleRow) -> String {
     let mut out = format!(
-        "kube-apiserver {} and etcd {} (built from their Go modules by scripts/build-go-tool.sh) on loopback, `deploy/` installed, each component as its own ServiceAccount; release binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients; a watch counts when it ends, so open watches are missing from it). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
+        "kube-apiserver {} and etcd {} (built from their Go modules by scripts/build-go-tool.sh) on loopback, `deploy/` installed, each component as its own ServiceAccount; {} binary. Requests per component from the audit log; \"server total\" is the delta of `apiserver_request_total` over the same span (the component's requests plus the API server's own loopback clients; a watch counts when it ends, so open watches are missing from it). Memory: VmRSS of kube-apiserver and etcd at the end.\n\n\
          **Allocating** N new dual-stack Nodes (`--api-qps {}`, burst 30), from process start until every node is allocated (then checked: every `NodePodCIDR` `Allocated=True`).\n\n\
          | new nodes | time s | allocator requests (writes) | server total | kube-apiserver MiB | etcd MiB | allocator peak RSS MiB |\n|---:|---:|---:|---:|---:|---:|---:|\n",
         KubeVersion::Newest.version(),
         etcd_version(),
+        binary_profile(&args.bin),
         args.qps
     );
     for r in alloc {
