@@ -71,7 +71,12 @@ fn cut_link_withdraws_routes_through_bfd_not_hold_timer_rfc5882_3_2() {
     assert!(bird_says_bfd_down(&t), "{}", t.diagnostics());
     // Our side: BFD Down tears BGP down (Cease/BFD Down cannot reach the ToR over a cut
     // link, so the log line is the evidence); BGP retries on its own backoff meanwhile.
-    let logged = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
+    // The reset's reason is its own log line, just after the BFD warning: wait for both.
+    let logged = t.poll_until(POLL, WAIT, |t| {
+        let log = t.log();
+        log.contains("BGP session torn down")
+            && log.contains("BFD down: control detection time expired")
+    });
     assert!(logged.is_some(), "{}", t.log());
     assert!(
         t.log().contains("BFD down: control detection time expired"),
@@ -165,7 +170,13 @@ fn tor_session(t: &BfdTopology) -> Option<(String, u64)> {
 fn tor_dropping_bfd_does_not_strand_the_bgp_session_rfc5882_3_2() {
     let Some(t) = topology(4) else { return };
     t.tor_reconfigure_without_bfd();
-    let reset = t.poll_until(POLL, WAIT, |t| t.log().contains("BGP session torn down"));
+    // The reset's reason is its own log line, written just after the BFD warning: wait for
+    // both (a loaded machine showed the first without the second yet).
+    let reset = t.poll_until(POLL, WAIT, |t| {
+        let log = t.log();
+        log.contains("BGP session torn down")
+            && log.contains("BFD down: control detection time expired")
+    });
     assert!(reset.is_some(), "no BFD timeout\n{}", t.diagnostics());
     assert!(
         t.log().contains("BFD down: control detection time expired"),
