@@ -35,16 +35,10 @@ fn status(node: &str) -> Value {
            "metadata": {"name": node}, "spec": {"nodeName": node}})
 }
 
-/// A Pod of the speaker's ServiceAccount on `node` (no kubelet runs it) and a token bound to it.
+/// The speaker on `node`: a token bound to a Pod of the DaemonSet's there
+/// (`ControlPlane::node_pod_identity`), which the server says carries the node.
 fn speaker_on(cp: &ControlPlane, node: &str) -> Identity {
-    let pod = format!("speaker-{node}");
-    let body = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod, "namespace": SYSTEM_NS},
-        "spec": {"nodeName": node, "serviceAccountName": SPEAKER_SA,
-                 "containers": [{"name": "speaker", "image": "podcidr-bgp:test"}]}});
-    cp.kubectl_with_input(cp.admin(), &["create", "-f", "-"], Some(&body.to_string()))
-        .unwrap_or_else(|e| panic!("create Pod {pod}: {e}"));
-    let id = cp.pod_service_account(SYSTEM_NS, SPEAKER_SA, &pod);
+    let id = cp.node_pod_identity(SYSTEM_NS, SPEAKER_SA, node);
     let whoami = cp
         .kubectl_as(&id, &["auth", "whoami", "-o", "json"])
         .expect("auth whoami");
