@@ -332,8 +332,8 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
             json!({"address": "192.0.2.4", "asn": 65004, "communities": ["65000:bogus"]}),
         ),
     );
-    // Created after their rivals, and named after them too: within one second of
-    // creationTimestamp the name decides, the same way (the unit tests order by age).
+    // Created after their rivals and named after them: with equal priorities the name
+    // decides ("all" < "rack-r1", "tor" < "tor-again"), never the creation time.
     apply(
         &cp,
         &config(
@@ -399,7 +399,7 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         not_applied["node-a"]
             .as_str()
             .unwrap()
-            .contains("BGPPeer tor is older")
+            .contains("BGPPeer tor has the same priority")
     );
     let rack = real_api::get_json(&cp, &["bgpspeakerconfigs.bgp.podcidr.io", "rack-r1"]);
     assert_eq!(

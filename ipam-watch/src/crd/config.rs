@@ -181,6 +181,12 @@ pub struct BGPSpeakerConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::label_selector")]
     pub node_selector: Option<LabelSelector>,
+    /// Which config a node runs when several select it: the highest priority; among equal
+    /// priorities the first name in alphabetical order, reported as a conflict. Never the
+    /// creation time (a restore or a GitOps bootstrap would reorder it). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -1_000_000, max = 1_000_000))]
+    pub priority: Option<i32>,
     /// The local AS as a number. Exactly one of `asn`, `asn_from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "local_asn")]
@@ -455,6 +461,12 @@ pub struct BGPPeerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::label_selector")]
     pub node_selector: Option<LabelSelector>,
+    /// Which peer a node runs when several select it with the same endpoint (address and
+    /// port): the highest priority; among equal priorities the first name in alphabetical
+    /// order, reported as a conflict. Never the creation time. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -1_000_000, max = 1_000_000))]
+    pub priority: Option<i32>,
     /// The neighbor's address, or `default-gateway` (the next hop(s) of the node's default
     /// route). Exactly one of `address`, `interface`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -165,7 +165,7 @@ const NOT_IN_PEER: &[(&str, &str)] = &[
 ];
 
 /// The config document for a node running `config` (its spec as JSON) and `peers` (name and
-/// spec as JSON): `nodeSelector`s dropped (they chose the node), each peer named after its
+/// spec as JSON): `nodeSelector`s and `priority` dropped (they chose the node), each peer named after its
 /// object, and `passwordSecretRef` replaced by `passwordFile: key_file(peer, ref)`. Keys an
 /// object may not have are returned as errors.
 pub fn spec_document(
@@ -176,7 +176,9 @@ pub fn spec_document(
     let mut errors = Vec::new();
     let (config_name, config_spec) = config;
     let mut top = config_spec.as_object().cloned().unwrap_or_default();
+    // They chose the node and settled conflicts; the node's config has neither.
     top.remove("nodeSelector");
+    top.remove("priority");
     local_asn_document(&mut top, config_name, &mut errors);
     for (key, why) in NOT_IN_SPEAKER_CONFIG {
         if top.remove(*key).is_some() {
@@ -192,6 +194,7 @@ pub fn spec_document(
     for (name, spec) in peers {
         let mut p: Map<String, Value> = spec.as_object().cloned().unwrap_or_default();
         p.remove("nodeSelector");
+        p.remove("priority");
         for (key, why) in NOT_IN_PEER {
             if p.remove(*key).is_some() {
                 errors.push(ObjectError {

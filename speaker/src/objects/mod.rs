@@ -35,13 +35,6 @@ impl Objects {
     }
 }
 
-/// Creation time, then name: the older object wins (an object not created yet, as in a
-/// manifest checked offline, sorts by name among its peers).
-fn age_key<K: kube::Resource>(o: &K) -> (Option<k8s_openapi::jiff::Timestamp>, String) {
-    let created = o.meta().creation_timestamp.as_ref().map(|t| t.0);
-    (created, o.meta().name.clone().unwrap_or_default())
-}
-
 #[cfg(test)]
 mod status_tests;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Which configuration objects one node runs. Conflicts are settled the same way everywhere
-//! (the speaker runs the result, the controller reports it): the oldest object wins
-//! (`creationTimestamp`, then name); the other is not applied on that node.
+//! (the speaker runs the result, the controller reports it): the higher `spec.priority` wins,
+//! then the first name in alphabetical order; the other is not applied on that node. Never
+//! the creation time: a restore, a GitOps bootstrap or `replace --force` would reorder it.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{Selector, SelectorExt};
 
-use super::{Objects, age_key};
+use super::Objects;
 
 /// The two kinds, for messages and references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,30 +34,70 @@ impl std::fmt::Display for ObjectKind {
     }
 }
 
-/// An object not applied on a node because an older one takes its place there.
+/// An object not applied on a node because one of higher precedence takes its place there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     pub kind: ObjectKind,
     pub loser: String,
     pub winner: String,
+    /// Their `spec.priority`s: (winner, loser).
+    pub priorities: (i32, i32),
     /// What they share: "both select this node", "both peer with 192.0.2.1 port 179".
     pub what: String,
 }
 
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {} is not applied: {} {} is older and {}",
-            self.kind, self.loser, self.kind, self.winner, self.what
-        )
+        let (kind, winner) = (self.kind, &self.winner);
+        let (won, lost) = self.priorities;
+        write!(f, "{kind} {} is not applied: {kind} {winner} ", self.loser)?;
+        if won == lost {
+            write!(
+                f,
+                "has the same priority ({won}) and comes first by name, and {}; \
+                 set spec.priority to choose",
+                self.what
+            )
+        } else {
+            write!(f, "has priority {won} (this one {lost}) and {}", self.what)
+        }
     }
+}
+
+/// `spec.priority`, default 0.
+pub fn priority<K: PrioritySpec>(o: &K) -> i32 {
+    o.priority().unwrap_or(0)
+}
+
+/// The kinds that carry `spec.priority`.
+pub trait PrioritySpec: kube::Resource {
+    fn priority(&self) -> Option<i32>;
+}
+
+impl PrioritySpec for BGPSpeakerConfig {
+    fn priority(&self) -> Option<i32> {
+        self.spec.priority
+    }
+}
+
+impl PrioritySpec for BGPPeer {
+    fn priority(&self) -> Option<i32> {
+        self.spec.priority
+    }
+}
+
+/// Precedence: the highest priority first, then the name.
+fn precedence<K: PrioritySpec>(o: &K) -> (std::cmp::Reverse<i32>, String) {
+    (
+        std::cmp::Reverse(priority(o)),
+        o.meta().name.clone().unwrap_or_default(),
+    )
 }
 
 /// What one node runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSelection<'a> {
-    /// The oldest `BGPSpeakerConfig` selecting the node; `None`: the node announces nothing.
+    /// The `BGPSpeakerConfig` of highest precedence selecting the node; `None`: the node announces nothing.
     pub config: Option<&'a BGPSpeakerConfig>,
     /// The `BGPPeer`s selecting the node, one per endpoint, by name.
     pub peers: Vec<&'a BGPPeer>,
@@ -77,8 +118,17 @@ fn selects(
     Ok(s.matches(labels))
 }
 
+/// An address as an address: `2001:DB8::1` and `2001:db8:0::1` are one router, and an
+/// IPv4-mapped IPv6 address is the IPv4 address. Anything else (the schema refuses it) as
+/// written.
+fn canonical_address(a: &str) -> String {
+    a.parse::<std::net::IpAddr>()
+        .map_or_else(|_| a.to_owned(), |ip| ip.to_canonical().to_string())
+}
+
 /// Where a peer is, as far as two peers on one node may not share it: the address (or
-/// `default-gateway` of a family, or the interface and neighbour) and the port.
+/// `default-gateway` of a family, or the interface and neighbour) and the port. Addresses
+/// compare as addresses; a link-local neighbour is one only on its own interface.
 pub fn endpoint_key(spec: &BGPPeerSpec) -> String {
     let port = spec.port.unwrap_or(179);
     let at = match (&spec.address, &spec.interface) {
@@ -89,9 +139,9 @@ pub fn endpoint_key(spec: &BGPPeerSpec) -> String {
             });
             format!("the {family} default gateway")
         }
-        (Some(a), _) => a.clone(),
+        (Some(a), _) => canonical_address(a),
         (None, Some(i)) => match &spec.peer_address {
-            Some(p) => p.clone(),
+            Some(p) => format!("{} on {i}", canonical_address(p)),
             None => format!("the neighbour on {i}"),
         },
         (None, None) => "no address".to_owned(),
@@ -120,7 +170,7 @@ pub fn select<'a>(objects: &'a Objects, labels: &BTreeMap<String, String>) -> No
             )
         })
         .collect();
-    configs.sort_by_key(|c| age_key(*c));
+    configs.sort_by_key(|c| precedence(*c));
     let mut peers: Vec<&BGPPeer> = objects
         .peers
         .values()
@@ -132,7 +182,7 @@ pub fn select<'a>(objects: &'a Objects, labels: &BTreeMap<String, String>) -> No
             )
         })
         .collect();
-    peers.sort_by_key(|p| age_key(*p));
+    peers.sort_by_key(|p| precedence(*p));
 
     let mut conflicts = Vec::new();
     let config = configs.first().copied();
@@ -141,6 +191,7 @@ pub fn select<'a>(objects: &'a Objects, labels: &BTreeMap<String, String>) -> No
             kind: ObjectKind::SpeakerConfig,
             loser: other.name_any(),
             winner: config.map(ResourceExt::name_any).unwrap_or_default(),
+            priorities: (config.map_or(0, priority), priority(*other)),
             what: "both select this node".into(),
         });
     }
@@ -153,6 +204,7 @@ pub fn select<'a>(objects: &'a Objects, labels: &BTreeMap<String, String>) -> No
                 kind: ObjectKind::Peer,
                 loser: p.name_any(),
                 winner: winner.name_any(),
+                priorities: (priority(*winner), priority(p)),
                 what: format!("both peer with {key} on this node"),
             }),
             None => {

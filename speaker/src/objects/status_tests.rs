@@ -58,14 +58,14 @@ fn two_speaker_configs_on_one_node_the_younger_is_a_conflict_only_where_they_mee
         rack9
             .message
             .contains("not applied on 1 of 1 selected node")
-            && rack9.message.contains("BGPSpeakerConfig all is older"),
+            && rack9.message.contains("BGPSpeakerConfig all has the same priority"),
         "{}",
         rack9.message
     );
 }
 
 #[test]
-fn two_peers_with_one_address_on_one_node_the_younger_is_a_conflict() {
+fn two_peers_with_one_address_on_one_node_the_second_by_name_is_a_conflict() {
     let objects = Objects::from_lists(
         vec![speaker_config("default", OLD, SPEC)],
         vec![
@@ -204,18 +204,19 @@ fn not_applied_lists_a_bounded_number_of_nodes_and_the_message_counts_them_all()
         ],
         Vec::new(),
     );
+    // Equal priorities: "new" wins by name, "old" is the conflict.
     let nodes: Vec<NodeLabels> = (0..NOT_APPLIED_LIMIT + 30)
         .map(|i| node(&format!("n{i:03}"), &[]))
         .collect();
     let vs = verdicts(&objects, &nodes, &no_key_problem);
-    let new = find(&vs, ObjectKind::SpeakerConfig, "new");
-    assert_eq!(new.not_applied.len(), NOT_APPLIED_LIMIT);
+    let old = find(&vs, ObjectKind::SpeakerConfig, "old");
+    assert_eq!(old.not_applied.len(), NOT_APPLIED_LIMIT);
     let total = nodes.len();
     assert!(
-        new.message
+        old.message
             .starts_with(&format!("not applied on {total} of {total} selected nodes")),
         "{}",
-        new.message
+        old.message
     );
 }
 

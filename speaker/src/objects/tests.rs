@@ -46,15 +46,20 @@ pub(super) const SPEC: &str =
     "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}";
 
 #[test]
-fn the_oldest_speaker_config_selecting_a_node_wins_and_the_other_is_a_conflict() {
+fn the_highest_priority_speaker_config_wins_never_the_creation_time() {
     let objects = Objects::from_lists(
         vec![
-            speaker_config("young", "2026-11-02T00:00:00Z", SPEC),
+            // Re-created yesterday (a restore, a GitOps bootstrap): its age does not matter.
+            speaker_config(
+                "young",
+                "2026-11-02T00:00:00Z",
+                "{priority: 10, asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16]}",
+            ),
             speaker_config("old", "2026-11-01T00:00:00Z", SPEC),
             speaker_config(
                 "rack9",
                 "2026-10-01T00:00:00Z",
-                "{asn: 65011, nodeSelector: {matchLabels: {rack: r9}}}",
+                "{priority: 20, asn: 65011, nodeSelector: {matchLabels: {rack: r9}}}",
             ),
         ],
         Vec::new(),
@@ -62,16 +67,13 @@ fn the_oldest_speaker_config_selecting_a_node_wins_and_the_other_is_a_conflict()
     let s = select(&objects, &labels(&[("rack", "r1")]));
     assert_eq!(
         s.config.map(kube::ResourceExt::name_any).as_deref(),
-        Some("old")
+        Some("young")
     );
     assert_eq!(s.conflicts.len(), 1);
-    assert_eq!(s.conflicts[0].loser, "young");
-    assert_eq!(s.conflicts[0].winner, "old");
     assert_eq!(
         s.conflicts[0].to_string(),
-        "BGPSpeakerConfig young is not applied: BGPSpeakerConfig old is older and both select this node"
+        "BGPSpeakerConfig old is not applied: BGPSpeakerConfig young has priority 10 (this one 0) and both select this node"
     );
-    // On rack r9 the older, selective config wins over both.
     let s = select(&objects, &labels(&[("rack", "r9")]));
     assert_eq!(
         s.config.map(kube::ResourceExt::name_any).as_deref(),
@@ -81,14 +83,40 @@ fn the_oldest_speaker_config_selecting_a_node_wins_and_the_other_is_a_conflict()
 }
 
 #[test]
-fn two_peers_with_one_endpoint_on_a_node_keep_the_older() {
+fn equal_priorities_are_settled_by_name_and_reported_never_by_creation_time() {
+    // "b" is older; the name decides, whichever was created first.
+    for (a_created, b_created) in [
+        ("2026-11-02T00:00:00Z", "2026-11-01T00:00:00Z"),
+        ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"),
+    ] {
+        let objects = Objects::from_lists(
+            vec![
+                speaker_config("b", b_created, SPEC),
+                speaker_config("a", a_created, SPEC),
+            ],
+            Vec::new(),
+        );
+        let s = select(&objects, &labels(&[]));
+        assert_eq!(
+            s.config.map(kube::ResourceExt::name_any).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            s.conflicts[0].to_string(),
+            "BGPSpeakerConfig b is not applied: BGPSpeakerConfig a has the same priority (0) and comes first by name, and both select this node; set spec.priority to choose"
+        );
+    }
+}
+
+#[test]
+fn two_peers_with_one_endpoint_on_a_node_keep_the_higher_priority() {
     let objects = Objects::from_lists(
         Vec::new(),
         vec![
             bgp_peer(
                 "tor-b",
                 "2026-11-02T00:00:00Z",
-                "{address: 192.0.2.1, asn: 65000}",
+                "{priority: 5, address: 192.0.2.1, asn: 65000}",
             ),
             bgp_peer(
                 "tor-a",
@@ -113,13 +141,42 @@ fn two_peers_with_one_endpoint_on_a_node_keep_the_older() {
         .iter()
         .map(|p| kube::ResourceExt::name_any(*p))
         .collect();
-    assert_eq!(names, ["tor-a", "tor-c"]);
+    assert_eq!(names, ["tor-b", "tor-c"]);
     assert_eq!(s.conflicts.len(), 1);
     assert_eq!(
         s.conflicts[0].to_string(),
-        "BGPPeer tor-b is not applied: BGPPeer tor-a is older and both peer with 192.0.2.1 port 179 on this node"
+        "BGPPeer tor-a is not applied: BGPPeer tor-b has priority 5 (this one 0) and both peer with 192.0.2.1 port 179 on this node"
     );
     assert!(s.config.is_none(), "no BGPSpeakerConfig selects the node");
+}
+
+#[test]
+fn peer_addresses_compare_as_addresses_not_as_strings() {
+    let objects = Objects::from_lists(
+        Vec::new(),
+        vec![
+            bgp_peer("upper", "2026-11-01T00:00:00Z", "{address: \"2001:DB8::1\", asn: 65000}"),
+            bgp_peer("long", "2026-11-01T00:00:00Z", "{address: \"2001:db8:0:0::1\", asn: 65000}"),
+            bgp_peer("mapped", "2026-11-01T00:00:00Z", "{address: \"::ffff:192.0.2.1\", asn: 65000}"),
+            bgp_peer("v4", "2026-11-01T00:00:00Z", "{address: 192.0.2.1, asn: 65000}"),
+            // fe80::1 is a different router on each link.
+            bgp_peer("uplink1", "2026-11-01T00:00:00Z", "{interface: eth1, peerAddress: \"fe80::1\", asn: 65000}"),
+            bgp_peer("uplink2", "2026-11-01T00:00:00Z", "{interface: eth2, peerAddress: \"FE80::1\", asn: 65000}"),
+        ],
+    );
+    let s = select(&objects, &labels(&[]));
+    let names: Vec<String> = s
+        .peers
+        .iter()
+        .map(|p| kube::ResourceExt::name_any(*p))
+        .collect();
+    assert_eq!(names, ["long", "mapped", "uplink1", "uplink2"]);
+    let lost: Vec<(&str, &str)> = s
+        .conflicts
+        .iter()
+        .map(|c| (c.loser.as_str(), c.winner.as_str()))
+        .collect();
+    assert_eq!(lost, [("upper", "long"), ("v4", "mapped")]);
 }
 
 #[test]
