@@ -202,8 +202,10 @@ async fn run(args: &Args) -> Result<String, String> {
         let settings = ObjectSettings {
             secret_namespace: NS.into(),
             key_dir: dir.path(&format!("keys-{i}")),
+            // As shipped: each speaker keeps its last good objects on its disk.
+            state_dir: Some(dir.path(&format!("state-{i}"))),
         };
-        let (mut configs, task) = config_objects::spawn(client, settings, node);
+        let (mut configs, task) = config_objects::spawn(client, settings, &node_name(i), node);
         let tx = tx.clone();
         let report = tokio::spawn(async move {
             while configs.changed().await.is_ok() {

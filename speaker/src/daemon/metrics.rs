@@ -118,6 +118,11 @@ pub struct Metrics {
     pub lease_last_renewed: Gauge,
     /// Configuration objects selecting this node by state: applied, last_good, not_applied.
     pub node_config_objects: Family<StateLabel, Gauge>,
+    /// Of the not applied ones: those that cannot run here and have no last good version.
+    pub node_config_cannot_run: Gauge,
+    /// The source's CIDRs for this node, and how many some peer is offered.
+    pub node_source_cidrs: Gauge,
+    pub node_announced_cidrs: Gauge,
 }
 
 impl Default for Metrics {
@@ -162,7 +167,19 @@ impl Metrics {
             api_writes: Family::default(),
             lease_last_renewed: Gauge::default(),
             node_config_objects: Family::default(),
+            node_config_cannot_run: Gauge::default(),
+            node_source_cidrs: Gauge::default(),
+            node_announced_cidrs: Gauge::default(),
         };
+        // Every state from the start (0 with a config file: no objects select the node), so
+        // an alert on one state has a series to read on every speaker.
+        for state in ["applied", "last_good", "not_applied"] {
+            m.node_config_objects
+                .get_or_create(&StateLabel {
+                    state: state.to_owned(),
+                })
+                .set(0);
+        }
         registry.register(
             "podcidr_bgp_session_up",
             "1 when the BGP session is Established",
@@ -304,6 +321,21 @@ impl Metrics {
             "podcidr_node_config_objects",
             "Configuration objects selecting this node (--config-source kubernetes), by state: applied (at its current generation), last_good (an older generation runs: the current one is not usable here), not_applied",
             m.node_config_objects.clone(),
+        );
+        registry.register(
+            "podcidr_node_config_cannot_run",
+            "Configuration objects selecting this node that cannot run here and have no last good version (counted in podcidr_node_config_objects{state=\"not_applied\"} too): the node is not Ready",
+            m.node_config_cannot_run.clone(),
+        );
+        registry.register(
+            "podcidr_node_source_cidrs",
+            "Pod CIDRs the source has for this node (0 while it is not synced)",
+            m.node_source_cidrs.clone(),
+        );
+        registry.register(
+            "podcidr_node_announced_cidrs",
+            "Of podcidr_node_source_cidrs, how many are offered to at least one peer (whatever the session state): 0 with CIDRs in the source is a node announcing nothing",
+            m.node_announced_cidrs.clone(),
         );
         registry.register(
             "podcidr_status_publish_failures",

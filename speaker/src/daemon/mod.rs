@@ -55,6 +55,12 @@ pub struct SpeakerArgs {
     /// the sessions (mode 0400; an in-memory volume in the DaemonSet).
     #[arg(long, value_name = "DIR", default_value = "/run/podcidr-bgp/keys")]
     pub key_dir: PathBuf,
+    /// Keep what the next speaker process on this node needs here (a hostPath in the
+    /// DaemonSet: /var/lib/podcidr-bgp): the last good version of each configuration object
+    /// it ran, run again after a restart where the current one cannot run. Unset: nothing
+    /// survives a restart.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// This node's name (default: the config's nodeName, then $NODE_NAME).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -287,6 +293,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
                 .or_else(|| pod_namespace.clone())
                 .unwrap_or_else(|| DEFAULT_SECRET_NAMESPACE.to_owned()),
             key_dir: args.key_dir.clone(),
+            state_dir: args.state_dir.clone(),
         }),
         lease_namespace: args.lease_namespace.clone().or(pod_namespace),
         pod_name: non_empty_env("POD_NAME"),

@@ -109,7 +109,8 @@ struct ObjectsMode {
 impl ObjectsMode {
     fn start(client: &Client, settings: ObjectSettings, node_name: &str) -> Self {
         let (node, node_task) = watch_node(client.clone(), node_name);
-        let (configs, task) = config_objects::spawn(client.clone(), settings, node.clone());
+        let (configs, task) =
+            config_objects::spawn(client.clone(), settings, node_name, node.clone());
         ObjectsMode {
             node,
             configs,

@@ -173,6 +173,7 @@ pub fn record(m: &Metrics, notice: Notice) {
             applied,
             last_good,
             not_applied,
+            cannot_run,
             new,
         } => {
             for line in &new {
@@ -182,8 +183,11 @@ pub fn record(m: &Metrics, notice: Notice) {
                 applied,
                 last_good,
                 not_applied,
+                cannot_run,
                 "configuration objects for this node"
             );
+            m.node_config_cannot_run
+                .set(i64::try_from(cannot_run).unwrap_or(i64::MAX));
             for (state, n) in [
                 ("applied", applied),
                 ("last_good", last_good),
@@ -196,6 +200,18 @@ pub fn record(m: &Metrics, notice: Notice) {
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
             m.config_stale.set(i64::from(last_good > 0));
+        }
+        Notice::Coverage(c) => {
+            if c.source > 0 && c.announced == 0 {
+                tracing::warn!(
+                    source_cidrs = c.source,
+                    "the source has pod CIDRs for this node and none is offered to any peer"
+                );
+            }
+            m.node_source_cidrs
+                .set(i64::try_from(c.source).unwrap_or(i64::MAX));
+            m.node_announced_cidrs
+                .set(i64::try_from(c.announced).unwrap_or(i64::MAX));
         }
         Notice::NeedsRestart(key) => {
             tracing::warn!(key, "this setting takes effect after a restart");

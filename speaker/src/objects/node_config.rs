@@ -12,11 +12,64 @@ use podcidr_config::Config;
 
 use super::{ObjectKind, ObjectRef, Objects, assemble, select};
 
-/// The versions this node last ran successfully, by name.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The versions this node last ran successfully, by name. Kept by the speaker in its state
+/// directory, so a restart while an object is unusable runs what ran before, not less.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LastGood {
+    #[serde(default)]
     configs: BTreeMap<String, BGPSpeakerConfig>,
+    #[serde(default)]
     peers: BTreeMap<String, BGPPeer>,
+}
+
+/// A copy worth keeping: without `managedFields`, which say who wrote what and are most of
+/// an object's size.
+fn kept<K: kube::Resource + Clone>(o: &K) -> K {
+    let mut o = o.clone();
+    o.meta_mut().managed_fields = None;
+    o
+}
+
+impl LastGood {
+    /// Forgets the objects that no longer exist: a deleted object is not run again (the
+    /// listing says so; see `daemon::kube::config_objects` for how deletion is guarded).
+    pub fn retain_existing(&mut self, objects: &Objects) {
+        self.configs.retain(|n, _| objects.configs.contains_key(n));
+        self.peers.retain(|n, _| objects.peers.contains_key(n));
+    }
+
+    /// The Secrets the kept peer versions name: watched too, so a last good version whose
+    /// key the current one renamed still gets its key after a restart.
+    pub fn secret_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.peers
+            .values()
+            .filter_map(|p| p.spec.password_secret_ref.as_ref())
+            .map(|r| r.name.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.configs.is_empty() && self.peers.is_empty()
+    }
+
+    /// Which objects, at which generation: for a log line.
+    pub fn summary(&self) -> String {
+        let g = |m: Option<i64>| m.map_or_else(|| "?".into(), |g| g.to_string());
+        self.configs
+            .iter()
+            .map(|(n, c)| {
+                format!(
+                    "BGPSpeakerConfig {n} generation {}",
+                    g(c.metadata.generation)
+                )
+            })
+            .chain(
+                self.peers
+                    .iter()
+                    .map(|(n, p)| format!("BGPPeer {n} generation {}", g(p.metadata.generation))),
+            )
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// What the node runs, and what it says about it.
@@ -31,6 +84,35 @@ pub struct NodeConfig {
     /// Objects selecting this node but not run here, with why (conflicts, unusable with no
     /// earlier version, a missing Secret, a selector that cannot be evaluated).
     pub not_applied: Vec<(ObjectKind, String, String)>,
+    /// Those of `not_applied` that select this node and cannot run here, with no last good
+    /// version to run instead: the node is not Ready (a rollout stops here, not a fleet
+    /// later). Conflicts and selectors that cannot be evaluated are decisions, not this.
+    pub cannot_run: Vec<(ObjectKind, String)>,
+    /// The Secret key each running peer's version names (a last good version may name
+    /// another key than the current one: its own is written for its session).
+    pub key_refs: BTreeMap<String, SecretKeyRef>,
+}
+
+impl NodeConfig {
+    /// Why the node cannot run what selects it, one line per object; `None`: it can.
+    pub fn cannot_run_reason(&self) -> Option<String> {
+        if self.cannot_run.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = self
+            .cannot_run
+            .iter()
+            .map(|(kind, name)| {
+                let why = self
+                    .not_applied
+                    .iter()
+                    .find(|(k, n, _)| k == kind && n == name)
+                    .map_or("", |(_, _, w)| w.as_str());
+                format!("{kind} {name}: {why}")
+            })
+            .collect();
+        Some(lines.join("; "))
+    }
 }
 
 /// Where a peer's Secret key is written for the session to read.
@@ -88,6 +170,7 @@ fn pick<T: Clone + kube::Resource>(
                 Some(l.clone())
             }
             None => {
+                out.cannot_run.push((kind, name.clone()));
                 out.not_applied.push((kind, name, why));
                 None
             }
@@ -111,6 +194,8 @@ pub fn node_config(
         peers: Vec::new(),
         last_good: Vec::new(),
         not_applied: Vec::new(),
+        cannot_run: Vec::new(),
+        key_refs: BTreeMap::new(),
     };
     for c in &selection.conflicts {
         out.not_applied
@@ -136,7 +221,7 @@ pub fn node_config(
     ) else {
         return out;
     };
-    last.configs.insert(config.name_any(), config.clone());
+    last.configs.insert(config.name_any(), kept(&config));
     let mut peers = Vec::new();
     for p in selection.peers {
         let peer_check = |p: &BGPPeer, version: Version| {
@@ -154,7 +239,7 @@ pub fn node_config(
             &peer_check,
             &mut out,
         ) {
-            last.peers.insert(p.name_any(), p.clone());
+            last.peers.insert(p.name_any(), kept(&p));
             peers.push(p);
         }
     }
@@ -167,11 +252,16 @@ pub fn node_config(
                 .iter()
                 .map(|p| ObjectRef::of(ObjectKind::Peer, p))
                 .collect();
+            out.key_refs = peers
+                .iter()
+                .filter_map(|p| Some((p.name_any(), p.spec.password_secret_ref.clone()?)))
+                .collect();
         }
         // Each object passes alone but not together (a rule across peers): run the config
         // without its peers rather than nothing, and say so on each peer.
         Err(e) => {
             for (kind, name) in e.objects() {
+                out.cannot_run.push((kind, name.to_owned()));
                 out.not_applied.push((kind, name.to_owned(), e.to_string()));
             }
             if let Ok(c) = assemble(&config, &[], key_file) {

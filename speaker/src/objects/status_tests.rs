@@ -58,7 +58,9 @@ fn two_speaker_configs_on_one_node_the_younger_is_a_conflict_only_where_they_mee
         rack9
             .message
             .contains("not applied on 1 of 1 selected node")
-            && rack9.message.contains("BGPSpeakerConfig all has the same priority"),
+            && rack9
+                .message
+                .contains("BGPSpeakerConfig all has the same priority"),
         "{}",
         rack9.message
     );

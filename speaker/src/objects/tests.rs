@@ -155,13 +155,37 @@ fn peer_addresses_compare_as_addresses_not_as_strings() {
     let objects = Objects::from_lists(
         Vec::new(),
         vec![
-            bgp_peer("upper", "2026-11-01T00:00:00Z", "{address: \"2001:DB8::1\", asn: 65000}"),
-            bgp_peer("long", "2026-11-01T00:00:00Z", "{address: \"2001:db8:0:0::1\", asn: 65000}"),
-            bgp_peer("mapped", "2026-11-01T00:00:00Z", "{address: \"::ffff:192.0.2.1\", asn: 65000}"),
-            bgp_peer("v4", "2026-11-01T00:00:00Z", "{address: 192.0.2.1, asn: 65000}"),
+            bgp_peer(
+                "upper",
+                "2026-11-01T00:00:00Z",
+                "{address: \"2001:DB8::1\", asn: 65000}",
+            ),
+            bgp_peer(
+                "long",
+                "2026-11-01T00:00:00Z",
+                "{address: \"2001:db8:0:0::1\", asn: 65000}",
+            ),
+            bgp_peer(
+                "mapped",
+                "2026-11-01T00:00:00Z",
+                "{address: \"::ffff:192.0.2.1\", asn: 65000}",
+            ),
+            bgp_peer(
+                "v4",
+                "2026-11-01T00:00:00Z",
+                "{address: 192.0.2.1, asn: 65000}",
+            ),
             // fe80::1 is a different router on each link.
-            bgp_peer("uplink1", "2026-11-01T00:00:00Z", "{interface: eth1, peerAddress: \"fe80::1\", asn: 65000}"),
-            bgp_peer("uplink2", "2026-11-01T00:00:00Z", "{interface: eth2, peerAddress: \"FE80::1\", asn: 65000}"),
+            bgp_peer(
+                "uplink1",
+                "2026-11-01T00:00:00Z",
+                "{interface: eth1, peerAddress: \"fe80::1\", asn: 65000}",
+            ),
+            bgp_peer(
+                "uplink2",
+                "2026-11-01T00:00:00Z",
+                "{interface: eth2, peerAddress: \"FE80::1\", asn: 65000}",
+            ),
         ],
     );
     let s = select(&objects, &labels(&[]));
@@ -325,6 +349,76 @@ fn an_object_that_becomes_invalid_keeps_its_last_good_version_on_the_node() {
             .contains("spec.holdTime: 2 is not allowed"),
         "{second:?}"
     );
+}
+
+/// Issue 30 item 1: what a process ran, kept as JSON and read by the next one, runs where the
+/// current version cannot; the key the kept version names is the one written for it, even
+/// after the current version renamed it; deleted objects are forgotten.
+#[test]
+fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cannot() {
+    let c = with_generation(speaker_config("default", "2026-11-01T00:00:00Z", SPEC), 1);
+    let good = with_generation(
+        bgp_peer(
+            "tor1",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000, passwordSecretRef: {name: md5, key: tor1}}",
+        ),
+        1,
+    );
+    let mut first = LastGood::default();
+    let objects = Objects::from_lists(vec![c.clone()], vec![good]);
+    node_config(&objects, &labels(&[]), &mut first, &ALL_SECRETS);
+    let kept = serde_json::to_string(&first).unwrap();
+
+    // The next process: the config's new generation has host bits in a prefix, the peer's
+    // names a key the Secret does not have (renamed before the BGPPeers were updated).
+    let broken_config = with_generation(
+        speaker_config(
+            "default",
+            "2026-11-01T00:00:00Z",
+            "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.1/16]}",
+        ),
+        2,
+    );
+    let renamed = with_generation(
+        bgp_peer(
+            "tor1",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000, passwordSecretRef: {name: md5, key: tor-1}}",
+        ),
+        2,
+    );
+    let keys = Keys {
+        problem: &|r| (r.key != "tor1").then(|| format!("Secret md5 has no key {:?}", r.key)),
+        kept: &|_| false,
+        file: &key_file,
+    };
+    let objects = Objects::from_lists(vec![broken_config], vec![renamed]);
+    let mut next: LastGood = serde_json::from_str(&kept).unwrap();
+    let n = node_config(&objects, &labels(&[]), &mut next, &keys);
+    assert!(n.cannot_run.is_empty(), "{n:?}");
+    assert_eq!(n.speaker_config.as_ref().unwrap().generation, Some(1));
+    assert_eq!(n.peers[0].generation, Some(1));
+    assert_eq!(n.last_good.len(), 2, "{n:?}");
+    assert_eq!(n.key_refs["tor1"].key, "tor1", "the kept version's own key");
+    assert_eq!(next.secret_names().collect::<Vec<_>>(), ["md5"]);
+
+    // Without what the previous process kept: nothing runs, and the node says it cannot.
+    let n = node_config(&objects, &labels(&[]), &mut LastGood::default(), &keys);
+    assert!(n.config.is_none());
+    assert_eq!(
+        n.cannot_run,
+        [(ObjectKind::SpeakerConfig, "default".to_owned())]
+    );
+    assert!(
+        n.cannot_run_reason()
+            .unwrap()
+            .contains("BGPSpeakerConfig default: spec.allowedPrefixes[0]"),
+        "{n:?}"
+    );
+
+    next.retain_existing(&Objects::default());
+    assert!(next.is_empty(), "deleted objects are not run again");
 }
 
 #[test]

@@ -138,6 +138,8 @@ pub struct Core {
     refusals_seen: BTreeSet<(String, GuardRefusal)>,
     /// The counts last sent as [`Notice::RefusedNow`].
     refused_now: [(&'static str, usize); 8],
+    /// What was last said of the source's CIDRs and how many of them are announced.
+    coverage: Coverage,
     mismatch_seen: Option<String>,
     statuses: BTreeMap<String, SessionStatus>,
     publish: PublishState,
@@ -200,6 +202,7 @@ impl Core {
             listeners: ListenerLayout::new(),
             refusals_seen: BTreeSet::new(),
             refused_now: refused_now::count([], []),
+            coverage: Coverage::default(),
             mismatch_seen: None,
             statuses: BTreeMap::new(),
             publish: PublishState::default(),
@@ -277,6 +280,35 @@ impl Core {
         }
     }
 
+    /// [`Notice::Coverage`] when the source's CIDRs or how many of them are offered to a
+    /// peer changed: a node whose source has CIDRs and that announces none of them is the
+    /// failure no per-peer series shows (its peers are gone, not down).
+    fn note_coverage(&mut self, out: &mut Vec<Effect>) {
+        let source = if self.desired.ready {
+            &self.desired.cidrs[..]
+        } else {
+            &[]
+        };
+        let announced = source
+            .iter()
+            .filter(|cidr| {
+                self.peers.values().any(|p| {
+                    p.routes
+                        .as_ref()
+                        .is_some_and(|r| r.keys().any(|prefix| cidr.contains(prefix)))
+                })
+            })
+            .count();
+        let now = Coverage {
+            source: source.len(),
+            announced,
+        };
+        if now != self.coverage {
+            self.coverage = now;
+            out.push(Effect::Notice(Notice::Coverage(now)));
+        }
+    }
+
     /// After every input: what is refused now, readiness and what a stop would be, from the
     /// state it left.
     fn follow_up(&mut self, out: &mut Vec<Effect>) {
@@ -284,6 +316,7 @@ impl Core {
             return;
         }
         self.note_refused(out);
+        self.note_coverage(out);
         self.update_readiness(out);
         self.note_departure(out);
     }

@@ -65,6 +65,7 @@ impl Core {
             applied: usize::from(now.speaker_config.is_some()) + now.peers.len(),
             last_good: now.last_good.len(),
             not_applied: now.not_applied.len(),
+            cannot_run: now.cannot_run.len(),
             new: new.iter().map(|(_, _, note)| note.clone()).collect(),
         }));
         for (reason, subject, note) in new {

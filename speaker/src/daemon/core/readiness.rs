@@ -69,6 +69,16 @@ impl GateState {
 impl Core {
     /// `/readyz` now.
     pub(super) fn readiness(&self) -> Readiness {
+        // Before the gate latches: a new pod that would run less than the old one did stops
+        // the rollout on its first node. Said first: without its config the node has no
+        // source to wait for either.
+        if !self.gate.passed
+            && let Some(why) = self.origin.cannot_run()
+        {
+            return Readiness::not(format!(
+                "configuration objects select this node but cannot run here and have no last good version: {why}"
+            ));
+        }
         if !self.ready(&self.desired) {
             return Readiness::not("pod-CIDR source not synced yet".into());
         }

@@ -14,7 +14,7 @@ use ipam_watch::crd::{
 use ipam_watch::source::DesiredSet;
 
 use super::ConfigOrigin;
-use crate::objects::{NodeConfig, ObjectRef};
+use crate::objects::{NodeConfig, ObjectKind, ObjectRef};
 use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -469,7 +469,16 @@ fn objects_report(r: &mut SpeakerReport, objects: Option<&NodeConfig>, now: u64)
                 .map(|(k, n, w)| format!("{k} {n}: {w}"));
             m = format!("{m} ({})", listed(why.collect()));
         }
-        (false, "NoSpeakerConfig", m)
+        let cannot = c
+            .cannot_run
+            .iter()
+            .any(|(k, _)| *k == ObjectKind::SpeakerConfig);
+        let reason = if cannot {
+            "SpeakerConfigCannotRun"
+        } else {
+            "NoSpeakerConfig"
+        };
+        (false, reason, m)
     } else if !c.last_good.is_empty() {
         let items = c.last_good.iter().map(|(o, why)| {
             let g = o.generation.map_or_else(|| "?".into(), |g| g.to_string());
@@ -489,9 +498,18 @@ fn objects_report(r: &mut SpeakerReport, objects: Option<&NodeConfig>, now: u64)
     };
     r.conditions
         .push(condition("ConfigApplied", ok, reason, message, now));
-    if c.config.is_none()
-        && let Some(ready) = r.conditions.iter_mut().find(|c| c.type_ == "Ready")
-    {
+    let Some(ready) = r.conditions.iter_mut().find(|c| c.type_ == "Ready") else {
+        return;
+    };
+    if let Some(why) = c.cannot_run_reason() {
+        *ready = condition(
+            "Ready",
+            false,
+            "ConfigObjectCannotRun",
+            format!("cannot run here, no last good version: {why}"),
+            now,
+        );
+    } else if c.config.is_none() {
         *ready = condition(
             "Ready",
             true,

@@ -78,6 +78,14 @@ pub enum Event {
     },
 }
 
+/// The source's CIDRs for this node (0 while it is not synced) and how many of them are in
+/// some peer's routes (a host route inside one counts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    pub source: usize,
+    pub announced: usize,
+}
+
 /// Where the running config comes from.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum ConfigOrigin {
@@ -91,9 +99,17 @@ pub enum ConfigOrigin {
 
 impl ConfigOrigin {
     /// Objects are listed and no `BGPSpeakerConfig` selects this node: it announces nothing
-    /// on purpose.
+    /// on purpose. One that selects it but cannot run here is not that.
     pub fn not_selected(&self) -> bool {
-        matches!(self, ConfigOrigin::Objects(Some(c)) if c.config.is_none())
+        matches!(self, ConfigOrigin::Objects(Some(c)) if c.config.is_none() && c.cannot_run.is_empty())
+    }
+
+    /// Why objects selecting this node cannot run here (none has a last good version).
+    pub fn cannot_run(&self) -> Option<String> {
+        match self {
+            ConfigOrigin::Objects(Some(c)) => c.cannot_run_reason(),
+            _ => None,
+        }
     }
 
     /// Objects mode, before the objects are first listed.
@@ -277,6 +293,8 @@ impl PartialEq for SharedInputs {
 pub enum Notice {
     /// What is refused now, per reason (every reason, zeros included); sent when it changes.
     RefusedNow([(&'static str, usize); 8]),
+    /// The source's CIDRs for this node and how many of them some peer is offered.
+    Coverage(Coverage),
     GuardRefused {
         cidr: String,
         reason: GuardRefusal,
@@ -346,6 +364,7 @@ pub enum Notice {
         applied: usize,
         last_good: usize,
         not_applied: usize,
+        cannot_run: usize,
         new: Vec<String>,
     },
     /// A status write finished (`unix`: when it started, wall clock).

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::node::NodeState;
+use crate::daemon::host::state_file::StateFile;
 use crate::objects::status::KeyProblem;
 use crate::objects::{Keys, LastGood, NodeConfig, Objects, node_config, select};
 
@@ -32,6 +33,50 @@ pub struct ObjectSettings {
     pub secret_namespace: String,
     /// Where MD5 keys are written for the sessions (an in-memory volume in the DaemonSet).
     pub key_dir: PathBuf,
+    /// `--state-dir`: where the last good versions are kept for the next process on this
+    /// node; `None`: in memory only.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// The file in `--state-dir` with the last good objects.
+pub const LAST_GOOD_FILE: &str = "last-good.json";
+
+/// The last good versions of this node's objects, kept in `--state-dir` when it is set.
+struct KeptLastGood {
+    file: Option<StateFile>,
+}
+
+impl KeptLastGood {
+    /// Reads what the previous process on this node ran successfully.
+    fn load(state_dir: Option<&Path>, node_name: &str) -> (Self, LastGood) {
+        let Some(dir) = state_dir else {
+            return (KeptLastGood { file: None }, LastGood::default());
+        };
+        let mut file = StateFile::new(dir, LAST_GOOD_FILE, node_name);
+        let last = match file.load::<LastGood>() {
+            Ok(Some(last)) => {
+                if !last.is_empty() {
+                    tracing::info!(path = %file.path().display(), objects = %last.summary(), "last good configuration objects kept by the previous process; used where the current version cannot run");
+                }
+                last
+            }
+            Ok(None) => LastGood::default(),
+            Err(e) => {
+                tracing::warn!(error = %e, "no last good configuration objects from the previous process");
+                LastGood::default()
+            }
+        };
+        (KeptLastGood { file: Some(file) }, last)
+    }
+
+    fn save(&mut self, last: &LastGood) {
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        if let Err(e) = file.save(last) {
+            tracing::error!(path = %file.path().display(), error = %e, "cannot keep the last good configuration objects; a restart while one is unusable runs without it");
+        }
+    }
 }
 
 /// The file a peer's Secret key is written to: `<key_dir>/<secret>/<key>`; `None` for a name
@@ -298,8 +343,10 @@ pub fn write_key(path: &Path, key: &[u8]) -> std::io::Result<()> {
 pub fn spawn(
     client: Client,
     settings: ObjectSettings,
+    node_name: &str,
     mut node: watch::Receiver<NodeState>,
 ) -> (watch::Receiver<Option<Arc<NodeConfig>>>, JoinHandle<()>) {
+    let (mut kept, mut last) = KeptLastGood::load(settings.state_dir.as_deref(), node_name);
     let (tx, rx) = watch::channel(None);
     let task = tokio::spawn(async move {
         let all = watcher::Config::default;
@@ -313,7 +360,6 @@ pub fn spawn(
         );
         let mut config_store = Store::new();
         let mut peer_store = Store::new();
-        let mut last = LastGood::default();
         let mut written: BTreeSet<PathBuf> = BTreeSet::new();
         let mut dirty = false;
         loop {
@@ -341,7 +387,9 @@ pub fn spawn(
                 configs: config_store.objects.clone(),
                 peers: peer_store.objects.clone(),
             };
-            secrets.want(referenced(&objects, &labels));
+            let mut names = referenced(&objects, &labels);
+            names.extend(last.secret_names().map(str::to_owned));
+            secrets.want(names);
             if !secrets.known() {
                 continue;
             }
@@ -353,16 +401,17 @@ pub fn spawn(
                 file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
             };
             let computed = node_config(&objects, &labels, &mut last, &keys);
+            // The listing is complete here: what no longer exists is not run again.
+            last.retain_existing(&objects);
+            kept.save(&last);
             let mut in_use = BTreeSet::new();
             for p in computed.config.iter().flat_map(|c| &c.peers) {
                 let Some(path) = &p.password_file else {
                     continue;
                 };
                 in_use.insert(path.clone());
-                let r = objects
-                    .peers
-                    .get(&p.name)
-                    .and_then(|o| o.spec.password_secret_ref.as_ref());
+                // The key the running version names (a last good one may name another).
+                let r = computed.key_refs.get(&p.name);
                 // A last good peer whose key is gone goes on with the file it has.
                 let Some(Ok(key)) = r.map(|r| secrets.key(r)) else {
                     continue;

@@ -32,6 +32,8 @@ fn node_config(config: Option<Config>) -> NodeConfig {
         config,
         last_good: Vec::new(),
         not_applied: Vec::new(),
+        cannot_run: Vec::new(),
+        key_refs: std::collections::BTreeMap::new(),
     }
 }
 
@@ -249,4 +251,90 @@ fn an_edit_of_one_peer_resets_only_that_session() {
         .collect();
     assert_eq!(reset, ["tor1"]);
     assert!(starts(&out).is_empty() && stops(&out).is_empty());
+}
+
+fn readiness(out: &[Effect]) -> Vec<&crate::daemon::core::readiness::Readiness> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::SetReadiness(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+fn coverage(out: &[Effect]) -> Vec<Coverage> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::Notice(Notice::Coverage(c)) => Some(*c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 30: a restarted speaker that cannot run what selects its node, with no last good
+/// version, must not pass the rollout gate as "nothing selects me" did.
+#[test]
+fn a_node_selected_by_a_config_that_cannot_run_without_last_good_is_not_ready_and_says_why() {
+    let mut core = objects_core();
+    core.start();
+    let mut nc = node_config(None);
+    nc.not_applied.push((
+        ObjectKind::SpeakerConfig,
+        "default".into(),
+        "spec.allowedPrefixes[0]: has host bits set".into(),
+    ));
+    nc.cannot_run
+        .push((ObjectKind::SpeakerConfig, "default".into()));
+    let out = core.handle(objects(nc));
+    assert!(ready_effects(&out).iter().all(|r| !r), "{out:?}");
+    let why = readiness(&out);
+    assert_eq!(why.len(), 1, "{out:?}");
+    assert!(!why[0].ready);
+    assert!(
+        why[0]
+            .why
+            .contains("BGPSpeakerConfig default: spec.allowedPrefixes[0]: has host bits set"),
+        "{}",
+        why[0].why
+    );
+    let r = rendered(&core);
+    let ready = condition(&r, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ConfigObjectCannotRun")
+    );
+    assert_eq!(
+        condition(&r, "ConfigApplied").reason,
+        "SpeakerConfigCannotRun"
+    );
+}
+
+/// Issue 30: the failure no per-peer series shows. Peers dropped from the config (not
+/// down: gone) leave the source's CIDRs offered to nobody.
+#[test]
+fn peers_dropped_from_the_config_leave_the_source_cidrs_announced_to_none() {
+    let mut core = objects_core();
+    core.start();
+    core.handle(objects(node_config(Some(config("", GR_PEERS)))));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(
+        coverage(&out),
+        [Coverage {
+            source: 1,
+            announced: 1
+        }],
+        "{out:?}"
+    );
+    // Every BGPPeer gone from the node (deleted, unselected, unusable): the config alone.
+    let mut alone = config("", GR_PEERS);
+    alone.peers.clear();
+    let out = core.handle(objects(node_config(Some(alone))));
+    assert_eq!(
+        coverage(&out),
+        [Coverage {
+            source: 1,
+            announced: 0
+        }],
+        "{out:?}"
+    );
 }
