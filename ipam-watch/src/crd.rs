@@ -312,6 +312,27 @@ impl NodePodCIDR {
     }
 }
 
+/// What GitOps tools and Helm read to never prune or delete an object on their own: the CRDs
+/// (deleting one deletes every object of its kind: the IPAM record, the routing config) and
+/// the configuration objects `config convert` and the examples write. Removing either is a
+/// deliberate step (docs/operator-guide.md, "Removing routing configuration").
+pub const KEEP_ANNOTATIONS: &[(&str, &str)] = &[
+    (
+        "argocd.argoproj.io/sync-options",
+        "Delete=false,Prune=false",
+    ),
+    ("kustomize.toolkit.fluxcd.io/prune", "disabled"),
+    ("helm.sh/resource-policy", "keep"),
+];
+
+/// [`KEEP_ANNOTATIONS`] as an object's annotations.
+pub fn keep_annotations() -> std::collections::BTreeMap<String, String> {
+    KEEP_ANNOTATIONS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 /// Every CRD of this crate, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
@@ -321,6 +342,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         BGPSpeakerConfig::crd(),
         BGPPeer::crd(),
     ];
+    for crd in &mut crds {
+        crd.metadata.annotations = Some(keep_annotations());
+    }
     for version in crds.iter_mut().flat_map(|c| c.spec.versions.iter_mut()) {
         if let Some(props) = version
             .schema

@@ -95,6 +95,7 @@ pub async fn run(
                 let objects = Objects {
                     configs: config_store.objects.clone(),
                     peers: peer_store.objects.clone(),
+                    ..Objects::default()
                 };
                 secrets.want(referenced(&objects));
                 if !secrets.known() || !leadership.borrow().may_write() {

@@ -129,3 +129,36 @@ fn check_config_objects_follows_node_selectors_and_says_when_nothing_selects_the
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("would announce nothing"), "{out}");
 }
+
+/// Issue 30 item 2: an Argo CD prune, a Flux prune or a `helm uninstall` never deletes a CRD
+/// (every object of its kind with it) or an example configuration object on its own.
+#[test]
+fn crds_and_example_objects_carry_the_annotations_gitops_tools_read_to_never_prune_them() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let mut checked = 0;
+    let dirs = [root.join("crds"), root.join("examples/objects")];
+    for dir in &dirs {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "kustomization.yaml" {
+                continue;
+            }
+            let docs: Vec<Value> =
+                serde_saphyr::from_str_multiple(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            for d in docs.iter().filter(|d| !d.is_null()) {
+                let a = &d["metadata"]["annotations"];
+                for (key, value) in ipam_watch::crd::KEEP_ANNOTATIONS {
+                    assert_eq!(
+                        a[*key], *value,
+                        "{name}: {} {}",
+                        d["kind"], d["metadata"]["name"]
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10, "{checked}");
+}

@@ -175,3 +175,95 @@ fn the_server_lets_a_speaker_write_only_its_own_nodes_status_and_lease_and_touch
         enforced(version);
     }
 }
+
+/// Issue 30 item 2: the configuration objects' delete guard
+/// (`deploy/admission/config-delete-guard.yaml`) on every supported server: a DELETE of a
+/// BGPPeer or BGPSpeakerConfig, one by one or as a collection (`--all`, what a prune or a
+/// `deletecollection` sends), is refused with the command that allows it, until the object
+/// carries `bgp.podcidr.io/allow-delete: "true"`.
+fn delete_guarded(version: KubeVersion) {
+    let Some(cp) = installed_control_plane_with(ControlPlaneOptions {
+        version,
+        ..ControlPlaneOptions::default()
+    }) else {
+        return;
+    };
+    let v = version.version();
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+             "metadata": {"name": "default"},
+             "spec": {"asn": 65010, "source": {"kind": "node-spec"}, "allowedPrefixes": ["10.244.0.0/16"]}},
+            {"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+             "metadata": {"name": "tor"}, "spec": {"address": "192.0.2.1", "asn": 65000}},
+            {"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+             "metadata": {"name": "tor2"}, "spec": {"address": "192.0.2.2", "asn": 65000}}]})
+        .to_string(),
+    );
+    let delete = |what: &[&str]| {
+        let mut args = vec!["delete", "--wait=false"];
+        args.extend_from_slice(what);
+        cp.kubectl_as(cp.admin(), &args)
+    };
+    let err = settled(|| delete(&["bgppeer", "tor"]), Result::is_err)
+        .expect_err(&format!("{v}: the guard refuses deleting a BGPPeer"));
+    assert!(
+        err.contains("podcidr-bgp-config-delete-guard")
+            && err.contains("kubectl annotate bgppeer tor bgp.podcidr.io/allow-delete=true"),
+        "{v}: {err}"
+    );
+    let err = delete(&["bgppeers", "--all"]).expect_err("a collection delete is refused too");
+    assert!(
+        err.contains("podcidr-bgp-config-delete-guard"),
+        "{v}: {err}"
+    );
+    let err = delete(&["bgpspeakerconfig", "default"]).expect_err("and a BGPSpeakerConfig");
+    assert!(
+        err.contains("BGPSpeakerConfig default configures BGP"),
+        "{v}: {err}"
+    );
+    let left = cp.kubectl(&["get", "bgppeers,bgpspeakerconfigs", "-o", "name"]);
+    assert_eq!(left.lines().count(), 3, "{v}: nothing was deleted: {left}");
+    // Any other value than "true" is no permission.
+    cp.kubectl(&[
+        "annotate",
+        "bgppeer",
+        "tor2",
+        "bgp.podcidr.io/allow-delete=yes",
+    ]);
+    assert!(delete(&["bgppeer", "tor2"]).is_err(), "{v}");
+
+    // On purpose: annotated first, then deleted (one, and the rest as a collection once each
+    // carries it).
+    cp.kubectl(&[
+        "annotate",
+        "bgppeer",
+        "tor",
+        "bgp.podcidr.io/allow-delete=true",
+    ]);
+    delete(&["bgppeer", "tor"]).unwrap_or_else(|e| panic!("{v}: annotated: {e}"));
+    cp.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "bgppeer",
+        "tor2",
+        "bgp.podcidr.io/allow-delete=true",
+    ]);
+    cp.kubectl(&[
+        "annotate",
+        "bgpspeakerconfig",
+        "default",
+        "bgp.podcidr.io/allow-delete=true",
+    ]);
+    delete(&["bgppeers", "--all"]).unwrap_or_else(|e| panic!("{v}: all annotated: {e}"));
+    delete(&["bgpspeakerconfig", "default"]).unwrap_or_else(|e| panic!("{v}: {e}"));
+    let left = cp.kubectl(&["get", "bgppeers,bgpspeakerconfigs", "-o", "name"]);
+    assert!(left.trim().is_empty(), "{v}: {left}");
+}
+
+#[test]
+fn deleting_a_config_object_needs_the_allow_delete_annotation_first_on_every_supported_server() {
+    for version in KubeVersion::ALL {
+        delete_guarded(version);
+    }
+}

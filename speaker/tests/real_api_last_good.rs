@@ -237,3 +237,143 @@ fn a_restarted_speaker_runs_the_last_good_objects_from_its_state_dir_and_without
     assert_ne!(router.protocol("tor1").info, "Established");
     stop(third);
 }
+
+/// Issue 30 item 2 on the real server: deleting the `BGPPeer` CRD (which deletes its objects
+/// without admission, past the delete guard) withdraws nothing: the session stays up with its
+/// route, and a speaker that restarts while the kind is gone peers again from what it kept.
+/// Removing the peer on purpose (the CRD back, the object annotated
+/// `bgp.podcidr.io/allow-delete`, then deleted) withdraws it gracefully: the route carries
+/// GRACEFUL_SHUTDOWN (RFC 8326) before the session ends.
+#[test]
+fn deleting_the_peer_crd_withdraws_nothing_and_a_deliberate_delete_withdraws_gracefully_rfc8326() {
+    let Some(cp) = real_api::installed_control_plane() else {
+        return;
+    };
+    let ours = net::alloc_v4();
+    let router = Bird::start(
+        BirdConfig::new(net::alloc_v4(), 65001).neighbor(
+            BirdNeighbor::new("tor1", ours, OUR_ASN)
+                .passive(true)
+                .password("change-me"),
+        ),
+    );
+    let tor = router.peer_addr("tor1");
+    let IpAddr::V4(tor_ip) = tor.addr else {
+        panic!("an IPv4 router")
+    };
+    cp.create_node("node-a", "198.18.0.10", &[POD_CIDR]);
+    apply(
+        &cp,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
+                "stringData": {"tor": "change-me"}}),
+    );
+    apply(
+        &cp,
+        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+                "metadata": {"name": "default"},
+                "spec": {"asn": OUR_ASN, "source": {"kind": "node-spec"},
+                         "allowedPrefixes": ["10.244.0.0/16"],
+                         "gracefulShutdown": {"wait": "5s"},
+                         "status": {"minInterval": 1}}}),
+    );
+    let tor_peer = json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+            "metadata": {"name": "tor"},
+            "spec": {"address": tor_ip.to_string(), "port": tor.port, "asn": tor.asn,
+                     "localAddress": ours.to_string(),
+                     "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}});
+    apply(&cp, &tor_peer);
+    let id = real_api::speaker_identity(&cp, "node-a");
+    let dir = TempDir::new("real-api-kind-gone");
+    let state = dir.path("state");
+    let learned = |b: &Bird| {
+        b.protocol("tor1").info == "Established"
+            && b.routes_from("tor1")
+                .iter()
+                .any(|r| r.prefix.to_string() == POD_CIDR)
+    };
+    let (first, _) = speaker(&id.kubeconfig, &dir, "first", Some(&state));
+    assert!(
+        router.wait_until(WAIT, learned),
+        "{}\n{}",
+        first.log(),
+        router.diagnostics()
+    );
+    let since = router.protocol("tor1").since;
+
+    let crd = "bgppeers.bgp.podcidr.io";
+    cp.kubectl(&["delete", "crd", crd]);
+    assert!(cp.kubectl_as(cp.admin(), &["get", "crd", crd]).is_err());
+    let kept = poll_blocking(WAIT, || {
+        let v = node_status(&cp)?;
+        let why = v["status"]["config"]["peers"][0]["lastGood"]
+            .as_str()?
+            .to_owned();
+        why.contains("allow-delete").then_some(why)
+    })
+    .unwrap_or_else(|| panic!("the node says it keeps the peer\n{}", first.log()));
+    assert!(kept.contains("still running"), "{kept}");
+    let p = router.protocol("tor1");
+    assert_eq!(
+        (p.info.as_str(), &p.since),
+        ("Established", &since),
+        "untouched"
+    );
+    assert!(learned(&router));
+    stop(first);
+
+    // A new pod while the kind is gone: it peers from what --state-dir kept.
+    let (second, _) = speaker(&id.kubeconfig, &dir, "second", Some(&state));
+    let again = router.wait_until(WAIT, |b| learned(b) && b.protocol("tor1").since != since);
+    assert!(again, "{}\n{}", second.log(), router.diagnostics());
+    let since = router.protocol("tor1").since;
+
+    // On purpose: the CRD back, the peer again, annotated, deleted.
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/crds/bgppeers.bgp.podcidr.io.yaml");
+    cp.kubectl(&["apply", "-f", crds.to_str().unwrap()]);
+    cp.wait_crds_established();
+    apply(&cp, &tor_peer);
+    cp.kubectl(&[
+        "annotate",
+        "bgppeer",
+        "tor",
+        "bgp.podcidr.io/allow-delete=true",
+    ]);
+    // The speaker sees the annotation before the delete (as a person's two commands are).
+    poll_blocking(WAIT, || {
+        let v = node_status(&cp)?;
+        (v["status"]["config"]["peers"][0]["lastGood"].is_null()
+            && v["status"]["config"]["peers"][0]["name"] == "tor")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("the re-created peer takes over\n{}", second.log()));
+    let p = router.protocol("tor1");
+    assert_eq!(
+        (p.info.as_str(), &p.since),
+        ("Established", &since),
+        "no reset"
+    );
+    cp.kubectl(&["delete", "bgppeer", "tor"]);
+    let gshut = router.wait_until(WAIT, |b| {
+        b.routes_from("tor1")
+            .iter()
+            .any(|r| r.prefix.to_string() == POD_CIDR && r.communities.contains(&(65535, 0)))
+    });
+    assert!(
+        gshut,
+        "GRACEFUL_SHUTDOWN first\n{}\n{}",
+        second.log(),
+        router.diagnostics()
+    );
+    let down = router.wait_until(WAIT, |b| b.protocol("tor1").info != "Established");
+    assert!(down, "then the session ends\n{}", second.log());
+    assert!(
+        second
+            .log()
+            .contains("session stopped peer=tor why=\"removed from the config\""),
+        "{}",
+        second.log()
+    );
+    stop(second);
+}

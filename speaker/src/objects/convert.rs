@@ -159,9 +159,11 @@ fn asn_from(asn: &Value) -> Value {
     Value::Object(renamed.collect())
 }
 
+/// Named, and kept from GitOps prunes: deleting a config object is a deliberate step.
 fn named(name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
+        annotations: Some(ipam_watch::crd::keep_annotations()),
         ..ObjectMeta::default()
     }
 }

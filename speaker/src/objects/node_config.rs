@@ -47,6 +47,14 @@ impl LastGood {
             .map(|r| r.name.as_str())
     }
 
+    pub fn configs(&self) -> &BTreeMap<String, BGPSpeakerConfig> {
+        &self.configs
+    }
+
+    pub fn peers(&self) -> &BTreeMap<String, BGPPeer> {
+        &self.peers
+    }
+
     pub fn is_empty(&self) -> bool {
         self.configs.is_empty() && self.peers.is_empty()
     }
@@ -244,15 +252,65 @@ pub fn node_config(
         }
     }
     let refs: Vec<&BGPPeer> = peers.iter().collect();
-    match assemble(&config, &refs, key_file) {
+    let out = run_together(&config, &refs, key_file, out);
+    departing(objects, out)
+}
+
+/// Why an object runs that the API no longer lists: kept, or being withdrawn.
+pub const RETAINED: &str = "deleted without the bgp.podcidr.io/allow-delete annotation (a CRD deleted, the delete guard bypassed): still running, nothing is withdrawn by accident; re-create it, or annotate and delete it to withdraw it";
+pub const WITHDRAWING: &str = "deleted on purpose (bgp.podcidr.io/allow-delete): routes carry GRACEFUL_SHUTDOWN (RFC 8326) for gracefulShutdown.wait, then the session ends";
+
+/// Objects that left the API but still run here: said so, and those deleted on purpose
+/// announce with GRACEFUL_SHUTDOWN (all peers, when it is the config) so routers move
+/// traffic away before the Cease.
+fn departing(objects: &Objects, mut out: NodeConfig) -> NodeConfig {
+    let running: Vec<ObjectRef> = out
+        .speaker_config
+        .iter()
+        .chain(&out.peers)
+        .cloned()
+        .collect();
+    let mut gshut_all = false;
+    let mut gshut: Vec<String> = Vec::new();
+    for r in running {
+        let key = (r.kind, r.name.clone());
+        if objects.withdrawing.contains(&key) {
+            match r.kind {
+                ObjectKind::SpeakerConfig => gshut_all = true,
+                ObjectKind::Peer => gshut.push(r.name.clone()),
+            }
+            out.last_good.push((r, WITHDRAWING.to_owned()));
+        } else if objects.retained.contains(&key) {
+            out.last_good.push((r, RETAINED.to_owned()));
+        }
+    }
+    if let Some(c) = &mut out.config {
+        let g = podcidr_config::Community::GRACEFUL_SHUTDOWN;
+        for p in &mut c.peers {
+            if (gshut_all || gshut.contains(&p.name)) && !p.communities.contains(&g) {
+                p.communities.push(g);
+            }
+        }
+    }
+    out
+}
+
+/// The config with its peers, or, if they do not fit together, without them.
+fn run_together(
+    config: &BGPSpeakerConfig,
+    refs: &[&BGPPeer],
+    key_file: KeyFile,
+    mut out: NodeConfig,
+) -> NodeConfig {
+    match assemble(config, refs, key_file) {
         Ok(c) => {
             out.config = Some(c);
-            out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, &config));
-            out.peers = peers
+            out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, config));
+            out.peers = refs
                 .iter()
-                .map(|p| ObjectRef::of(ObjectKind::Peer, p))
+                .map(|p| ObjectRef::of(ObjectKind::Peer, *p))
                 .collect();
-            out.key_refs = peers
+            out.key_refs = refs
                 .iter()
                 .filter_map(|p| Some((p.name_any(), p.spec.password_secret_ref.clone()?)))
                 .collect();
@@ -264,9 +322,9 @@ pub fn node_config(
                 out.cannot_run.push((kind, name.to_owned()));
                 out.not_applied.push((kind, name.to_owned(), e.to_string()));
             }
-            if let Ok(c) = assemble(&config, &[], key_file) {
+            if let Ok(c) = assemble(config, &[], key_file) {
                 out.config = Some(c);
-                out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, &config));
+                out.speaker_config = Some(ObjectRef::of(ObjectKind::SpeakerConfig, config));
             }
         }
     }

@@ -639,3 +639,78 @@ fn an_asn_mapping_stored_before_asn_from_is_reported_on_its_object() {
         "{e}"
     );
 }
+
+/// Issue 30 item 2: what left the API still runs, said so; what was deleted on purpose
+/// announces with GRACEFUL_SHUTDOWN (RFC 8326 §3: 65535:0) before the speaker drops it, on
+/// its own session, or on every session when it is the config.
+#[test]
+fn deleted_objects_run_on_retained_or_withdraw_with_graceful_shutdown_rfc8326() {
+    let gshut = podcidr_config::Community::GRACEFUL_SHUTDOWN;
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let peers = vec![
+        bgp_peer(
+            "kept",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.1, asn: 65000}",
+        ),
+        bgp_peer(
+            "leaving",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.2, asn: 65000}",
+        ),
+        bgp_peer(
+            "staying",
+            "2026-11-01T00:00:00Z",
+            "{address: 192.0.2.3, asn: 65000}",
+        ),
+    ];
+    let mut objects = Objects::from_lists(vec![c], peers);
+    objects.retained.insert((ObjectKind::Peer, "kept".into()));
+    objects
+        .withdrawing
+        .insert((ObjectKind::Peer, "leaving".into()));
+    let n = node_config(
+        &objects,
+        &labels(&[]),
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    let config = n.config.as_ref().unwrap();
+    let with_gshut: Vec<&str> = config
+        .peers
+        .iter()
+        .filter(|p| p.communities.contains(&gshut))
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(with_gshut, ["leaving"]);
+    assert_eq!(config.peers.len(), 3, "all three still run");
+    let said: Vec<(&str, &str)> = n
+        .last_good
+        .iter()
+        .map(|(r, why)| (r.name.as_str(), why.as_str()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("kept", crate::objects::node_config::RETAINED),
+            ("leaving", crate::objects::node_config::WITHDRAWING)
+        ]
+    );
+
+    // The config deleted on purpose: every session warns its router.
+    objects.withdrawing = [(ObjectKind::SpeakerConfig, "default".to_owned())].into();
+    objects.retained.clear();
+    let n = node_config(
+        &objects,
+        &labels(&[]),
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    assert!(
+        n.config
+            .unwrap()
+            .peers
+            .iter()
+            .all(|p| p.communities.contains(&gshut))
+    );
+}
