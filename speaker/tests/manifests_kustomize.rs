@@ -106,6 +106,26 @@ fn every_admission_policy_is_confined_to_the_speakers_own_objects() {
                 spec["paramKind"].is_null(),
                 "{what}: {name} takes no parameter"
             );
+            // The configuration objects' delete guard: DELETE of the two config kinds and
+            // nothing else, ever.
+            if name
+                .as_str()
+                .is_some_and(|n| n.ends_with("podcidr-bgp-config-delete-guard"))
+            {
+                for rule in spec["matchConstraints"]["resourceRules"]
+                    .as_array()
+                    .unwrap()
+                {
+                    assert_eq!(rule["operations"], serde_json::json!(["DELETE"]), "{what}");
+                    assert_eq!(rule["apiGroups"], serde_json::json!(["bgp.podcidr.io"]));
+                    assert_eq!(
+                        rule["resources"],
+                        serde_json::json!(["bgpspeakerconfigs", "bgppeers"]),
+                        "{what}"
+                    );
+                }
+                continue;
+            }
             for rule in spec["matchConstraints"]["resourceRules"]
                 .as_array()
                 .unwrap()
@@ -254,9 +274,18 @@ fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
     }
     let base = render(&deploy());
     let (spec, _) = speaker_pod(&base);
-    assert!(
-        !spec.to_string().contains("hostPath"),
-        "the base touches no host directory: {spec}"
+    let host_paths = |spec: &Value| -> Vec<String> {
+        spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["hostPath"]["path"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        host_paths(spec),
+        ["/var/lib/podcidr-bgp"],
+        "the base touches one host directory, its own state: {spec}"
     );
 
     let tmp = TempDir::new("kustomize-cni");
