@@ -108,3 +108,77 @@ async fn an_unreachable_peer_holds_readiness_only_until_the_ready_peer_grace() {
         started.elapsed()
     );
 }
+
+/// Issue 30 item 8, against BIRD 2: a peer that answers without reaching Established holds
+/// a restarted pod's readiness only if this node had it Established before the restart (the
+/// previous process's record in `--state-dir`): that is a release that cannot peer. On a node
+/// that never had it (a rack whose router rejects us) it is excused after the grace, and
+/// said in `podcidr_ready_excused_peers`, so one rack cannot stop every rollout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answering_peer_holds_readiness_only_if_it_was_established_before_this_restart() {
+    let ours = net::alloc_v4();
+    let bird_a = bird(ours);
+    let state = TempDir::new("ready-state");
+    let state_dir = state.path("state");
+    let state_flag = format!("--state-dir={}", state_dir.display());
+    let first = Speaker::start(
+        TempDir::new("ready-first"),
+        &["198.19.7.0/24"],
+        "allowedPrefixes: [198.19.0.0/16]\n",
+        &[bird_peer(&bird_a, ours)],
+        &["--ready-peer-grace", "2s", &state_flag],
+    );
+    wait_ready(&first).await;
+    let kept = poll(T, || async {
+        std::fs::read_to_string(state_dir.join("established.json"))
+            .ok()
+            .filter(|s| s.contains("\"bird\""))
+    })
+    .await;
+    assert!(kept.is_some(), "{}", first.proc.log());
+    drop(first);
+
+    // The next process on the node cannot peer: it expects another AS and refuses BIRD's
+    // OPEN with a NOTIFICATION (what a broken release looks like from the gate).
+    let mut wrong = bird_peer(&bird_a, ours);
+    wrong.asn = 65099;
+    let restarted = Speaker::start(
+        TempDir::new("ready-restarted"),
+        &["198.19.7.0/24"],
+        "allowedPrefixes: [198.19.0.0/16]\n",
+        &[wrong],
+        &["--ready-peer-grace", "2s", &state_flag],
+    );
+    let held = "bird (Established before this restart; answers, not Established again)";
+    let answered = poll(T, || async {
+        readyz(&restarted).await.filter(|(_, b)| b.contains(held))
+    })
+    .await;
+    assert!(answered.is_some(), "{}", restarted.proc.log());
+    // The same on a node that never had the session (its own BIRD, no state kept).
+    let other = net::alloc_v4();
+    let bird_b = bird(other);
+    let mut rejected = bird_peer(&bird_b, other);
+    rejected.asn = 65099;
+    let fresh = Speaker::start(
+        TempDir::new("ready-fresh"),
+        &["198.19.8.0/24"],
+        "allowedPrefixes: [198.19.0.0/16]\n",
+        &[rejected],
+        &["--ready-peer-grace", "2s"],
+    );
+    // The fresh node is excused once its grace is over (it started after the restarted one,
+    // so the restarted one's grace is over too).
+    wait_ready(&fresh).await;
+    let excused = poll(T, || async {
+        http_get(fresh.admin, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .filter(|b| b.contains("podcidr_ready_excused_peers 1"))
+    })
+    .await;
+    assert!(excused.is_some(), "{}", fresh.proc.log());
+    let (code, body) = readyz(&restarted).await.expect("/readyz answers");
+    assert_eq!(code, 503, "{body}\n{}", restarted.proc.log());
+    assert!(body.contains(held), "{body}");
+}

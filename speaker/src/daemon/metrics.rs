@@ -123,6 +123,8 @@ pub struct Metrics {
     /// The source's CIDRs for this node, and how many some peer is offered.
     pub node_source_cidrs: Gauge,
     pub node_announced_cidrs: Gauge,
+    /// Peers the rollout gate excuses although they answer: never Established on this node.
+    pub ready_excused_peers: Gauge,
 }
 
 impl Default for Metrics {
@@ -170,6 +172,7 @@ impl Metrics {
             node_config_cannot_run: Gauge::default(),
             node_source_cidrs: Gauge::default(),
             node_announced_cidrs: Gauge::default(),
+            ready_excused_peers: Gauge::default(),
         };
         // Every state from the start (0 with a config file: no objects select the node), so
         // an alert on one state has a series to read on every speaker.
@@ -336,6 +339,11 @@ impl Metrics {
             "podcidr_node_announced_cidrs",
             "Of podcidr_node_source_cidrs, how many are offered to at least one peer (whatever the session state): 0 with CIDRs in the source is a node announcing nothing",
             m.node_announced_cidrs.clone(),
+        );
+        registry.register(
+            "podcidr_ready_excused_peers",
+            "Peers /readyz excuses although they answer: never Established on this node (before or since this process) after --ready-peer-grace; their router rejects the session",
+            m.ready_excused_peers.clone(),
         );
         registry.register(
             "podcidr_status_publish_failures",

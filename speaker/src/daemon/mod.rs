@@ -56,9 +56,10 @@ pub struct SpeakerArgs {
     #[arg(long, value_name = "DIR", default_value = "/run/podcidr-bgp/keys")]
     pub key_dir: PathBuf,
     /// Keep what the next speaker process on this node needs here (a hostPath in the
-    /// DaemonSet: /var/lib/podcidr-bgp): the last good version of each configuration object
-    /// it ran, run again after a restart where the current one cannot run. Unset: nothing
-    /// survives a restart.
+    /// DaemonSet: /var/lib/podcidr-bgp): the peers Established on this node (each must be
+    /// again before a restarted pod is Ready) and, with --config-source kubernetes, the last
+    /// good version of each configuration object it ran (run again after a restart where the
+    /// current one cannot run). Unset: nothing survives a restart.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// This node's name (default: the config's nodeName, then $NODE_NAME).
@@ -297,6 +298,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         }),
         lease_namespace: args.lease_namespace.clone().or(pod_namespace),
         pod_name: non_empty_env("POD_NAME"),
+        state_dir: args.state_dir.clone(),
     };
     match Speaker::start(config, node_name, client, opts).await {
         Ok(s) => {

@@ -22,6 +22,7 @@ use super::core::errors::{ApiWriteError, CniWriteError, ConfigError, Shared};
 use super::core::kernel::KernelQuery;
 use super::core::{ConfigOrigin, Core, Effect, Event};
 use super::host::netlink::monitor::RouteMonitor;
+use super::host::state_file::StateFile;
 use super::host::{cni_write, kernel};
 use super::kube::config_objects::{self, ObjectSettings};
 use super::kube::events::EventSink;
@@ -71,6 +72,9 @@ pub struct RunOptions {
     pub lease_namespace: Option<String>,
     /// The pod in the Lease's `holderIdentity` (none: `pid-<pid>`).
     pub pod_name: Option<String>,
+    /// `--state-dir`: what the next process on this node needs (the peers Established here;
+    /// the objects mode keeps its last good objects there too).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -89,6 +93,7 @@ impl RunOptions {
             objects: None,
             lease_namespace: None,
             pod_name: None,
+            state_dir: None,
         }
     }
 
@@ -172,6 +177,41 @@ pub struct Speaker {
     /// The end of an RFC 8326 graceful shutdown wait, while one runs.
     final_wait_until: Option<Instant>,
     started: Instant,
+    /// The peers Established on this node, kept for the next process (`--state-dir`).
+    established_file: Option<StateFile>,
+}
+
+/// The file in `--state-dir` with the peers Established on this node.
+pub const ESTABLISHED_FILE: &str = "established.json";
+
+/// What `established.json` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Established {
+    peers: std::collections::BTreeSet<String>,
+}
+
+/// The peers the previous process on this node had Established, and the file to keep this
+/// one's in.
+fn established_before(
+    state_dir: Option<&Path>,
+    node_name: &str,
+) -> (Option<StateFile>, std::collections::BTreeSet<String>) {
+    let Some(dir) = state_dir else {
+        return (None, Default::default());
+    };
+    let mut file = StateFile::new(dir, ESTABLISHED_FILE, node_name);
+    let peers = match file.load::<Established>() {
+        Ok(Some(e)) => {
+            tracing::info!(peers = ?e.peers, "peers Established before this process: each must be again before the pod is Ready");
+            e.peers
+        }
+        Ok(None) => Default::default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "no record of the peers Established before this process");
+            Default::default()
+        }
+    };
+    (Some(file), peers)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,9 +289,11 @@ impl Speaker {
             Some(_) => ConfigOrigin::Objects(None),
             None => ConfigOrigin::File,
         };
+        let (established_file, before) = established_before(opts.state_dir.as_deref(), &node_name);
         let core = Core::new(config, node_name, client.is_some(), facts)
             .with_origin(origin)
-            .with_ready_grace(opts.ready_peer_grace);
+            .with_ready_grace(opts.ready_peer_grace)
+            .with_established_before(before);
         let status_writer = client.clone().map(|c| Arc::new(StatusWriter::new(c)));
         let lease_writer = client.clone().map(|c| {
             let namespace = opts
@@ -265,6 +307,7 @@ impl Speaker {
             Arc::new(LeaseWriter::new(c, &namespace, &pod))
         });
         Ok(Speaker {
+            established_file,
             core,
             opts,
             client,
@@ -566,6 +609,13 @@ impl Speaker {
                 },
                 Effect::SetReady(ready) => {
                     self.metrics.source_ready.set(i64::from(ready));
+                }
+                Effect::KeepEstablished(peers) => {
+                    if let Some(file) = &mut self.established_file
+                        && let Err(e) = file.save(&Established { peers })
+                    {
+                        tracing::error!(path = %file.path().display(), error = %e, "cannot keep the Established peers for the next process");
+                    }
                 }
                 Effect::SetReadiness(r) => {
                     if !r.ready {

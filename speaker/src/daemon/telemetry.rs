@@ -201,6 +201,16 @@ pub fn record(m: &Metrics, notice: Notice) {
             }
             m.config_stale.set(i64::from(last_good > 0));
         }
+        Notice::ExcusedPeers(peers) => {
+            if !peers.is_empty() {
+                tracing::warn!(
+                    ?peers,
+                    "excused from the rollout gate: they answer but were never Established on this node (their router rejects the session)"
+                );
+            }
+            m.ready_excused_peers
+                .set(i64::try_from(peers.len()).unwrap_or(i64::MAX));
+        }
         Notice::Coverage(c) => {
             if c.source > 0 && c.announced == 0 {
                 tracing::warn!(

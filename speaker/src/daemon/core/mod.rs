@@ -228,6 +228,12 @@ impl Core {
     }
 
     /// How long a peer that says nothing holds readiness back (`--ready-peer-grace`).
+    /// The peers Established on this node before this process (`--state-dir`).
+    pub fn with_established_before(mut self, peers: std::collections::BTreeSet<String>) -> Self {
+        self.gate.before = peers;
+        self
+    }
+
     pub fn with_ready_grace(mut self, grace: Duration) -> Self {
         self.ready_grace = grace;
         self

@@ -1,10 +1,18 @@
-//! `/readyz` as a rollout gate (issue 23 item 4). A DaemonSet's readiness matters only to its
-//! rollout, so it holds a new pod back until BGP works: Ready once the source is synced and
-//! every peer of this node has been Established, except a peer that has said nothing at all
-//! (no OPEN, no NOTIFICATION) for `--ready-peer-grace` since start: a router that is down or
-//! unreachable (ToR maintenance) must not hold a rollout forever. A peer that answers and
-//! still does not reach Established holds readiness until it does: that is what a release
-//! that cannot peer looks like, and its rollout stops at its first node.
+//! `/readyz` as a rollout gate (issue 23 item 4, issue 30 item 8). A DaemonSet's readiness
+//! matters only to its rollout, so it holds a new pod back until BGP works: Ready once the
+//! source is synced and every peer of this node has been Established, except
+//! - a peer that has said nothing at all (no OPEN, no NOTIFICATION) for `--ready-peer-grace`
+//!   since start: a router that is down or unreachable (ToR maintenance) must not hold a
+//!   rollout forever;
+//! - a peer that answers but was never Established on this node before this process (the
+//!   previous process's record in `--state-dir`), after the same grace: a router that rejects
+//!   us (a wrong AS label, its policy, an admin-shut neighbour) is the rack's problem, not the
+//!   release's, and one such rack must not stop every rollout of a 5,000-node fleet. It is
+//!   excused and said (`podcidr_ready_excused_peers`, alert PodcidrPeerExcusedFromRollout).
+//!
+//! A peer that was Established before the restart and now answers without reaching
+//! Established holds readiness until it does: that is what a release that cannot peer looks
+//! like, and its rollout stops at its first node.
 //! Once passed, the gate stays passed: later session losses never make the pod unready
 //! (only the source does, as before).
 
@@ -13,7 +21,7 @@ use std::time::Duration;
 
 use bgp_proto::session::{SessionStatus, State};
 
-use super::{Core, Effect};
+use super::{Core, Effect, Notice};
 
 /// The default `--ready-peer-grace`: the default graceful-restart time, beyond which the
 /// routers have dropped a restarting node's routes anyway.
@@ -47,6 +55,12 @@ pub(super) struct GateState {
     pub established: std::collections::BTreeSet<String>,
     /// Peers that sent an OPEN or a NOTIFICATION at least once.
     pub answered: std::collections::BTreeSet<String>,
+    /// Peers Established on this node before this process (`--state-dir`).
+    pub before: std::collections::BTreeSet<String>,
+    /// What was last handed to be kept (`established` ∪ `before`).
+    pub kept: Option<std::collections::BTreeSet<String>>,
+    /// Peers last said to be excused as never Established.
+    pub excused: Vec<String>,
     /// Ready once with every peer settled: sessions no longer count.
     pub passed: bool,
     /// What was last handed to the admin endpoint.
@@ -95,12 +109,19 @@ impl Core {
             .map(|p| &p.name)
             .filter(|n| !self.gate.established.contains(*n))
             .filter_map(|n| {
-                if self.gate.answered.contains(n) {
-                    Some(format!("{n} (answers, never Established)"))
+                if self.gate.answered.contains(n) && self.gate.before.contains(n) {
+                    Some(format!(
+                        "{n} (Established before this restart; answers, not Established again)"
+                    ))
                 } else if !grace_over {
-                    Some(format!("{n} (not Established yet)"))
+                    if self.gate.answered.contains(n) {
+                        Some(format!("{n} (answers, not Established yet)"))
+                    } else {
+                        Some(format!("{n} (not Established yet)"))
+                    }
                 } else {
-                    // Silent for the whole grace: down or unreachable, not our release.
+                    // Silent for the whole grace (down or unreachable), or answering but never
+                    // Established on this node: not our release.
                     None
                 }
             })
@@ -122,8 +143,52 @@ impl Core {
         ))
     }
 
+    /// Peers the gate excuses although they answer: never Established on this node, before
+    /// or since this process started, and the grace is over.
+    fn excused_never_established(&self) -> Vec<String> {
+        if self.now < self.ready_grace {
+            return Vec::new();
+        }
+        self.peers_for_node()
+            .iter()
+            .map(|p| p.name.clone())
+            .filter(|n| {
+                self.gate.answered.contains(n)
+                    && !self.gate.established.contains(n)
+                    && !self.gate.before.contains(n)
+            })
+            .collect()
+    }
+
+    /// What a later process must know: the peers Established on this node (those of the
+    /// previous process that are still configured, and this one's).
+    fn note_established(&mut self, out: &mut Vec<Effect>) {
+        let names: std::collections::BTreeSet<String> = self
+            .peers_for_node()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let now: std::collections::BTreeSet<String> = self
+            .gate
+            .established
+            .iter()
+            .chain(self.gate.before.iter().filter(|n| names.contains(*n)))
+            .cloned()
+            .collect();
+        if self.gate.kept.as_ref() != Some(&now) && !now.is_empty() {
+            self.gate.kept = Some(now.clone());
+            out.push(Effect::KeepEstablished(now));
+        }
+        let excused = self.excused_never_established();
+        if excused != self.gate.excused {
+            self.gate.excused = excused.clone();
+            out.push(Effect::Notice(Notice::ExcusedPeers(excused)));
+        }
+    }
+
     /// Hands a changed readiness to the admin endpoint; the gate latches once passed.
     pub(super) fn update_readiness(&mut self, out: &mut Vec<Effect>) {
+        self.note_established(out);
         let now = self.readiness();
         if now.ready {
             self.gate.passed = true;

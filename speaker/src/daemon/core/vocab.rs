@@ -151,6 +151,8 @@ pub type ListenerLayout = BTreeMap<SocketAddr, Vec<PassiveSpec>>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     StartPeer(Box<PeerSetup>),
+    /// Keep for the next process on this node (`--state-dir`): the peers Established here.
+    KeepEstablished(std::collections::BTreeSet<String>),
     StopPeer {
         name: String,
         reason: StopReason,
@@ -295,6 +297,8 @@ pub enum Notice {
     RefusedNow([(&'static str, usize); 8]),
     /// The source's CIDRs for this node and how many of them some peer is offered.
     Coverage(Coverage),
+    /// Peers the rollout gate excuses although they answer: never Established on this node.
+    ExcusedPeers(Vec<String>),
     GuardRefused {
         cidr: String,
         reason: GuardRefusal,

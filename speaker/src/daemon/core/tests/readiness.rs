@@ -1,5 +1,6 @@
-//! Table tests for `/readyz` as a rollout gate (issue 23 item 4): Ready needs the source
-//! synced and every peer Established once, except a peer silent for the whole grace.
+//! Table tests for `/readyz` as a rollout gate (issue 23 item 4, issue 30 item 8): Ready needs
+//! the source synced and every peer Established once, except, after the grace, a peer silent
+//! all along or one that answers but was never Established on this node before this process.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,8 +66,14 @@ fn now(core: &Core) -> Readiness {
 }
 
 fn started(grace: u64) -> Core {
+    started_after(grace, &[])
+}
+
+/// A restarted process: `before` were Established on this node by the previous one.
+fn started_after(grace: u64, before: &[&str]) -> Core {
     let mut core = Core::with_lookup(config("", PEERS), "node-a".into(), false, lookup)
-        .with_ready_grace(Duration::from_secs(grace));
+        .with_ready_grace(Duration::from_secs(grace))
+        .with_established_before(before.iter().map(|s| (*s).to_owned()).collect());
     core.start();
     core
 }
@@ -109,47 +116,93 @@ fn once_ready_a_session_loss_never_makes_the_pod_unready_only_the_source_does() 
     assert_eq!(readiness(&out).map(|r| r.ready), Some(false));
 }
 
+/// One rack whose router rejects us must not stop every rollout of the fleet; a release that
+/// cannot peer with a router it peered with before must.
 #[test]
-fn a_silent_peer_is_excused_after_the_grace_an_answering_one_never() {
-    // (tor2's behaviour, tick time, grace) → Ready?
+fn after_the_grace_a_peer_is_excused_unless_it_was_established_before_this_restart_and_answers() {
+    // (tor2's behaviour, tick time, grace, tor2 Established before the restart) → Ready?
     let table = [
-        (Peer::Silent, 119, 120, false),
-        (Peer::Silent, 120, 120, true),
-        (Peer::Silent, 5, 5, true),
-        (Peer::Silent, 4, 5, false),
-        (Peer::Answers, 10_000, 120, false),
-        (Peer::Refuses, 10_000, 120, false),
-        (Peer::Established, 1, 120, true),
+        (Peer::Silent, 119, 120, false, false),
+        (Peer::Silent, 120, 120, false, true),
+        (Peer::Silent, 5, 5, false, true),
+        (Peer::Silent, 4, 5, false, false),
+        // Silent all along, even if Established before: down, not our release.
+        (Peer::Silent, 120, 120, true, true),
+        (Peer::Answers, 119, 120, false, false),
+        (Peer::Answers, 120, 120, false, true),
+        (Peer::Refuses, 10_000, 120, false, true),
+        (Peer::Answers, 10_000, 120, true, false),
+        (Peer::Refuses, 10_000, 120, true, false),
+        (Peer::Established, 1, 120, true, true),
     ];
-    for (tor2, secs, grace, want) in table {
-        let mut core = started(grace);
+    for (tor2, secs, grace, before, want) in table {
+        let before_list: &[&str] = if before { &["tor1", "tor2"] } else { &["tor1"] };
+        let mut core = started_after(grace, before_list);
         core.handle(ready(&[]));
-        at(&mut core, secs, Peer::Established, tor2);
+        let out = at(&mut core, secs, Peer::Established, tor2);
         let r = now(&core);
+        let what = match tor2 {
+            Peer::Silent => "silent",
+            Peer::Answers => "answers",
+            Peer::Refuses => "refuses",
+            Peer::Established => "established",
+        };
         assert_eq!(
-            r.ready,
-            want,
-            "tor2 {} at {secs}s, grace {grace}s: {r:?}",
-            match tor2 {
-                Peer::Silent => "silent",
-                Peer::Answers => "answers",
-                Peer::Refuses => "refuses",
-                Peer::Established => "established",
-            }
+            r.ready, want,
+            "tor2 {what} at {secs}s, grace {grace}s, before {before}: {r:?}"
         );
-        if matches!(tor2, Peer::Answers | Peer::Refuses) {
-            assert!(r.why.contains("tor2 (answers, never Established)"), "{r:?}");
+        let answers = matches!(tor2, Peer::Answers | Peer::Refuses);
+        if answers && before {
+            assert!(
+                r.why.contains(
+                    "tor2 (Established before this restart; answers, not Established again)"
+                ),
+                "{r:?}"
+            );
+        }
+        // An excused answering peer is said, for the alert.
+        let excused: Vec<&Vec<String>> = out
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Notice(Notice::ExcusedPeers(p)) => Some(p),
+                _ => None,
+            })
+            .collect();
+        if answers && !before && secs >= grace {
+            assert_eq!(excused, [&vec!["tor2".to_owned()]], "{what} {secs}");
+        } else {
+            assert!(excused.iter().all(|p| p.is_empty()), "{excused:?}");
         }
     }
 }
 
 #[test]
-fn a_peer_that_answered_once_is_not_excused_when_it_falls_silent() {
-    let mut core = started(120);
+fn a_peer_established_before_the_restart_that_answered_is_not_excused_when_it_falls_silent() {
+    let mut core = started_after(120, &["tor2"]);
     core.handle(ready(&[]));
     at(&mut core, 5, Peer::Established, Peer::Refuses);
     at(&mut core, 300, Peer::Established, Peer::Silent);
     assert!(!now(&core).ready, "{:?}", now(&core));
+}
+
+/// What the next process needs: the peers Established here, kept as they are reached.
+#[test]
+fn established_peers_are_kept_for_the_next_process() {
+    let mut core = started_after(120, &["tor2", "gone"]);
+    core.handle(ready(&[]));
+    let kept = |out: &[Effect]| -> Vec<Vec<String>> {
+        out.iter()
+            .filter_map(|e| match e {
+                Effect::KeepEstablished(p) => Some(p.iter().cloned().collect()),
+                _ => None,
+            })
+            .collect()
+    };
+    // The previous record, minus peers no longer configured ("gone").
+    let out = at(&mut core, 1, Peer::Established, Peer::Silent);
+    assert_eq!(kept(&out), [vec!["tor1".to_owned(), "tor2".to_owned()]]);
+    let out = at(&mut core, 2, Peer::Established, Peer::Established);
+    assert!(kept(&out).is_empty(), "nothing new to keep: {out:?}");
 }
 
 #[test]
