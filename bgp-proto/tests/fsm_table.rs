@@ -636,11 +636,56 @@ fn peer_removal_sends_cease_peer_deconfigured_rfc4486() {
 }
 
 #[test]
-fn peer_settings_change_sends_cease_other_configuration_change_rfc4486() {
+fn peer_settings_change_without_graceful_restart_sends_cease_other_configuration_change_rfc4486() {
     let mut s = Session::new(cfg());
     to_established(&mut s, peer_open(PEER, 90, both_families()));
     let out = s.handle(Input::Stop(StopReason::ConfigurationChange));
     assert_eq!(sent_notification(&out), Some((6, 6)));
+}
+
+fn gr_config() -> SessionConfig {
+    SessionConfig {
+        graceful_restart: Some(GracefulRestartConfig {
+            restart_time: 120,
+            preserve_forwarding: false,
+            long_lived_stale_time: 0,
+        }),
+        ..cfg()
+    }
+}
+
+fn with_peer_graceful_restart() -> Vec<Capability> {
+    let mut caps = both_families();
+    caps.push(Capability::GracefulRestart(
+        bgp_proto::message::capability::GracefulRestart {
+            restart_flags: 0,
+            restart_time: 120,
+            families: Vec::new(),
+        },
+    ));
+    caps
+}
+
+/// Issue 30: a settings change resets a session; with graceful restart negotiated it closes
+/// as a restarting speaker does, so the router keeps the node's routes (stale) until the new
+/// session's End-of-RIB instead of withdrawing them for the seconds of the reset.
+#[test]
+fn peer_settings_change_with_graceful_restart_closes_without_notification_rfc4724_4() {
+    let mut s = Session::new(gr_config());
+    to_established(&mut s, peer_open(PEER, 90, with_peer_graceful_restart()));
+    let out = s.handle(Input::Stop(StopReason::ConfigurationChange));
+    assert_eq!(sent_notification(&out), None);
+    assert!(out.contains(&Output::Disconnect));
+    // Only one side advertising it is no graceful restart: the Cease.
+    for (config, caps) in [
+        (cfg(), with_peer_graceful_restart()),
+        (gr_config(), both_families()),
+    ] {
+        let mut s = Session::new(config);
+        to_established(&mut s, peer_open(PEER, 90, caps));
+        let out = s.handle(Input::Stop(StopReason::ConfigurationChange));
+        assert_eq!(sent_notification(&out), Some((6, 6)));
+    }
 }
 
 #[test]

@@ -717,3 +717,70 @@ async fn both_sides_connect_at_once_the_higher_router_id_keeps_its_connection_rf
     // 203.0.113.1 > 192.0.2.31: BIRD's connection survives a collision settled by identifier.
     both_sides_connect_at_once(std::net::Ipv4Addr::new(203, 0, 113, 1)).await;
 }
+
+/// Issue 30 item 3, against BIRD 2: a reload that resets a session for new settings closes it
+/// as a graceful restart (no NOTIFICATION, RFC 4724 §4) when both sides advertised graceful
+/// restart: BIRD keeps the node's route (stale) through the reset instead of withdrawing it,
+/// and the new session's End-of-RIB ends the stale phase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_reset_with_graceful_restart_keeps_the_routes_at_the_router_rfc4724() {
+    let ours = net::alloc_v4();
+    let bird = bird_with(vec![
+        BirdNeighbor::new("spk", ours, OUR_ASN)
+            .passive(true)
+            .graceful_restart(60),
+    ]);
+    let gr = "    gracefulRestart: {enabled: true, restartTime: 60}\n";
+    let s = Speaker::start(
+        TempDir::new("interop-gr-reset"),
+        &["198.19.9.0/24"],
+        "",
+        &[peer(&bird, "spk", "bird", ours, gr)],
+        &[],
+    );
+    wait_prefixes(&bird, "spk", &["198.19.9.0/24"], &s);
+    let since = bird.protocol("spk").since;
+
+    // A new hold time resets the session.
+    let good = std::fs::read_to_string(s.dir.path("config.yaml")).unwrap();
+    let changed = good.replacen(
+        "    gracefulRestart:",
+        "    holdTime: 60\n    gracefulRestart:",
+        1,
+    );
+    assert_ne!(good, changed);
+    std::fs::write(s.dir.path("config.yaml"), changed).unwrap();
+    s.proc.signal(libc::SIGHUP);
+    let kept: IpNet = "198.19.9.0/24".parse().unwrap();
+    let mut never_dropped = true;
+    let done = bird.wait_until(T, |b| {
+        never_dropped &= b.routes_from("spk").iter().any(|r| r.prefix == kept);
+        let p = b.protocol("spk");
+        p.is_established() && p.since != since && !p.gr_active
+    });
+    assert!(
+        done,
+        "the session is back\n{}\n{}",
+        bird.diagnostics(),
+        s.proc.log()
+    );
+    assert!(
+        never_dropped,
+        "BIRD withdrew the route during the reset\n{}",
+        bird.log()
+    );
+    // BIRD's own words: it took the close for a graceful restart (kept the routes stale) and
+    // ended it on the new session's End-of-RIB.
+    assert!(
+        bird.log_contains("Neighbor graceful restart detected")
+            && bird.log_contains("Neighbor graceful restart done"),
+        "{}",
+        bird.log()
+    );
+    assert!(
+        !bird.log_contains("configuration change"),
+        "no Cease/Other Configuration Change\n{}",
+        bird.log()
+    );
+    assert!(s.proc.log().contains("reset=1"), "{}", s.proc.log());
+}

@@ -207,6 +207,16 @@ impl Session {
         }
     }
 
+    /// Both sides advertised graceful restart on this session (we did: it is configured;
+    /// the peer did: its OPEN carried the capability).
+    fn graceful_restart_negotiated(&self) -> bool {
+        self.cfg.graceful_restart.is_some()
+            && self
+                .negotiated
+                .as_ref()
+                .is_some_and(|n| n.peer_graceful_restart.is_some())
+    }
+
     fn stop(&mut self, out: &mut Vec<Output>, reason: StopReason) {
         // Event 2 ManualStop.
         self.started = false;
@@ -218,6 +228,11 @@ impl Session {
                 StopReason::Deconfigured => {
                     Some(Notification::new(n::CEASE, cease::PEER_DECONFIGURED))
                 }
+                // A reset for new settings: with graceful restart negotiated (both sides
+                // advertised it), close as a restarting speaker does, RFC 4724 §4, so the
+                // peer keeps our routes as stale until the new session's End-of-RIB; a
+                // Cease would make it withdraw them at once. Without it: RFC 4486's Cease.
+                StopReason::ConfigurationChange if self.graceful_restart_negotiated() => None,
                 StopReason::ConfigurationChange => Some(Notification::new(
                     n::CEASE,
                     cease::OTHER_CONFIGURATION_CHANGE,

@@ -181,8 +181,10 @@ pub enum StopReason {
     Shutdown(String),
     /// The peer was removed from the configuration: Cease/Peer De-configured.
     Deconfigured,
-    /// The peer's session settings changed and it is reset: Cease/Other Configuration
-    /// Change (RFC 4486 §4).
+    /// The peer's session settings changed and it is reset: with graceful restart
+    /// negotiated, a graceful-restart close (no NOTIFICATION, RFC 4724 §4: the peer keeps our
+    /// routes until the new session's End-of-RIB); otherwise Cease/Other Configuration Change
+    /// (RFC 4486 §4).
     ConfigurationChange,
     /// Our process restarts and wants graceful restart: close without a NOTIFICATION so the
     /// peer keeps our routes as stale.
