@@ -203,12 +203,13 @@ fn events_are_granted_only_in_the_namespace_they_are_written_to() {
     }
 }
 
-/// The ClusterRoles labelled for aggregation into `view` grant read on every kind of the
-/// shipped CRDs; those labelled for `edit` and `admin` write the objects people own and
-/// leave the controllers' records and every status to the controllers. (The real API server
-/// checks the labels against its own `view`/`edit` selectors: real_api_crds.rs.)
+/// The ClusterRoles labelled for aggregation into `view`, `edit` and `admin` grant read on
+/// every kind of the shipped CRDs and write on none (issue 30 item 4: routing control is a
+/// network role); `podcidr-bgp-network-admin`, aggregated nowhere, writes the objects people
+/// own and leaves the controllers' records and every status to the controllers. (The real
+/// API server checks the labels against its own selectors: real_api_install.rs.)
 #[test]
-fn aggregated_roles_give_view_every_kind_and_edit_only_what_people_own() {
+fn aggregated_roles_read_every_kind_and_only_the_network_role_writes_what_people_own() {
     if !have_kubectl() {
         return;
     }
@@ -238,6 +239,18 @@ fn aggregated_roles_give_view_every_kind_and_edit_only_what_people_own() {
     let edit = labelled("rbac.authorization.k8s.io/aggregate-to-edit");
     let admin = labelled("rbac.authorization.k8s.io/aggregate-to-admin");
     assert!(!view.is_empty() && !edit.is_empty());
+    let network: Vec<&Value> = of_kind(&docs, "ClusterRole")
+        .into_iter()
+        .filter(|r| r["metadata"]["name"] == "podcidr-bgp-network-admin")
+        .collect();
+    assert_eq!(network.len(), 1, "the network role ships");
+    assert!(
+        network[0]["metadata"]["labels"]
+            .as_object()
+            .is_none_or(|l| l.keys().all(|k| !k.contains("aggregate-to"))),
+        "{}",
+        network[0]
+    );
     let owned = ["podcidrpools", "bgpspeakerconfigs", "bgppeers"];
     for crd in render(&crds()) {
         let group = crd["spec"]["group"].as_str().unwrap();
@@ -247,19 +260,22 @@ fn aggregated_roles_give_view_every_kind_and_edit_only_what_people_own() {
         }
         for verb in ["create", "update", "patch", "delete"] {
             assert!(!grants(&view, group, plural, verb), "view {verb} {plural}");
-            let owned = owned.contains(&plural);
-            assert_eq!(
-                grants(&edit, group, plural, verb),
-                owned,
-                "edit {verb} {plural}"
-            );
-            assert_eq!(
-                grants(&admin, group, plural, verb),
-                owned,
+            assert!(!grants(&edit, group, plural, verb), "edit {verb} {plural}");
+            assert!(
+                !grants(&admin, group, plural, verb),
                 "admin {verb} {plural}"
             );
+            let owned = owned.contains(&plural);
+            assert_eq!(
+                grants(&network, group, plural, verb),
+                owned,
+                "network-admin {verb} {plural}"
+            );
             let status = format!("{plural}/status");
-            assert!(!grants(&edit, group, &status, verb), "edit {verb} {status}");
+            assert!(
+                !grants(&network, group, &status, verb),
+                "network-admin {verb} {status}"
+            );
         }
     }
 }

@@ -144,11 +144,20 @@ fn no_admission_policy_component_removes_the_policy_and_nothing_else() {
         .into_iter()
         .filter(|k| !kinds(&without).contains(k))
         .collect();
-    assert_eq!(
-        removed.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-        [
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding"
-        ]
-    );
+    // Both policies (the speakers' own-object policy, the config objects' delete guard) and
+    // their bindings; nothing else.
+    let names = |kind: &str| -> Vec<&str> {
+        removed
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, n)| n.as_str())
+            .collect()
+    };
+    let policies = [
+        "podcidr-bgp-config-delete-guard",
+        "podcidr-bgp-speaker-own-status",
+    ];
+    assert_eq!(names("ValidatingAdmissionPolicy"), policies);
+    assert_eq!(names("ValidatingAdmissionPolicyBinding"), policies);
+    assert_eq!(removed.len(), 4, "{removed:?}");
 }

@@ -331,8 +331,11 @@ fn bound_to(cp: &ControlPlane, role: &str) -> Identity {
     cp.service_account("default", &sa)
 }
 
-/// A user with the built-in `view` reads every kind (`kubectl get nbs`); one with `edit`
-/// writes pools and configuration but not the allocator's records.
+/// A user with the built-in `view` reads every kind (`kubectl get nbs`); so does one with
+/// `edit` or `admin`, and neither writes any of them (issue 30 item 4: routing control is not
+/// in `edit`); a user bound to `podcidr-bgp-network-admin` writes pools and configuration but
+/// not the allocator's records. The suite runs no kube-controller-manager: `aggregate` does
+/// what its clusterrole-aggregation controller does, from the server's own aggregationRules.
 #[test]
 fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles() {
     for version in KubeVersion::ALL {
@@ -350,6 +353,8 @@ fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles_on(
     create_records(&cp);
     let viewer = bound_to(&cp, "view");
     let editor = bound_to(&cp, "edit");
+    let admin = bound_to(&cp, "admin");
+    let network = bound_to(&cp, "podcidr-bgp-network-admin");
     // Before aggregation the built-in roles know nothing of our kinds: the check can fail.
     assert_forbidden(
         cp.kubectl_as(&viewer, &["get", "nbs"]),
@@ -366,7 +371,7 @@ fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles_on(
         "bgppeers",
         "bgpspeakerconfigs",
     ] {
-        for who in [&viewer, &editor] {
+        for who in [&viewer, &editor, &admin, &network] {
             cp.kubectl_as(who, &["get", kind])
                 .unwrap_or_else(|e| panic!("get {kind}: {e}"));
         }
@@ -382,22 +387,37 @@ fn view_and_edit_users_reach_the_podcidr_kinds_through_the_bootstrap_roles_on(
         "create",
         "podcidrpools",
     );
-    cp.kubectl_with_input(&editor, &["create", "-f", "-"], Some(&pool))
-        .expect("edit creates a pool");
-    cp.kubectl_as(
-        &editor,
-        &[
-            "patch",
+    let patch_peer = |who| {
+        cp.kubectl_as(
+            who,
+            &[
+                "patch",
+                "bgppeers",
+                "tor1",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"asn":65001}}"#,
+            ],
+        )
+    };
+    for who in [&editor, &admin] {
+        assert_forbidden(
+            cp.kubectl_with_input(who, &["create", "-f", "-"], Some(&pool)),
+            "create",
+            "podcidrpools",
+        );
+        assert_forbidden(patch_peer(who), "patch", "bgppeers");
+        assert_forbidden(
+            cp.kubectl_as(who, &["delete", "bgppeers", "--all"]),
+            "delete",
             "bgppeers",
-            "tor1",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"asn":65001}}"#,
-        ],
-    )
-    .expect("edit changes a peer");
+        );
+    }
+    cp.kubectl_with_input(&network, &["create", "-f", "-"], Some(&pool))
+        .expect("the network role creates a pool");
+    patch_peer(&network).expect("the network role changes a peer");
     assert_forbidden(
-        cp.kubectl_as(&editor, &["delete", "npc", "node-a"]),
+        cp.kubectl_as(&network, &["delete", "npc", "node-a"]),
         "delete",
         "nodepodcidrs",
     );
