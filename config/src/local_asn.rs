@@ -80,13 +80,13 @@ pub(crate) fn parse_asn_overrides(n: Node<'_, '_>, errs: &mut Errors) -> Option<
     (errs.0.len() == before).then_some(out)
 }
 
-/// `gracefulShutdown: {wait: 15s, onCordon: true}`.
+/// `gracefulShutdown: {wait: 15s, onCordon: true, departOnCordon: false}`.
 pub(crate) fn parse_graceful_shutdown(
     n: Node<'_, '_>,
     errs: &mut Errors,
 ) -> Option<GracefulShutdownConfig> {
     let obj = Obj::of(n, errs)?;
-    obj.check_keys(&["wait", "onCordon"], errs);
+    obj.check_keys(&["wait", "onCordon", "departOnCordon"], errs);
     let defaults = GracefulShutdownConfig::default();
     let rule = format!("0..{MAX_GRACEFUL_SHUTDOWN_WAIT} seconds");
     let wait = Lookup::of(&obj, "wait", errs, |n, e| {
@@ -94,9 +94,12 @@ pub(crate) fn parse_graceful_shutdown(
     })
     .known(defaults.wait.as_secs())?;
     let on_cordon = Lookup::of(&obj, "onCordon", errs, boolean).known(defaults.on_cordon)?;
+    let depart_on_cordon =
+        Lookup::of(&obj, "departOnCordon", errs, boolean).known(defaults.depart_on_cordon)?;
     Some(GracefulShutdownConfig {
         wait: std::time::Duration::from_secs(wait),
         on_cordon,
+        depart_on_cordon,
     })
 }
 

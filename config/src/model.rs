@@ -109,6 +109,10 @@ pub struct GracefulShutdownConfig {
     pub wait: Duration,
     /// Attach GRACEFUL_SHUTDOWN to every route while the Node is unschedulable (cordoned).
     pub on_cordon: bool,
+    /// A SIGTERM on a cordoned node is a departure (RFC 8326 wait, then the Cease). Off by
+    /// default: a cordon alone (a drain blocked by a PodDisruptionBudget, an investigation)
+    /// leaves a node serving, and a pod restart there must not withdraw it.
+    pub depart_on_cordon: bool,
 }
 
 impl Default for GracefulShutdownConfig {
@@ -116,6 +120,7 @@ impl Default for GracefulShutdownConfig {
         GracefulShutdownConfig {
             wait: DEFAULT_GRACEFUL_SHUTDOWN_WAIT,
             on_cordon: true,
+            depart_on_cordon: false,
         }
     }
 }

@@ -106,15 +106,17 @@ fn file_source_cannot_read_the_asn_from_a_node() {
 }
 
 #[test]
-fn graceful_shutdown_defaults_to_15s_and_on_cordon_rfc8326() {
+fn graceful_shutdown_defaults_to_15s_and_on_cordon_without_departing_on_cordon_rfc8326() {
     let c = valid(&cfg("asn: 65001"));
     assert_eq!(c.graceful_shutdown.wait, Duration::from_secs(15));
     assert!(c.graceful_shutdown.on_cordon);
+    assert!(!c.graceful_shutdown.depart_on_cordon);
     let c = valid(&cfg(
-        "asn: 65001\ngracefulShutdown: {wait: 0, onCordon: false}",
+        "asn: 65001\ngracefulShutdown: {wait: 0, onCordon: false, departOnCordon: true}",
     ));
     assert_eq!(c.graceful_shutdown.wait, Duration::ZERO);
     assert!(!c.graceful_shutdown.on_cordon);
+    assert!(c.graceful_shutdown.depart_on_cordon);
 }
 
 #[test]

@@ -53,7 +53,7 @@ async fn setup(grace: &str) -> Setup {
         format!(
             "nodeName: node-a\nasn: 64512\nrouterId: {ID}\nsource: {{kind: ipam-crd}}\n\
              allowedPrefixes: [10.244.0.0/16]\nnextHop: {{ipv4: node}}\n\
-             gracefulShutdown: {{wait: 1s}}\n\
+             gracefulShutdown: {{wait: 1s, departOnCordon: true}}\n\
              peers:\n  - {{name: tor1, address: 127.0.0.1, port: {}, asn: 65000, ebgpMultihop: 2, \
              connectRetry: {{base: 1, max: 1}}}}\n\
              admin: {{listen: \"{admin}\"}}\nstatus: {{publish: false}}\n",

@@ -325,9 +325,13 @@ pub struct GracefulShutdownSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_duration")]
     pub wait: Option<IntOrString>,
-    /// Attach GRACEFUL_SHUTDOWN to every route while the Node is cordoned.
+    /// Attach GRACEFUL_SHUTDOWN to every route while the Node is cordoned (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_cordon: Option<bool>,
+    /// A SIGTERM on a cordoned node is a departure (RFC 8326 wait, then the Cease); default
+    /// false: a cordon alone is a restart (graceful-restart close).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depart_on_cordon: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]

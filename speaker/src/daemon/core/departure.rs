@@ -46,7 +46,7 @@ pub enum Departure {
     Taint(&'static str),
     /// kubelet is shutting the node down ([`SHUTDOWN_MESSAGE`]).
     ShuttingDown,
-    /// Cordoned (`spec.unschedulable`) with `gracefulShutdown.onCordon`.
+    /// Cordoned (`spec.unschedulable`) with `gracefulShutdown.departOnCordon`.
     Cordoned,
 }
 
@@ -64,7 +64,9 @@ impl fmt::Display for Departure {
                 write!(f, "the Node has taint {key}: {what}")
             }
             Departure::ShuttingDown => write!(f, "the Node is shutting down (kubelet)"),
-            Departure::Cordoned => f.write_str("the Node is cordoned (gracefulShutdown.onCordon)"),
+            Departure::Cordoned => {
+                f.write_str("the Node is cordoned (gracefulShutdown.departOnCordon)")
+            }
         }
     }
 }
@@ -95,7 +97,7 @@ pub fn departure(node: &NodeFacts, config: &Config) -> Option<Departure> {
             .taints
             .iter()
             .any(|t| t == "node.kubernetes.io/unschedulable");
-    (cordoned && config.graceful_shutdown.on_cordon).then_some(Departure::Cordoned)
+    (cordoned && config.graceful_shutdown.depart_on_cordon).then_some(Departure::Cordoned)
 }
 
 impl Core {

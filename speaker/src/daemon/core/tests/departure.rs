@@ -166,7 +166,8 @@ fn each_node_signal_of_leaving_makes_the_stop_a_departure_rfc8326() {
         ),
     ];
     for (case, facts, want, said) in table {
-        let mut core = core_on("", facts.clone());
+        // A cordon departs only when asked to (gracefulShutdown.departOnCordon).
+        let mut core = core_on("gracefulShutdown: {departOnCordon: true}", facts.clone());
         assert_eq!(
             super::super::departure::departure(&facts, &core.config),
             Some(want.clone()),
@@ -209,16 +210,25 @@ fn a_pod_restart_on_a_staying_node_closes_for_graceful_restart_rfc4724() {
     }
 }
 
+/// Issue 30 item 8: a cordon alone (a drain blocked by a PodDisruptionBudget, an
+/// investigation, a batch cordoned ahead of draining) leaves a node serving; a pod restart
+/// there must not withdraw it. Only `departOnCordon` makes it a departure.
 #[test]
-fn cordon_is_a_restart_when_on_cordon_is_off() {
-    let mut core = core_on(
+fn cordon_alone_is_a_restart_unless_depart_on_cordon_is_set() {
+    let cordoned = || NodeFacts {
+        unschedulable: true,
+        ..NodeFacts::default()
+    };
+    for top in [
+        "",
         "gracefulShutdown: {onCordon: false}",
-        NodeFacts {
-            unschedulable: true,
-            ..NodeFacts::default()
-        },
-    );
-    assert_eq!(stop(&mut core, false), Err(()));
+        "gracefulShutdown: {onCordon: true}",
+    ] {
+        let mut core = core_on(top, cordoned());
+        assert_eq!(stop(&mut core, false), Err(()), "{top:?}");
+    }
+    let mut core = core_on("gracefulShutdown: {departOnCordon: true}", cordoned());
+    assert!(stop(&mut core, false).is_ok());
 }
 
 #[test]
