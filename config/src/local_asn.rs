@@ -80,7 +80,7 @@ pub(crate) fn parse_asn_overrides(n: Node<'_, '_>, errs: &mut Errors) -> Option<
     (errs.0.len() == before).then_some(out)
 }
 
-/// `gracefulShutdown: {wait: 15s, onCordon: true, departOnCordon: false}`.
+/// `gracefulShutdown: {wait: 5s, onCordon: true, departOnCordon: false}`.
 pub(crate) fn parse_graceful_shutdown(
     n: Node<'_, '_>,
     errs: &mut Errors,

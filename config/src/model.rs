@@ -96,7 +96,7 @@ pub struct AsnOverride {
     pub asn: Asn,
 }
 
-pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+pub const DEFAULT_GRACEFUL_SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// The pod's `terminationGracePeriodSeconds` is 30 (deploy/speaker): the wait must leave
 /// time for the Cease and the exit.
 pub const MAX_GRACEFUL_SHUTDOWN_WAIT: u64 = 300;

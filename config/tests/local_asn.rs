@@ -106,9 +106,11 @@ fn file_source_cannot_read_the_asn_from_a_node() {
 }
 
 #[test]
-fn graceful_shutdown_defaults_to_15s_and_on_cordon_without_departing_on_cordon_rfc8326() {
+/// 5 s: with 5 s more for the Cease it fits a system-node-critical pod's usual grace at a
+/// node shutdown (kubelet's shutdownGracePeriodCriticalPods, commonly 10 s).
+fn graceful_shutdown_defaults_to_5s_and_on_cordon_without_departing_on_cordon_rfc8326() {
     let c = valid(&cfg("asn: 65001"));
-    assert_eq!(c.graceful_shutdown.wait, Duration::from_secs(15));
+    assert_eq!(c.graceful_shutdown.wait, Duration::from_secs(5));
     assert!(c.graceful_shutdown.on_cordon);
     assert!(!c.graceful_shutdown.depart_on_cordon);
     let c = valid(&cfg(

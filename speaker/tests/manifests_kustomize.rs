@@ -320,3 +320,23 @@ fn cni_component_mounts_the_host_cni_config_dir_only_when_asked() {
         "{container}"
     );
 }
+
+/// The speaker is told the pod's termination grace (a pod cannot read its own), so it must be
+/// the DaemonSet's: a departure's RFC 8326 wait is fitted to it.
+#[test]
+fn the_speakers_termination_grace_flag_is_the_pods_termination_grace() {
+    if !have_kubectl() {
+        return;
+    }
+    let docs = render(&deploy());
+    let (spec, container) = speaker_pod(&docs);
+    let grace = spec["terminationGracePeriodSeconds"].as_u64().expect("set");
+    let flag = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--termination-grace="))
+        .expect("--termination-grace in the speaker's args");
+    assert_eq!(flag, format!("{grace}s"));
+}

@@ -87,6 +87,11 @@ pub struct SpeakerArgs {
     /// (down, unreachable) is excused this long after start, e.g. `120` (seconds), `2m`.
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::cli::parse_duration)]
     pub ready_peer_grace: u64,
+    /// The pod's `terminationGracePeriodSeconds` (the DaemonSet passes it, the API gives a
+    /// pod no way to read it): `gracefulShutdown.wait` is shortened to end 5 s before it, so
+    /// a departure's Cease is sent before the kubelet's SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration)]
+    pub termination_grace: Option<u64>,
     /// Kubeconfig file (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -121,6 +126,7 @@ pub(crate) fn with_overrides(
     mut config: Config,
     admin_listen: Option<SocketAddr>,
     metrics_listen: Option<SocketAddr>,
+    termination_grace: Option<Duration>,
 ) -> Config {
     if let Some(a) = admin_listen {
         config.admin.listen = a;
@@ -128,7 +134,33 @@ pub(crate) fn with_overrides(
     if metrics_listen.is_some() {
         config.admin.metrics_listen = metrics_listen;
     }
+    if let Some(grace) = termination_grace {
+        fit_graceful_shutdown_wait(&mut config, grace);
+    }
     config
+}
+
+/// Time a departure needs after the RFC 8326 wait: the Cease on every session, and the
+/// process's exit, before the kubelet's SIGKILL.
+pub const CEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The RFC 8326 wait must end, and the Cease go out, before the pod's termination grace
+/// does: a SIGKILL first closes every session without a NOTIFICATION, which routers take for
+/// a graceful restart and keep the departed node's routes for `restartTime`. A wait that
+/// does not fit is shortened to what does, and said.
+pub fn fit_graceful_shutdown_wait(config: &mut Config, grace: Duration) {
+    let fits = grace.saturating_sub(CEASE_MARGIN);
+    let wait = config.graceful_shutdown.wait;
+    if wait > fits {
+        tracing::warn!(
+            wait_seconds = wait.as_secs(),
+            termination_grace_seconds = grace.as_secs(),
+            used_seconds = fits.as_secs(),
+            "gracefulShutdown.wait does not fit the pod's termination grace (--termination-grace) with {} s left for the Cease: shortened; raise terminationGracePeriodSeconds and --termination-grace together, or lower the wait",
+            CEASE_MARGIN.as_secs()
+        );
+        config.graceful_shutdown.wait = fits;
+    }
 }
 
 /// Why the speaker cannot start.
@@ -165,7 +197,8 @@ fn initial_config(args: &SpeakerArgs) -> Result<(Config, String, Option<String>)
         .node_name
         .clone()
         .or_else(|| non_empty_env("NODE_NAME"));
-    let overrides = |c| with_overrides(c, args.admin_listen, args.metrics_listen);
+    let grace = args.termination_grace.map(Duration::from_secs);
+    let overrides = |c| with_overrides(c, args.admin_listen, args.metrics_listen, grace);
     if args.config_source == ConfigSource::Kubernetes {
         let Some(node_name) = fallback.clone() else {
             eprintln!(
@@ -299,6 +332,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         lease_namespace: args.lease_namespace.clone().or(pod_namespace),
         pod_name: non_empty_env("POD_NAME"),
         state_dir: args.state_dir.clone(),
+        termination_grace: args.termination_grace.map(Duration::from_secs),
     };
     match Speaker::start(config, node_name, client, opts).await {
         Ok(s) => {
@@ -314,4 +348,41 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
 
 fn non_empty_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod termination_grace_tests {
+    use std::time::Duration;
+
+    use podcidr_config::Config;
+
+    use super::fit_graceful_shutdown_wait;
+
+    fn with_wait(secs: u64) -> Config {
+        let mut c = Config::unconfigured();
+        c.graceful_shutdown.wait = Duration::from_secs(secs);
+        c
+    }
+
+    /// Issue 30 item 8: the Cease of a departure must go out before the kubelet's SIGKILL.
+    #[test]
+    fn a_graceful_shutdown_wait_ends_five_seconds_before_the_termination_grace_rfc8326() {
+        // (wait, grace) → wait used
+        for (wait, grace, used) in [
+            (5, 30, 5),
+            (25, 30, 25),
+            (26, 30, 25),
+            (300, 30, 25),
+            (15, 10, 5),
+            (5, 3, 0),
+        ] {
+            let mut c = with_wait(wait);
+            fit_graceful_shutdown_wait(&mut c, Duration::from_secs(grace));
+            assert_eq!(
+                c.graceful_shutdown.wait,
+                Duration::from_secs(used),
+                "wait {wait}, grace {grace}"
+            );
+        }
+    }
 }

@@ -75,6 +75,8 @@ pub struct RunOptions {
     /// `--state-dir`: what the next process on this node needs (the peers Established here;
     /// the objects mode keeps its last good objects there too).
     pub state_dir: Option<PathBuf>,
+    /// `--termination-grace`: the pod's termination grace, which the RFC 8326 wait must fit.
+    pub termination_grace: Option<Duration>,
 }
 
 impl RunOptions {
@@ -94,13 +96,19 @@ impl RunOptions {
             lease_namespace: None,
             pod_name: None,
             state_dir: None,
+            termination_grace: None,
         }
     }
 
     /// Command-line settings that replace config values (applied on every load, so a
     /// reload does not see them as a change).
     pub fn overrides(&self, config: Config) -> Config {
-        with_overrides(config, self.admin_listen, self.metrics_listen)
+        with_overrides(
+            config,
+            self.admin_listen,
+            self.metrics_listen,
+            self.termination_grace,
+        )
     }
 }
 

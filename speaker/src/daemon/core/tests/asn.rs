@@ -245,7 +245,7 @@ fn final_stop_reannounces_with_graceful_shutdown_then_ceases_rfc8326_4() {
     assert_eq!(communities["rr"], [GSHUT]);
     assert_eq!(
         out.last(),
-        Some(&Effect::GracefulShutdownWait(Duration::from_secs(15)))
+        Some(&Effect::GracefulShutdownWait(Duration::from_secs(5)))
     );
     assert!(!out.iter().any(|e| matches!(e, Effect::StopAll(_))));
     // The wait is over (or a second SIGTERM): the Cease, RFC 8203 administrative shutdown.

@@ -62,7 +62,7 @@ fn stop(core: &mut Core, forced: bool) -> Result<String, ()> {
     }
     assert_eq!(
         out.last(),
-        Some(&Effect::GracefulShutdownWait(Duration::from_secs(15))),
+        Some(&Effect::GracefulShutdownWait(Duration::from_secs(5))),
         "{out:?}"
     );
     let out = core.handle(Event::Shutdown { final_stop: forced });
