@@ -34,7 +34,7 @@ fn examples_cover_every_source_kind() {
     assert_eq!(
         load("file.yaml").source,
         SourceConfig::File {
-            path: "/etc/podcidr/cidrs.yaml".into()
+            path: "/etc/podcidr-bgp/cidrs/cidrs.yaml".into()
         }
     );
     assert_eq!(load("dual-stack-two-tors.yaml").peers.len(), 6);

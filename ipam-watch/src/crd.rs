@@ -14,8 +14,8 @@ pub use config::{
     BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
     ConfigObjectStatus, ConnectRetrySpec, FamilySpec, ForwardingGateSpec, GracefulRestartSpec,
     GracefulShutdownSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec,
-    NextHopSpec, NumberOrString, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec,
-    config_condition,
+    NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, SecretKeyRef, SourceKindSpec, SourceSpec,
+    StatusSpec, config_condition, object_file_source_path_problem,
 };
 
 pub use speaker::{

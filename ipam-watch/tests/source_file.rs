@@ -300,3 +300,42 @@ fn file_source_read_is_bounded_by_the_limit() {
         Err(FileError::NotUtf8 { .. })
     ));
 }
+
+/// Issue 30 item 5: a file source confined to a directory (a path from a BGPSpeakerConfig)
+/// reads a ConfigMap-style file there, symlinks inside included, and refuses a symlink that
+/// leads out (to the MD5 key directory, say), saying so without reading it.
+#[tokio::test]
+async fn a_confined_file_source_refuses_a_symlink_that_leads_outside_its_directory() {
+    let dir = TempDir::new("within");
+    let allowed = dir.0.join("cidrs");
+    let data = allowed.join("..data");
+    std::fs::create_dir_all(&data).unwrap();
+    write_atomic(
+        &data.join("cidrs.yaml"),
+        "nodes:\n  node-a: [198.19.1.0/24]\n",
+    );
+    std::os::unix::fs::symlink("..data/cidrs.yaml", allowed.join("cidrs.yaml")).unwrap();
+    let (mut rx, driver) = FileSource::new(allowed.join("cidrs.yaml"))
+        .with_interval(POLL)
+        .within(&allowed)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    let set = until(&mut rx, WAIT, "inside", |s| s.ready).await;
+    assert_eq!(set.cidrs, nets(&["198.19.1.0/24"]));
+    driver.abort();
+
+    let secret = dir.0.join("keys");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("tor1"), "nodes:\n  node-a: [198.19.66.0/24]\n").unwrap();
+    std::os::unix::fs::symlink(secret.join("tor1"), allowed.join("escape.yaml")).unwrap();
+    let (mut rx, driver) = FileSource::new(allowed.join("escape.yaml"))
+        .with_interval(POLL)
+        .within(&allowed)
+        .watch_node("node-a");
+    let driver = tokio::spawn(driver);
+    let set = until(&mut rx, WAIT, "refused", |s| s.last_error.is_some()).await;
+    assert!(!set.ready && set.cidrs.is_empty(), "{set:?}");
+    let message = &set.last_error.as_ref().unwrap().message;
+    assert!(message.contains("outside"), "{message}");
+    driver.abort();
+}

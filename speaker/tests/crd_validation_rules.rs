@@ -199,7 +199,7 @@ fn every_rule_compiles_reads_self_and_names_fields_its_schema_node_has() {
             let field = chain[0];
             if matches!(
                 field,
-                "all" | "exists" | "getSeconds" | "contains" | "split"
+                "all" | "exists" | "getSeconds" | "contains" | "split" | "startsWith" | "endsWith"
             ) {
                 continue;
             }
@@ -256,7 +256,7 @@ fn valid() -> Vec<(&'static str, Value)> {
         ),
         (
             CONFIG,
-            json!({"asn": 65001, "source": {"kind": "file", "path": "/etc/cidrs.yaml"}}),
+            json!({"asn": 65001, "source": {"kind": "file", "path": "/etc/podcidr-bgp/cidrs/cidrs.yaml"}}),
         ),
         p(json!({"holdTime": 0, "keepaliveTime": 0})),
         p(
@@ -317,7 +317,7 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
         }
         spec
     };
-    let file = json!({"kind": "file", "path": "/etc/cidrs.yaml"});
+    let file = json!({"kind": "file", "path": "/etc/podcidr-bgp/cidrs/cidrs.yaml"});
     vec![
         (
             CONFIG,
@@ -387,7 +387,21 @@ fn invalid() -> Vec<(&'static str, Value, &'static str)> {
         ),
         (
             CONFIG,
-            c(json!({"source": {"kind": "node-spec", "path": "/etc/cidrs.yaml"}})),
+            c(
+                json!({"source": {"kind": "file", "path": "/run/podcidr-bgp/keys/podcidr-bgp-md5/tor1"}}),
+            ),
+            "source.path must be a file under /etc/podcidr-bgp/cidrs/",
+        ),
+        (
+            CONFIG,
+            c(json!({"source": {"kind": "file", "path": "/etc/podcidr-bgp/cidrs/../../shadow"}})),
+            "source.path must be a file under /etc/podcidr-bgp/cidrs/",
+        ),
+        (
+            CONFIG,
+            c(
+                json!({"source": {"kind": "node-spec", "path": "/etc/podcidr-bgp/cidrs/cidrs.yaml"}}),
+            ),
             "source.path is required",
         ),
         (

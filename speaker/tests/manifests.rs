@@ -649,7 +649,10 @@ async fn daemonset_rollout_waits_for_ready_speakers_one_node_at_a_time() {
     );
     // A percentage rounds up for a DaemonSet: at least one node, and batches that finish a
     // 5,000-node fleet in hours, not days (issue 30 item 8).
-    assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"], "1%");
+    assert_eq!(
+        spec["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        "1%"
+    );
     let pod = &spec["template"]["spec"];
     let container = &pod["containers"][0];
     let args = container_args(container);

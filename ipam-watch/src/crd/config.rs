@@ -279,9 +279,36 @@ pub struct AsnOverrideSpec {
 #[schemars(extend("x-kubernetes-validations" = rules::source()))]
 pub struct SourceSpec {
     pub kind: SourceKindSpec,
-    /// `file` only: the YAML file mapping node names to CIDRs.
+    /// `file` only: the YAML file mapping node names to CIDRs, under
+    /// /etc/podcidr-bgp/cidrs/ (mount it there): an object may not make the speakers read
+    /// any other file of their node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = rules::object_file_source_path()))]
     pub path: Option<String>,
+}
+
+/// The one directory a `BGPSpeakerConfig`'s `source.path` may name a file in. The config file
+/// (written by the node's admin) may name any path; an object (written through the API) may
+/// not make every speaker read, say, its MD5 key directory.
+pub const OBJECT_FILE_SOURCE_DIR: &str = "/etc/podcidr-bgp/cidrs/";
+
+/// Why `path` is not a file an object may name, or `None`: it is (absolute, under
+/// [`OBJECT_FILE_SOURCE_DIR`], no `.`/`..` component). Symlinks are checked when the file is
+/// read (`ipam_watch::source::FileSource::within`).
+pub fn object_file_source_path_problem(path: &str) -> Option<String> {
+    let bad = path
+        .strip_prefix(OBJECT_FILE_SOURCE_DIR)
+        .is_none_or(|inside| {
+            inside.is_empty()
+                || inside
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == "..")
+        });
+    bad.then(|| {
+        format!(
+            "{path:?} is not a file under {OBJECT_FILE_SOURCE_DIR}: a BGPSpeakerConfig may read pod CIDRs only from there (mount the file in the speaker's pod there)"
+        )
+    })
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

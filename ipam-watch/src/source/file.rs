@@ -58,9 +58,37 @@ pub enum FileError {
         /// The configured path.
         path: PathBuf,
     },
-    /// Not the expected YAML shape (unknown keys included).
+    /// Not the expected YAML shape (unknown keys included). Where, never what: the parser's
+    /// own message quotes the text (a snippet, a value, a key), and a path pointed at a file
+    /// that is not ours (a key, a credential) must not publish it in a status, an Event, the
+    /// log or `/debug`.
     #[error("invalid pod-CIDR file: {0}")]
-    Parse(#[from] serde_saphyr::Error),
+    Parse(ParseLocation),
+}
+
+/// Where a pod-CIDR file stopped parsing, without any of its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseLocation {
+    /// 1-based line and column, when the parser knows them.
+    pub at: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for ParseLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not YAML of the form `nodes: {<node>: [<cidr>, ...]}`")?;
+        if let Some((line, column)) = self.at {
+            write!(f, " (line {line}, column {column})")?;
+        }
+        f.write_str("; the file's content is not shown")
+    }
+}
+
+impl From<serde_saphyr::Error> for FileError {
+    fn from(e: serde_saphyr::Error) -> Self {
+        FileError::Parse(ParseLocation {
+            at: e.location().map(|l| (l.line(), l.column())),
+        })
+    }
 }
 
 /// Largest pod-CIDR file accepted, in bytes (16 MiB).
@@ -131,6 +159,8 @@ pub fn parse_file(text: &str) -> Result<BTreeMap<String, NodeCidrs>, FileError> 
 pub struct FileSource {
     path: PathBuf,
     interval: Duration,
+    /// The file must resolve (symlinks followed) to a file under this directory.
+    within: Option<PathBuf>,
 }
 
 impl FileSource {
@@ -142,7 +172,16 @@ impl FileSource {
         Self {
             path: path.into(),
             interval: Self::DEFAULT_INTERVAL,
+            within: None,
         }
+    }
+
+    /// Reads the file only if it resolves, symlinks followed, to a file under `dir`: a path
+    /// from an object names a file there lexically, and a symlink placed there must not lead
+    /// out (a ConfigMap volume's own `..data` links stay inside).
+    pub fn within(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.within = Some(dir.into());
+        self
     }
 
     /// Change the polling interval (tests use a short one).
@@ -158,6 +197,7 @@ impl FileSource {
 
     fn observations(&self) -> impl futures::Stream<Item = Observation> + Send + 'static {
         let path = self.path.clone();
+        let within = self.within.clone();
         let period = self.interval;
         // The timer and the watch are made on first poll, so building a driver needs no
         // runtime.
@@ -167,6 +207,7 @@ impl FileSource {
         );
         stream::unfold(state, move |(wakers, mut last)| {
             let path = path.clone();
+            let within = within.clone();
             async move {
                 let (mut ticks, mut watch) = wakers.unwrap_or_else(|| {
                     let mut ticks = tokio::time::interval(period);
@@ -186,9 +227,10 @@ impl FileSource {
                     if last.as_ref() == Some(&current) {
                         continue;
                     }
-                    let observations = match &current {
-                        Ok(_) => load(&path).await,
-                        Err(message) => vec![(View::Source, Err(message.clone()))],
+                    let observations = match (&current, confined(&path, within.as_deref())) {
+                        (_, Err(outside)) => vec![(View::Source, Err(outside))],
+                        (Ok(_), Ok(())) => load(&path).await,
+                        (Err(message), Ok(())) => vec![(View::Source, Err(message.clone()))],
                     };
                     last = Some(current);
                     return Some((stream::iter(observations), (Some((ticks, watch)), last)));
@@ -197,6 +239,26 @@ impl FileSource {
         })
         .flatten()
     }
+}
+
+/// `Err` when `path` resolves (symlinks followed) outside `within`; a path that does not
+/// resolve yet is left to the read, which names it.
+fn confined(path: &Path, within: Option<&Path>) -> Result<(), String> {
+    let Some(dir) = within else {
+        return Ok(());
+    };
+    let (Ok(file), Ok(dir)) = (std::fs::canonicalize(path), std::fs::canonicalize(dir)) else {
+        return Ok(());
+    };
+    if file.starts_with(&dir) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} resolves to {}, outside {}: not read",
+        path.display(),
+        file.display(),
+        dir.display()
+    ))
 }
 
 fn dir_watch(path: &Path) -> Option<DirWatch> {
@@ -352,5 +414,27 @@ mod tests {
         ] {
             assert!(parse_file(text).is_err(), "accepted {text:?}");
         }
+    }
+
+    /// Issue 30 item 5: pointed at a file that is not ours, the error says where parsing
+    /// stopped and never what the file holds.
+    #[test]
+    fn a_parse_error_never_echoes_the_files_content() {
+        for text in [
+            "hunter2-secret-key\n",
+            "nodes:\n  node-a: [hunter2-secret-key\n",
+            "hunter2-secret-key: 1\n",
+            "nodes: {}\nhunter2-secret-key: x\n",
+            "nodes:\n  node-a: hunter2-secret-key\n",
+            "-----BEGIN PRIVATE KEY-----\nhunter2-secret-key\n",
+        ] {
+            let e = parse_file(text).expect_err(text).to_string();
+            assert!(!e.contains("hunter2"), "{e}");
+            assert!(e.contains("content is not shown"), "{e}");
+        }
+        let e = parse_file("nodes:\n  node-a: [x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line "), "{e}");
     }
 }

@@ -283,6 +283,7 @@ impl Speaker {
             &node_name,
             opts.file_poll,
             objects.as_ref().map(|o| node_events(o.node.clone())),
+            objects.is_some(),
         )?;
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         let (finished_tx, finished) = mpsc::channel(4);
@@ -597,7 +598,15 @@ impl Speaker {
                     // Objects mode names no other node: its Node watch serves the source.
                     let events = self.objects.as_ref().map(|o| node_events(o.node.clone()));
                     let client = self.client.as_ref();
-                    match start_source(&source, client, &node, self.opts.file_poll, events) {
+                    let from_objects = self.objects.is_some();
+                    match start_source(
+                        &source,
+                        client,
+                        &node,
+                        self.opts.file_poll,
+                        events,
+                        from_objects,
+                    ) {
                         Ok((rx, task)) => {
                             self.source_task.abort();
                             self.desired = rx;

@@ -179,6 +179,19 @@ pub fn spec_document(
     // They chose the node and settled conflicts; the node's config has neither.
     top.remove("nodeSelector");
     top.remove("priority");
+    if let Some(path) = top
+        .get("source")
+        .and_then(|s| s.get("path"))
+        .and_then(Value::as_str)
+        && let Some(problem) = ipam_watch::crd::object_file_source_path_problem(path)
+    {
+        errors.push(ObjectError {
+            kind: ObjectKind::SpeakerConfig,
+            name: config_name.to_owned(),
+            path: "spec.source.path".into(),
+            message: problem,
+        });
+    }
     local_asn_document(&mut top, config_name, &mut errors);
     for (key, why) in NOT_IN_SPEAKER_CONFIG {
         if top.remove(*key).is_some() {

@@ -714,3 +714,33 @@ fn deleted_objects_run_on_retained_or_withdraw_with_graceful_shutdown_rfc8326() 
             .all(|p| p.communities.contains(&gshut))
     );
 }
+
+/// Issue 30 item 5: a BGPSpeakerConfig may make the speakers read pod CIDRs only from files
+/// under /etc/podcidr-bgp/cidrs/, never another file of the node (its MD5 keys, say).
+#[test]
+fn a_file_source_in_an_object_is_confined_to_its_directory() {
+    for (path, ok) in [
+        ("/etc/podcidr-bgp/cidrs/cidrs.yaml", true),
+        ("/etc/podcidr-bgp/cidrs/rack1/cidrs.yaml", true),
+        ("/run/podcidr-bgp/keys/podcidr-bgp-md5/tor1", false),
+        (
+            "/etc/podcidr-bgp/cidrs/../../../run/podcidr-bgp/keys/x",
+            false,
+        ),
+        ("/etc/podcidr-bgp/cidrs/./x", false),
+        ("/etc/podcidr-bgp/cidrs/", false),
+        ("etc/podcidr-bgp/cidrs/x", false),
+        ("/etc/podcidr-bgp/cidrsx/y", false),
+    ] {
+        let c = speaker_config(
+            "default",
+            "2026-11-01T00:00:00Z",
+            &format!("{{asn: 65010, source: {{kind: file, path: \"{path}\"}}}}"),
+        );
+        let r = assemble(&c, &[], &key_file);
+        assert_eq!(r.is_ok(), ok, "{path}: {r:?}");
+        if let Err(e) = r {
+            assert!(e.to_string().contains("spec.source.path"), "{e}");
+        }
+    }
+}

@@ -75,6 +75,21 @@ pub(super) fn asn_override() -> Value {
     )])
 }
 
+/// `BGPSpeakerConfig.spec.source.path`: a file under OBJECT_FILE_SOURCE_DIR, no `.`/`..`
+/// component, no empty one.
+pub(super) fn object_file_source_path() -> Value {
+    json!([rule(
+        format!(
+            "self.startsWith('{dir}') && size(self) > {len} && !self.contains('//') && \
+             !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && \
+             !self.endsWith('/..') && !self.endsWith('/')",
+            dir = super::OBJECT_FILE_SOURCE_DIR,
+            len = super::OBJECT_FILE_SOURCE_DIR.len()
+        ),
+        "source.path must be a file under /etc/podcidr-bgp/cidrs/ (no . or .. components)",
+    )])
+}
+
 /// `BGPSpeakerConfig.spec.gracefulShutdown`.
 pub(super) fn graceful_shutdown() -> Value {
     let wait = seconds("self.wait");

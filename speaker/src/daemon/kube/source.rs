@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipam_watch::crd::OBJECT_FILE_SOURCE_DIR;
 use ipam_watch::source::{
     CiliumNodeSource, DesiredSet, FileSource, IpamCrdSource, NodeEvents, NodeSpecSource,
     PodCidrSource,
@@ -16,17 +17,24 @@ use crate::daemon::StartError;
 
 /// The source for `node` and the task that drives it. `node_events`: the speaker's own watch
 /// of the Node, given to a source that reads the Node (one watch for every reader); `None`:
-/// the source watches it itself.
+/// the source watches it itself. `from_objects`: the config came from a `BGPSpeakerConfig`,
+/// so a file source reads only what resolves under [`OBJECT_FILE_SOURCE_DIR`].
 pub fn start_source(
     source: &SourceConfig,
     client: Option<&Client>,
     node: &str,
     file_poll: Duration,
     node_events: Option<NodeEvents>,
+    from_objects: bool,
 ) -> Result<(watch::Receiver<Arc<DesiredSet>>, JoinHandle<()>), StartError> {
     let src: Box<dyn PodCidrSource> = match (source, client) {
         (SourceConfig::File { path }, _) => {
-            Box::new(FileSource::new(path.clone()).with_interval(file_poll))
+            let file = FileSource::new(path.clone()).with_interval(file_poll);
+            Box::new(if from_objects {
+                file.within(OBJECT_FILE_SOURCE_DIR)
+            } else {
+                file
+            })
         }
         (SourceConfig::NodeSpec, Some(c)) => Box::new(NodeSpecSource::new(c.clone())),
         (SourceConfig::IpamCrd, Some(c)) => Box::new(IpamCrdSource::new(c.clone())),
