@@ -8,6 +8,8 @@
 #   scripts/build-go-tool.sh etcd 3.6.16        (etcd and etcdctl)
 #   scripts/build-go-tool.sh kustomize 5.8.0
 #   scripts/build-go-tool.sh helm 3.19.5
+#   scripts/build-go-tool.sh glua 1.1.2         (gopher-lua: the Lua VM Argo CD runs
+#                                                 resource health checks in)
 #
 # Prints the directory holding the binaries on stdout; everything else goes to stderr, with how
 # long the build took. Nothing of the tools' code lives in this repository: the script writes a
@@ -47,9 +49,9 @@ recipe=1
 key="$( { echo "recipe $recipe"; go version; } | sha256sum | cut -c1-12)"
 out_dir="$cache_root/go-tools/$name-$version-$key"
 case "$name" in
-  kube-apiserver | kubectl | kustomize | helm) bins=("$name") ;;
+  kube-apiserver | kubectl | kustomize | helm | glua) bins=("$name") ;;
   etcd) bins=(etcd etcdctl) ;;
-  *) log "unknown tool '$name' (kube-apiserver, kubectl, etcd, kustomize, helm)"; exit 2 ;;
+  *) log "unknown tool '$name' (kube-apiserver, kubectl, etcd, kustomize, helm, glua)"; exit 2 ;;
 esac
 
 have_all=1
@@ -137,6 +139,9 @@ EOF
     ;;
   kustomize)
     run env GOBIN="$work/bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@v$version"
+    ;;
+  glua)
+    run env GOBIN="$work/bin" go install -trimpath -ldflags "-s -w" "github.com/yuin/gopher-lua/cmd/glua@v$version"
     ;;
   helm)
     run env GOBIN="$work/bin" go install -trimpath \

@@ -77,6 +77,7 @@ link_tool kube-apiserver "$KUBE_NEWEST" "kube-$KUBE_NEWEST"
 link_tool kube-apiserver "$KUBE_OLDEST" "kube-$KUBE_OLDEST"
 link_tool etcd "$ETCD_VERSION" etcd
 link_tool helm "$HELM_VERSION" helm
+link_tool glua "$GOPHER_LUA_VERSION" glua
 # kubectl renders deploy/ (its built-in kustomize) and drives the control plane. A machine
 # image may bring one; where there is none, it is built at the newest version, and the tests
 # find it on PATH through target/test-tools/bin (scripts/test.sh puts it first).

@@ -384,6 +384,20 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         reasons("bgpspeakerconfigs"),
         allocator.log()
     );
+    // kstatus's Ready beside Accepted (what Flux, `kubectl wait` and the Argo CD health
+    // check read), as the server stored it: the same status, reason and generation.
+    for plural in ["bgppeers", "bgpspeakerconfigs"] {
+        let list = real_api::get_json(&cp, &[&format!("{plural}.bgp.podcidr.io")]);
+        for o in list["items"].as_array().unwrap() {
+            let conditions = o["status"]["conditions"].as_array().unwrap();
+            let of = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned();
+            let (accepted, ready) = (of("Accepted").unwrap(), of("Ready").expect("Ready"));
+            for field in ["status", "reason", "observedGeneration"] {
+                assert_eq!(ready[field], accepted[field], "{field}: {o}");
+            }
+            assert_eq!(ready["observedGeneration"], o["metadata"]["generation"], "{o}");
+        }
+    }
     let again = real_api::get_json(&cp, &["bgppeers.bgp.podcidr.io", "tor-again"]);
     assert_eq!(again["status"]["selectedNodes"], 2, "{again}");
     let not_applied = again["status"]["notApplied"]

@@ -33,6 +33,10 @@ pub mod config_condition {
     pub const INVALID: &str = "Invalid";
     pub const CONFLICT: &str = "Conflict";
     pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// kstatus's condition (sigs.k8s.io/cli-utils), which Flux and `kubectl wait` read: True
+    /// when `Accepted` is True for the generation in its `observedGeneration`; False with the
+    /// reason of `Accepted` otherwise.
+    pub const READY: &str = "Ready";
 }
 
 /// A duration: seconds as an integer, or a string with one unit (`90`, `"90s"`, `"5m"`).

@@ -292,29 +292,32 @@ fn cut(mut s: String) -> String {
     s
 }
 
-/// The status for `v`, keeping the `Accepted` condition's transition time from `previous`
-/// while its status stays the same.
+/// The status for `v`: `Accepted`, and kstatus's `Ready` (GitOps tools read it as the
+/// object's health) saying the same, each keeping its transition time from `previous` while
+/// its status stays the same.
 pub fn status(v: &Verdict, previous: Option<&ConfigObjectStatus>, now: Time) -> ConfigObjectStatus {
     let status = if v.accepted() { "True" } else { "False" };
-    let before = previous.and_then(|p| {
-        p.conditions
-            .iter()
-            .find(|c| c.type_ == config_condition::ACCEPTED)
-    });
-    let last_transition_time = match before {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now,
-    };
-    ConfigObjectStatus {
-        observed_generation: v.generation,
-        conditions: vec![Condition {
-            type_: config_condition::ACCEPTED.into(),
+    let condition = |type_: &str| {
+        let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+        let last_transition_time = match before {
+            Some(c) if c.status == status => c.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+        Condition {
+            type_: type_.into(),
             status: status.into(),
             reason: v.reason.into(),
             message: v.message.clone(),
             last_transition_time,
             observed_generation: v.generation,
-        }],
+        }
+    };
+    ConfigObjectStatus {
+        observed_generation: v.generation,
+        conditions: vec![
+            condition(config_condition::ACCEPTED),
+            condition(config_condition::READY),
+        ],
         selected_nodes: Some(v.selected_nodes),
         not_applied: v.not_applied.clone(),
     }
