@@ -395,31 +395,28 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
             for field in ["status", "reason", "observedGeneration"] {
                 assert_eq!(ready[field], accepted[field], "{field}: {o}");
             }
-            assert_eq!(ready["observedGeneration"], o["metadata"]["generation"], "{o}");
+            assert_eq!(
+                ready["observedGeneration"], o["metadata"]["generation"],
+                "{o}"
+            );
         }
     }
     let again = real_api::get_json(&cp, &["bgppeers.bgp.podcidr.io", "tor-again"]);
-    assert_eq!(again["status"]["selectedNodes"], 2, "{again}");
-    let not_applied = again["status"]["notApplied"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(
-        not_applied.keys().collect::<Vec<_>>(),
-        ["node-a", "node-b"],
-        "{again}"
-    );
+    // Nothing that changes with node churn (issue 30 item 6): no node count, no node list;
+    // the conflict itself, named.
+    assert!(again["status"]["selectedNodes"].is_null(), "{again}");
+    assert!(again["status"]["notApplied"].is_null(), "{again}");
+    let condition = again["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Accepted")
+        .unwrap();
+    let message = condition["message"].as_str().unwrap();
     assert!(
-        not_applied["node-a"]
-            .as_str()
-            .unwrap()
-            .contains("BGPPeer tor has the same priority")
-    );
-    let rack = real_api::get_json(&cp, &["bgpspeakerconfigs.bgp.podcidr.io", "rack-r1"]);
-    assert_eq!(
-        rack["status"]["notApplied"].as_object().map(|m| m.len()),
-        Some(1),
-        "{rack}"
+        message.starts_with("not applied on some nodes it selects: ")
+            && message.contains("BGPPeer tor has the same priority"),
+        "{message}"
     );
     // The printer column a person reads.
     let table = cp.kubectl(&["get", "bgppeers.bgp.podcidr.io", "bad-community"]);

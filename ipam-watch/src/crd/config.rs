@@ -674,10 +674,13 @@ pub struct ConfigObjectStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::conditions")]
     pub conditions: Vec<Condition>,
-    /// Nodes the object selects, by the controller's last count.
+    /// Deprecated, no longer written: it changed with every node join, leave or relabel,
+    /// and each status write is a watch event to every speaker. Each node's NodeBGPStatus
+    /// says what it runs (`status.config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selected_nodes: Option<u32>,
-    /// Per node where the object is not applied (a conflict): why, by node name.
+    /// Deprecated, no longer written (as `selectedNodes`): each node's NodeBGPStatus lists
+    /// what it does not apply and why (`status.config.notApplied`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 10000))]
     pub not_applied: BTreeMap<String, String>,

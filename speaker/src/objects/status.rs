@@ -240,7 +240,6 @@ pub fn verdicts(
 fn verdict((kind, name): Key, generation: Option<i64>, f: Findings) -> Verdict {
     use config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
     let n = f.selected;
-    let nodes = |n: u32| if n == 1 { "node" } else { "nodes" };
     let kept = "; speakers that ran an earlier generation keep running it";
     let (reason, message) = if !f.invalid.is_empty() {
         (INVALID, format!("{}{kept}", f.invalid.join("\n")))
@@ -251,23 +250,16 @@ fn verdict((kind, name): Key, generation: Option<i64>, f: Findings) -> Verdict {
         };
         (reason, format!("spec.passwordSecretRef: {k}{kept}"))
     } else if f.conflicts > 0 {
+        // The conflict, not how many nodes it is on: the status must not change with every
+        // node that joins, leaves or is relabelled (each write is a watch event to every
+        // speaker). The nodes are on each node's NodeBGPStatus and in `podcidr-bgp diff`.
         let first = f.not_applied.values().next().cloned().unwrap_or_default();
         (
             CONFLICT,
-            format!(
-                "not applied on {} of {n} selected {}: {first}",
-                f.conflicts,
-                nodes(n)
-            ),
+            format!("not applied on some nodes it selects: {first}"),
         )
-    } else if n == 0 {
-        (VALID, "valid; selects no node".to_owned())
     } else {
-        let applied = n.saturating_sub(f.not_applied_total);
-        (
-            VALID,
-            format!("applied on {applied} of {n} selected {}", nodes(n)),
-        )
+        (VALID, "valid".to_owned())
     };
     Verdict {
         kind,
@@ -318,7 +310,9 @@ pub fn status(v: &Verdict, previous: Option<&ConfigObjectStatus>, now: Time) -> 
             condition(config_condition::ACCEPTED),
             condition(config_condition::READY),
         ],
-        selected_nodes: Some(v.selected_nodes),
-        not_applied: v.not_applied.clone(),
+        // No longer written: both changed with node churn, a write per node event to every
+        // speaker's watch (server-side apply removes what an earlier version wrote).
+        selected_nodes: None,
+        not_applied: BTreeMap::new(),
     }
 }
