@@ -255,6 +255,7 @@ async fn run(args: &Args) -> Result<String, String> {
         all.extend(times);
     }
     all.sort();
+    let scale_up = scale_up(&fake, n).await?;
     for t in &tasks {
         t.abort();
     }
@@ -285,8 +286,75 @@ async fn run(args: &Args) -> Result<String, String> {
         ms(percentile(&all, 0.99)),
         ms(*all.last().unwrap_or(&Duration::ZERO)),
     ));
+    out.push_str(&scale_up);
     drop(dir);
     Ok(out)
+}
+
+/// Nodes added while the speakers run: what the one status writer's answer costs the
+/// speakers (issue 30 item 6: status without fan-out).
+const SCALE_UP_NODES: usize = 1000;
+
+/// The status writer (the allocator's, leading) runs; once it has written both objects'
+/// status, 1,000 Nodes join in batches of 100 a second (a cluster-autoscaler scale-up),
+/// then the writer's settle period passes. Counts the status writes and the watch bytes the
+/// fake sends on the two kinds' watches: `n` speakers' and the writer's own one.
+async fn scale_up(fake: &FakeKube, n: usize) -> Result<String, String> {
+    use ipam_watch::allocator::{AllocatorMetrics, LeaderState};
+    use podcidr_bgp::config_status::{self, StatusSettings};
+    let (lead, leadership) = tokio::sync::watch::channel(LeaderState::Leader {
+        valid_until: std::time::Instant::now() + Duration::from_secs(3600),
+    });
+    let writer = tokio::spawn(config_status::run(
+        client(fake),
+        StatusSettings {
+            secret_namespace: NS.into(),
+        },
+        leadership,
+        std::sync::Arc::new(AllocatorMetrics::new()),
+    ));
+    let written = |plural: &str, name: &str| {
+        fake.get(&bgp(plural), None, name)
+            .is_some_and(|o| o["status"]["conditions"].is_array())
+    };
+    let t0 = Instant::now();
+    while !(written("bgppeers", "tor") && written("bgpspeakerconfigs", "default")) {
+        if t0.elapsed() > LIMIT {
+            return Err("the status writer wrote nothing".into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Its first writes' own watch events drain, then only what the scale-up causes counts.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    fake.reset_counters();
+    let io = |e: fake_kube::ApiError| e.to_string();
+    for batch in 0..SCALE_UP_NODES / 100 {
+        for i in 0..100 {
+            let j = n + batch * 100 + i;
+            fake.insert(
+                &Gvr::nodes(),
+                json!({"metadata": {"name": node_name(j), "labels": {"rack": format!("r{}", j % 50)}}}),
+            )
+            .map_err(io)?;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Two settle periods of the writer, and its writes delivered.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let traffic = fake.traffic();
+    let of = |verb: Verb, resource: &str| traffic.get(&(verb, resource.to_owned())).cloned().unwrap_or_default();
+    let status_writes = ["bgppeers/status", "bgpspeakerconfigs/status"]
+        .iter()
+        .map(|r| of(Verb::Patch, r).requests + of(Verb::Update, r).requests)
+        .sum::<u64>();
+    let watch_bytes = of(Verb::Watch, "bgppeers").bytes_out + of(Verb::Watch, "bgpspeakerconfigs").bytes_out;
+    let watch_events = of(Verb::Watch, "bgppeers").objects_out + of(Verb::Watch, "bgpspeakerconfigs").objects_out;
+    drop(lead);
+    writer.abort();
+    Ok(format!(
+        "\nScale-up with the status writer running (the allocator's leader, `config_status::run`): {SCALE_UP_NODES} Nodes join in batches of 100 a second while the {n} speakers watch. Status writes: {status_writes}; watch events sent on the two kinds' watches ({n} speakers' and the writer's own): {watch_events}, {:.1} MiB.\n",
+        watch_bytes as f64 / (1024.0 * 1024.0)
+    ))
 }
 
 fn main() {
