@@ -342,13 +342,20 @@ async fn scale_up(fake: &FakeKube, n: usize) -> Result<String, String> {
     // Two settle periods of the writer, and its writes delivered.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let traffic = fake.traffic();
-    let of = |verb: Verb, resource: &str| traffic.get(&(verb, resource.to_owned())).cloned().unwrap_or_default();
+    let of = |verb: Verb, resource: &str| {
+        traffic
+            .get(&(verb, resource.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    };
     let status_writes = ["bgppeers/status", "bgpspeakerconfigs/status"]
         .iter()
         .map(|r| of(Verb::Patch, r).requests + of(Verb::Update, r).requests)
         .sum::<u64>();
-    let watch_bytes = of(Verb::Watch, "bgppeers").bytes_out + of(Verb::Watch, "bgpspeakerconfigs").bytes_out;
-    let watch_events = of(Verb::Watch, "bgppeers").objects_out + of(Verb::Watch, "bgpspeakerconfigs").objects_out;
+    let watch_bytes =
+        of(Verb::Watch, "bgppeers").bytes_out + of(Verb::Watch, "bgpspeakerconfigs").bytes_out;
+    let watch_events =
+        of(Verb::Watch, "bgppeers").objects_out + of(Verb::Watch, "bgpspeakerconfigs").objects_out;
     drop(lead);
     writer.abort();
     Ok(format!(

@@ -83,56 +83,80 @@ fn node_status(cp: &ControlPlane) -> Option<Value> {
     serde_json::from_str(&out).ok()
 }
 
-#[test]
-fn a_restarted_speaker_runs_the_last_good_objects_from_its_state_dir_and_without_it_is_not_ready() {
-    let Some(cp) = real_api::installed_control_plane() else {
-        return;
-    };
-    let ours = net::alloc_v4();
-    let router = Bird::start(
-        BirdConfig::new(net::alloc_v4(), 65001).neighbor(
-            BirdNeighbor::new("tor1", ours, OUR_ASN)
-                .passive(true)
-                .password("change-me"),
-        ),
-    );
-    let tor = router.peer_addr("tor1");
-    let IpAddr::V4(tor_ip) = tor.addr else {
-        panic!("an IPv4 router")
-    };
-    cp.create_node("node-a", "198.18.0.10", &[POD_CIDR]);
-    apply(
-        &cp,
-        &json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
-                "stringData": {"tor": "change-me"}}),
-    );
-    apply(
-        &cp,
-        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
-                "metadata": {"name": "default"},
-                "spec": {"asn": OUR_ASN, "source": {"kind": "node-spec"},
-                         "allowedPrefixes": ["10.244.0.0/16"],
-                         "status": {"minInterval": 1}}}),
-    );
-    apply(
-        &cp,
-        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+/// node-a with its pod CIDR, BIRD passive on loopback with TCP MD5, the Secret with its key,
+/// and the objects: `BGPSpeakerConfig` `default` (with `config_extra` in its spec) and
+/// `BGPPeer` `tor` (returned too, to re-create it).
+struct Fabric {
+    cp: ControlPlane,
+    router: Bird,
+    peer: Value,
+    id: integration_tests::control_plane::Identity,
+}
+
+impl Fabric {
+    fn start(config_extra: Value) -> Option<Fabric> {
+        let cp = real_api::installed_control_plane()?;
+        let ours = net::alloc_v4();
+        let router = Bird::start(
+            BirdConfig::new(net::alloc_v4(), 65001).neighbor(
+                BirdNeighbor::new("tor1", ours, OUR_ASN)
+                    .passive(true)
+                    .password("change-me"),
+            ),
+        );
+        let tor = router.peer_addr("tor1");
+        let IpAddr::V4(tor_ip) = tor.addr else {
+            panic!("an IPv4 router")
+        };
+        cp.create_node("node-a", "198.18.0.10", &[POD_CIDR]);
+        apply(
+            &cp,
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
+                    "stringData": {"tor": "change-me"}}),
+        );
+        let mut spec = json!({"asn": OUR_ASN, "source": {"kind": "node-spec"},
+                              "allowedPrefixes": ["10.244.0.0/16"],
+                              "status": {"minInterval": 1}});
+        if let (Some(s), Some(extra)) = (spec.as_object_mut(), config_extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        apply(
+            &cp,
+            &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
+                    "metadata": {"name": "default"}, "spec": spec}),
+        );
+        let peer = json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
                 "metadata": {"name": "tor"},
                 "spec": {"address": tor_ip.to_string(), "port": tor.port, "asn": tor.asn,
                          "localAddress": ours.to_string(),
-                         "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}}),
-    );
-    let id = real_api::speaker_identity(&cp, "node-a");
+                         "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}});
+        apply(&cp, &peer);
+        let id = real_api::speaker_identity(&cp, "node-a");
+        Some(Fabric {
+            cp,
+            router,
+            peer,
+            id,
+        })
+    }
+}
+
+/// BIRD has the session up and the pod CIDR from it.
+fn learned(b: &Bird) -> bool {
+    b.protocol("tor1").info == "Established"
+        && b.routes_from("tor1")
+            .iter()
+            .any(|r| r.prefix.to_string() == POD_CIDR)
+}
+
+#[test]
+fn a_restarted_speaker_runs_the_last_good_objects_from_its_state_dir_and_without_it_is_not_ready() {
+    let Some(Fabric { cp, router, id, .. }) = Fabric::start(json!({})) else {
+        return;
+    };
     let dir = TempDir::new("real-api-last-good");
     let state = dir.path("state");
-    let learned = |b: &Bird| {
-        b.protocol("tor1").info == "Established"
-            && b.routes_from("tor1")
-                .iter()
-                .any(|r| r.prefix.to_string() == POD_CIDR)
-    };
-
     let (first, _) = speaker(&id.kubeconfig, &dir, "first", Some(&state));
     assert!(
         router.wait_until(WAIT, learned),
@@ -246,52 +270,17 @@ fn a_restarted_speaker_runs_the_last_good_objects_from_its_state_dir_and_without
 /// GRACEFUL_SHUTDOWN (RFC 8326) before the session ends.
 #[test]
 fn deleting_the_peer_crd_withdraws_nothing_and_a_deliberate_delete_withdraws_gracefully_rfc8326() {
-    let Some(cp) = real_api::installed_control_plane() else {
+    let Some(Fabric {
+        cp,
+        router,
+        id,
+        peer: tor_peer,
+    }) = Fabric::start(json!({"gracefulShutdown": {"wait": "5s"}}))
+    else {
         return;
     };
-    let ours = net::alloc_v4();
-    let router = Bird::start(
-        BirdConfig::new(net::alloc_v4(), 65001).neighbor(
-            BirdNeighbor::new("tor1", ours, OUR_ASN)
-                .passive(true)
-                .password("change-me"),
-        ),
-    );
-    let tor = router.peer_addr("tor1");
-    let IpAddr::V4(tor_ip) = tor.addr else {
-        panic!("an IPv4 router")
-    };
-    cp.create_node("node-a", "198.18.0.10", &[POD_CIDR]);
-    apply(
-        &cp,
-        &json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
-                "stringData": {"tor": "change-me"}}),
-    );
-    apply(
-        &cp,
-        &json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
-                "metadata": {"name": "default"},
-                "spec": {"asn": OUR_ASN, "source": {"kind": "node-spec"},
-                         "allowedPrefixes": ["10.244.0.0/16"],
-                         "gracefulShutdown": {"wait": "5s"},
-                         "status": {"minInterval": 1}}}),
-    );
-    let tor_peer = json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
-            "metadata": {"name": "tor"},
-            "spec": {"address": tor_ip.to_string(), "port": tor.port, "asn": tor.asn,
-                     "localAddress": ours.to_string(),
-                     "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}});
-    apply(&cp, &tor_peer);
-    let id = real_api::speaker_identity(&cp, "node-a");
     let dir = TempDir::new("real-api-kind-gone");
     let state = dir.path("state");
-    let learned = |b: &Bird| {
-        b.protocol("tor1").info == "Established"
-            && b.routes_from("tor1")
-                .iter()
-                .any(|r| r.prefix.to_string() == POD_CIDR)
-    };
     let (first, _) = speaker(&id.kubeconfig, &dir, "first", Some(&state));
     assert!(
         router.wait_until(WAIT, learned),

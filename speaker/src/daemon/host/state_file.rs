@@ -110,30 +110,39 @@ impl StateFile {
         if self.last.as_deref() == Some(&bytes[..]) {
             return Ok(());
         }
-        let dir = self.path.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.tmp",
-            self.path
-                .file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default()
-        ));
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &self.path)?;
+        write_whole(&self.path, &bytes, 0o600)?;
         self.last = Some(bytes);
         Ok(())
     }
+}
+
+/// Writes `bytes` to `path` whole: a temp file of `mode` beside it, synced, then renamed over
+/// it, so a reader (a session reading its key, the next process reading its state) sees the
+/// old file or the new one, never half of one. The temp file is created with `mode`, never
+/// readable by others, not even for a moment; a leftover one (a crash between write and
+/// rename) may be 0400, which even its owner cannot reopen for writing without
+/// CAP_DAC_OVERRIDE, so it is removed first.
+pub fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::node::NodeState;
-use crate::daemon::host::state_file::StateFile;
+use crate::daemon::host::state_file::{StateFile, write_whole};
 use crate::objects::status::KeyProblem;
 use crate::objects::{
     Keys, LastGood, NodeConfig, ObjectKind, Objects, deletion_allowed, node_config, select,
@@ -461,29 +460,7 @@ pub fn write_key(path: &Path, key: &[u8]) -> std::io::Result<()> {
     if std::fs::read(path).is_ok_and(|k| k == key) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    // A leftover temp file (a crash between write and rename) is 0400: even its owner cannot
-    // reopen it for writing without CAP_DAC_OVERRIDE, so start afresh. Created 0400, never
-    // readable by others, not even for a moment.
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o400)
-        .open(&tmp)?;
-    std::io::Write::write_all(&mut file, key)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    write_whole(path, key, 0o400)
 }
 
 /// Spawns the watches; the receiver holds `None` until the objects, the Secrets they name
