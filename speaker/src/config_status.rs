@@ -163,7 +163,14 @@ struct Writer {
     configs: Api<BGPSpeakerConfig>,
     peers: Api<BGPPeer>,
     recorder: Recorder,
+    /// What this process last wrote on each object, at which generation: its own watch may
+    /// not have delivered the write yet (5,000 speakers' watches are served first), and a
+    /// pass in between must not write the same status again, a watch event to every speaker.
+    written: std::sync::Mutex<BTreeMap<(ObjectKind, String), Written>>,
 }
+
+/// A status this process wrote, and the generation it describes.
+type Written = (Option<i64>, ConfigObjectStatus);
 
 impl Writer {
     fn new(client: Client) -> Self {
@@ -175,6 +182,7 @@ impl Writer {
             configs: Api::all(client.clone()),
             peers: Api::all(client.clone()),
             recorder: Recorder::new(client, reporter),
+            written: std::sync::Mutex::default(),
         }
     }
 
@@ -197,6 +205,15 @@ impl Writer {
                     None => continue,
                 },
             };
+            // Our own last write of this generation is newer than what the watch shows, or
+            // the same: it is what this status replaces.
+            let key = (v.kind, v.name.clone());
+            let mine = self.written.lock().ok().and_then(|w| {
+                w.get(&key)
+                    .filter(|(g, _)| *g == v.generation)
+                    .map(|(_, s)| s.clone())
+            });
+            let previous = mine.as_ref().or(previous);
             let next = status(v, previous, Time(k8s_openapi::jiff::Timestamp::now()));
             if previous == Some(&next) {
                 continue;
@@ -206,6 +223,9 @@ impl Writer {
             }
             match self.write(v, &next).await {
                 Ok(()) => {
+                    if let Ok(mut w) = self.written.lock() {
+                        w.insert(key, (v.generation, next.clone()));
+                    }
                     tracing::info!(kind = %v.kind, name = %v.name, reason = v.reason, message = %v.message, "configuration object status written");
                     if accepted(previous) != Some(v.accepted()) {
                         self.event(v, reference).await;

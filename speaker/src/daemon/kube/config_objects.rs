@@ -549,7 +549,6 @@ pub fn spawn(
             }
             // The listing is complete here: what no longer exists is not run again.
             last.retain_existing(&objects);
-            kept.save(&last);
             let mut in_use = BTreeSet::new();
             for p in computed.config.iter().flat_map(|c| &c.peers) {
                 let Some(path) = &p.password_file else {
@@ -578,6 +577,8 @@ pub fn spawn(
                 }
                 !same
             });
+            // Kept after the node has its config: the file (and its fsync) never delays it.
+            kept.save(&last);
         }
     });
     (rx, task)
