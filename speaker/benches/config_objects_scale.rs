@@ -13,6 +13,10 @@
 //! HTTP/1.1 would need that many on each side (the real speaker, kube-rs over HTTP/1.1,
 //! opens one connection per watch). Requests are counted by the fake, the same either way.
 //!
+//! Then the one status writer (the allocator's leader, `config_status::run`) runs and 1,000
+//! Nodes join: how many status writes, and watch events and bytes to the speakers, that costs
+//! (issue 30 item 6: none).
+//!
 //! Run: `cargo bench -p podcidr-bgp --bench config_objects_scale -- [--speakers 5000]
 //! [--edits 5] [--write-docs docs/benchmarks.md]`. Not part of `cargo test` (without
 //! `--bench` it does nothing).

@@ -5,6 +5,7 @@ pub mod config_objects;
 pub mod events;
 pub mod lease;
 pub mod node;
+mod node_store;
 pub mod source;
 pub mod status;
 
