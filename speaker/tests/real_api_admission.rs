@@ -205,7 +205,24 @@ fn delete_guarded(version: KubeVersion) {
         args.extend_from_slice(what);
         cp.kubectl_as(cp.admin(), &args)
     };
-    let err = settled(|| delete(&["bgppeer", "tor"]), Result::is_err)
+    // The policy reaches the admission plugin through an informer: until it refuses a probe
+    // (re-created after each delete that still went through), nothing is asserted.
+    let probe = json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+        "metadata": {"name": "probe"}, "spec": {"address": "192.0.2.9", "asn": 65000}})
+    .to_string();
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        cp.apply(&probe);
+        match delete(&["bgppeer", "probe"]) {
+            Err(e) if e.contains("podcidr-bgp-config-delete-guard") => break,
+            r => assert!(
+                Instant::now() < deadline,
+                "{v}: the guard never took effect: {r:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let err = delete(&["bgppeer", "tor"])
         .expect_err(&format!("{v}: the guard refuses deleting a BGPPeer"));
     assert!(
         err.contains("podcidr-bgp-config-delete-guard")
@@ -223,7 +240,7 @@ fn delete_guarded(version: KubeVersion) {
         "{v}: {err}"
     );
     let left = cp.kubectl(&["get", "bgppeers,bgpspeakerconfigs", "-o", "name"]);
-    assert_eq!(left.lines().count(), 3, "{v}: nothing was deleted: {left}");
+    assert_eq!(left.lines().count(), 4, "{v}: nothing was deleted: {left}");
     // Any other value than "true" is no permission.
     cp.kubectl(&[
         "annotate",
@@ -253,6 +270,12 @@ fn delete_guarded(version: KubeVersion) {
         "annotate",
         "bgpspeakerconfig",
         "default",
+        "bgp.podcidr.io/allow-delete=true",
+    ]);
+    cp.kubectl(&[
+        "annotate",
+        "bgppeer",
+        "probe",
         "bgp.podcidr.io/allow-delete=true",
     ]);
     delete(&["bgppeers", "--all"]).unwrap_or_else(|e| panic!("{v}: all annotated: {e}"));
