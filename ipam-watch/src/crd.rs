@@ -14,8 +14,9 @@ pub use config::{
     BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
     ConfigObjectStatus, ConnectRetrySpec, FamilySpec, ForwardingGateSpec, GracefulRestartSpec,
     GracefulShutdownSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec,
-    NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, SecretKeyRef, SourceKindSpec, SourceSpec,
-    StatusSpec, config_condition, object_file_source_path_problem,
+    NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, RolloutSpec, RolloutStatus, SecretKeyRef,
+    SourceKindSpec, SourceSpec, StatusSpec, config_condition, object_file_source_path_problem,
+    rollout_state,
 };
 
 pub use speaker::{

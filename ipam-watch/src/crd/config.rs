@@ -37,6 +37,17 @@ pub mod config_condition {
     /// when `Accepted` is True for the generation in its `observedGeneration`; False with the
     /// reason of `Accepted` otherwise.
     pub const READY: &str = "Ready";
+    /// Reasons of `Ready` while a session-resetting edit rolls out in waves, and when a
+    /// wave's nodes did not come back in time (the rollout stopped).
+    pub const ROLLOUT_PROGRESSING: &str = "RolloutProgressing";
+    pub const ROLLOUT_STALLED: &str = "RolloutStalled";
+}
+
+/// `status.rollout.state` values.
+pub mod rollout_state {
+    pub const PROGRESSING: &str = "Progressing";
+    pub const COMPLETE: &str = "Complete";
+    pub const STALLED: &str = "Stalled";
 }
 
 /// A duration: seconds as an integer, or a string with one unit (`90`, `"90s"`, `"5m"`).
@@ -191,6 +202,11 @@ pub struct BGPSpeakerConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = -1_000_000, max = 1_000_000))]
     pub priority: Option<i32>,
+    /// How an edit that resets sessions reaches the selected nodes: in waves, each after
+    /// the previous wave's sessions are Established again. Edits that reset nothing apply
+    /// at once. Absent: the default waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
     /// The local AS as a number. Exactly one of `asn`, `asn_from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "local_asn")]
@@ -502,6 +518,10 @@ pub struct BGPPeerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = -1_000_000, max = 1_000_000))]
     pub priority: Option<i32>,
+    /// How an edit that resets this peer's sessions reaches the selected nodes (as
+    /// `BGPSpeakerConfig.spec.rollout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
     /// The neighbor's address, or `default-gateway` (the next hop(s) of the node's default
     /// route). Exactly one of `address`, `interface`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -663,6 +683,71 @@ pub struct BfdSpec {
     pub strict: Option<bool>,
 }
 
+fn rollout_waves(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "description": "Cumulative shares of the selected nodes, one per wave, e.g. [\"10%\", \"50%\"]; default [\"1%\", \"5%\", \"10%\", \"25%\", \"50%\", \"75%\", \"100%\"]. Order does not matter; a last wave of 100% is implied; [\"100%\"]: every node at once.",
+        "x-kubernetes-list-type": "atomic",
+        "maxItems": 10,
+        "items": {"type": "string", "maxLength": 4, "pattern": "^([1-9][0-9]?|100)%$"}
+    })
+}
+
+/// Progressive rollout of edits that reset sessions.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// Nodes that take a session-resetting edit first, as wave 0, before the percentages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::label_selector")]
+    pub canary_selector: Option<LabelSelector>,
+    /// Cumulative shares of the selected nodes, one per wave (default 1%, 5%, 10%, 25%, 50%,
+    /// 75%, 100%). `["100%"]`: every node at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "rollout_waves")]
+    pub waves: Vec<String>,
+    /// How long a wave's nodes may take to run the edit with their sessions Established
+    /// again before the rollout stops (default 10m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub wave_timeout: Option<IntOrString>,
+}
+
+/// Where the rollout of the object's current generation is, written by the status
+/// controller. Speakers read it: a node whose running version would reset sessions takes
+/// the new generation only once its wave is admitted.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The `metadata.generation` being rolled out.
+    pub generation: i64,
+    /// `Progressing`, `Complete` or `Stalled`.
+    #[schemars(length(max = 16))]
+    pub state: String,
+    /// The last admitted wave (0: the canaries, or the first share).
+    pub wave: u32,
+    /// Nodes whose rollout hash (FNV-1a 64 of `<kind>/<name>/<node>`) is below this number
+    /// (decimal) are admitted; `canarySelector` nodes are from wave 0. Fixed per wave, so
+    /// nodes that join do not move the boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 20))]
+    pub hash_below: Option<String>,
+    /// Selected nodes in the admitted waves when the wave started.
+    #[serde(default)]
+    pub nodes_admitted: u32,
+    /// Selected nodes when the wave started.
+    #[serde(default)]
+    pub nodes_selected: u32,
+    /// When the current wave started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
+    pub wave_started_at: Option<String>,
+    /// Why it stalled: the wave's nodes that did not come back, and what they run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub message: Option<String>,
+}
+
 /// Status of a configuration object, written by the one controller of the cluster.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -684,4 +769,7 @@ pub struct ConfigObjectStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 10000))]
     pub not_applied: BTreeMap<String, String>,
+    /// The progressive rollout of the current generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
