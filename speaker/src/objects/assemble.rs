@@ -165,7 +165,8 @@ const NOT_IN_PEER: &[(&str, &str)] = &[
 ];
 
 /// The config document for a node running `config` (its spec as JSON) and `peers` (name and
-/// spec as JSON): `nodeSelector`s and `priority` dropped (they chose the node), each peer named after its
+/// spec as JSON): `nodeSelector`s, `priority` and `rollout` dropped (they chose the node and when),
+/// each peer named after its
 /// object, and `passwordSecretRef` replaced by `passwordFile: key_file(peer, ref)`. Keys an
 /// object may not have are returned as errors.
 pub fn spec_document(
@@ -179,6 +180,7 @@ pub fn spec_document(
     // They chose the node and settled conflicts; the node's config has neither.
     top.remove("nodeSelector");
     top.remove("priority");
+    top.remove("rollout");
     if let Some(path) = top
         .get("source")
         .and_then(|s| s.get("path"))
@@ -208,6 +210,7 @@ pub fn spec_document(
         let mut p: Map<String, Value> = spec.as_object().cloned().unwrap_or_default();
         p.remove("nodeSelector");
         p.remove("priority");
+        p.remove("rollout");
         for (key, why) in NOT_IN_PEER {
             if p.remove(*key).is_some() {
                 errors.push(ObjectError {

@@ -7,6 +7,7 @@ mod assemble;
 pub mod check;
 pub mod convert;
 mod node_config;
+pub mod rollout;
 mod select;
 pub mod status;
 

@@ -10,7 +10,8 @@ use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
 use podcidr_config::Config;
 
-use super::{ObjectKind, ObjectRef, Objects, assemble, select};
+use super::rollout::Rollout;
+use super::{ObjectErrors, ObjectKind, ObjectRef, Objects, assemble, select};
 
 /// The versions this node last ran successfully, by name. Kept by the speaker in its state
 /// directory, so a restart while an object is unusable runs what ran before, not less.
@@ -157,19 +158,42 @@ fn key_problem(p: &BGPPeer, keys: &Keys, version: Version) -> Option<String> {
     (version == Version::Current || !(keys.kept)(r)).then_some(why)
 }
 
-/// The version of `current` to run: the current one if it is usable (`check`), else the last
-/// good one if that still is, else none. Records the outcome.
-fn pick<T: Clone + kube::Resource>(
+/// How the version to run is chosen for one object.
+struct Choice<'a, T> {
     kind: ObjectKind,
+    /// Whether a version is usable here now.
+    check: &'a dyn Fn(&T, Version) -> Result<(), String>,
+    /// Whether the node may move from the last good version to the current one now:
+    /// `Err` (why not) while an edit that resets sessions waits for this node's wave.
+    rollout: &'a dyn Fn(&T, &T) -> Result<(), String>,
+}
+
+/// The version of `current` to run: the current one if it is usable (`check`) and the
+/// node's rollout wave admits it, else the last good one if that still is, else none.
+/// Records the outcome.
+fn pick<T: Clone + kube::Resource>(
     current: &T,
     last: Option<&T>,
-    check: &dyn Fn(&T, Version) -> Result<(), String>,
+    choice: &Choice<T>,
     out: &mut NodeConfig,
 ) -> Option<T> {
+    let kind = choice.kind;
     let name = current.meta().name.clone().unwrap_or_default();
-    match check(current, Version::Current) {
-        Ok(()) => Some(current.clone()),
-        Err(why) => match last.filter(|l| check(l, Version::LastGood).is_ok()) {
+    let last = last.filter(|l| (choice.check)(l, Version::LastGood).is_ok());
+    match (choice.check)(current, Version::Current) {
+        Ok(()) => match last {
+            Some(l) if l.meta().generation != current.meta().generation => {
+                match (choice.rollout)(current, l) {
+                    Ok(()) => Some(current.clone()),
+                    Err(why) => {
+                        out.last_good.push((ObjectRef::of(kind, l), why));
+                        Some(l.clone())
+                    }
+                }
+            }
+            _ => Some(current.clone()),
+        },
+        Err(why) => match last {
             Some(l) => {
                 out.last_good.push((
                     ObjectRef::of(kind, l),
@@ -186,11 +210,26 @@ fn pick<T: Clone + kube::Resource>(
     }
 }
 
-/// The config a node with `labels` runs from `objects`, falling back per object to `last`
-/// (updated with what is accepted now).
+/// Whether running `to` instead of `from` resets a session (the reload diff of the config
+/// file: a session setting of a kept peer, or the local identity). A pair that does not
+/// assemble counts as resetting: when in doubt, wait for the wave.
+fn resets(from: Result<Config, ObjectErrors>, to: Result<Config, ObjectErrors>) -> bool {
+    match (from, to) {
+        (Ok(from), Ok(to)) => {
+            let d = podcidr_config::diff_peers(&from, &to);
+            !d.changed.is_empty() || d.settings.identity
+        }
+        _ => true,
+    }
+}
+
+/// The config node `node_name` with `labels` runs from `objects`, falling back per object to
+/// `last` (updated with what is accepted now), and keeping it while an edit that would
+/// reset sessions waits for this node's rollout wave ([`super::rollout`]).
 pub fn node_config(
     objects: &Objects,
     labels: &BTreeMap<String, String>,
+    node_name: &str,
     last: &mut LastGood,
     keys: &Keys,
 ) -> NodeConfig {
@@ -220,11 +259,34 @@ pub fn node_config(
             .map(|_| ())
             .map_err(|e| e.to_string())
     };
+    let config_rollout = |cur: &BGPSpeakerConfig, before: &BGPSpeakerConfig| {
+        let with_peers = |c| assemble(c, &selection.peers, key_file);
+        let alone = |c| assemble(c, &[], key_file);
+        let reset = match (with_peers(before), with_peers(cur)) {
+            (Ok(a), Ok(b)) => resets(Ok(a), Ok(b)),
+            _ => resets(alone(before), alone(cur)),
+        };
+        if !reset {
+            return Ok(());
+        }
+        Rollout {
+            kind: ObjectKind::SpeakerConfig,
+            name: &cur.name_any(),
+            generation: cur.metadata.generation,
+            spec: cur.spec.rollout.as_ref(),
+            status: cur.status.as_ref().and_then(|s| s.rollout.as_ref()),
+        }
+        .admits(node_name, labels)
+    };
+    let config_choice = Choice {
+        kind: ObjectKind::SpeakerConfig,
+        check: &config_check,
+        rollout: &config_rollout,
+    };
     let Some(config) = pick(
-        ObjectKind::SpeakerConfig,
         current,
         last.configs.get(&current.name_any()),
-        &config_check,
+        &config_choice,
         &mut out,
     ) else {
         return out;
@@ -240,13 +302,28 @@ pub fn node_config(
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         };
-        if let Some(p) = pick(
-            ObjectKind::Peer,
-            p,
-            last.peers.get(&p.name_any()),
-            &peer_check,
-            &mut out,
-        ) {
+        let peer_rollout = |cur: &BGPPeer, before: &BGPPeer| {
+            if !resets(
+                assemble(&config, &[before], key_file),
+                assemble(&config, &[cur], key_file),
+            ) {
+                return Ok(());
+            }
+            Rollout {
+                kind: ObjectKind::Peer,
+                name: &cur.name_any(),
+                generation: cur.metadata.generation,
+                spec: cur.spec.rollout.as_ref(),
+                status: cur.status.as_ref().and_then(|s| s.rollout.as_ref()),
+            }
+            .admits(node_name, labels)
+        };
+        let peer_choice = Choice {
+            kind: ObjectKind::Peer,
+            check: &peer_check,
+            rollout: &peer_rollout,
+        };
+        if let Some(p) = pick(p, last.peers.get(&p.name_any()), &peer_choice, &mut out) {
             last.peers.insert(p.name_any(), kept(&p));
             peers.push(p);
         }

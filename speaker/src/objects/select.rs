@@ -107,7 +107,7 @@ pub struct NodeSelection<'a> {
 }
 
 /// Does `selector` (absent or empty: every node) select a node with `labels`?
-fn selects(
+pub(super) fn selects(
     selector: Option<&LabelSelector>,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, String> {

@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use ipam_watch::crd::{
-    BGPPeer, BGPSpeakerConfig, ConfigObjectStatus, SecretKeyRef, config_condition,
+    BGPPeer, BGPSpeakerConfig, ConfigObjectStatus, RolloutStatus, SecretKeyRef, config_condition,
+    rollout_state,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
@@ -285,11 +286,17 @@ fn cut(mut s: String) -> String {
 }
 
 /// The status for `v`: `Accepted`, and kstatus's `Ready` (GitOps tools read it as the
-/// object's health) saying the same, each keeping its transition time from `previous` while
-/// its status stays the same.
-pub fn status(v: &Verdict, previous: Option<&ConfigObjectStatus>, now: Time) -> ConfigObjectStatus {
-    let status = if v.accepted() { "True" } else { "False" };
-    let condition = |type_: &str| {
+/// object's health) saying the same, or, for an accepted object whose session-resetting
+/// edit still rolls out in waves, False with `RolloutProgressing` or `RolloutStalled`. Each
+/// condition keeps its transition time from `previous` while its status stays the same.
+pub fn status(
+    v: &Verdict,
+    previous: Option<&ConfigObjectStatus>,
+    rollout: Option<&RolloutStatus>,
+    now: Time,
+) -> ConfigObjectStatus {
+    let accepted = if v.accepted() { "True" } else { "False" };
+    let condition = |type_: &str, status: &str, reason: &str, message: String| {
         let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
         let last_transition_time = match before {
             Some(c) if c.status == status => c.last_transition_time.clone(),
@@ -298,21 +305,50 @@ pub fn status(v: &Verdict, previous: Option<&ConfigObjectStatus>, now: Time) -> 
         Condition {
             type_: type_.into(),
             status: status.into(),
-            reason: v.reason.into(),
-            message: v.message.clone(),
+            reason: reason.into(),
+            message,
             last_transition_time,
             observed_generation: v.generation,
         }
     };
+    let ready = match rollout.filter(|_| v.accepted()) {
+        Some(r) if r.state == rollout_state::PROGRESSING => condition(
+            config_condition::READY,
+            "False",
+            config_condition::ROLLOUT_PROGRESSING,
+            format!(
+                "generation {} rolls out in waves: wave {} admitted ({} of {} selected nodes)",
+                r.generation, r.wave, r.nodes_admitted, r.nodes_selected
+            ),
+        ),
+        Some(r) if r.state == rollout_state::STALLED => condition(
+            config_condition::READY,
+            "False",
+            config_condition::ROLLOUT_STALLED,
+            cut(r.message.clone().unwrap_or_default()),
+        ),
+        _ => condition(
+            config_condition::READY,
+            accepted,
+            v.reason,
+            v.message.clone(),
+        ),
+    };
     ConfigObjectStatus {
         observed_generation: v.generation,
         conditions: vec![
-            condition(config_condition::ACCEPTED),
-            condition(config_condition::READY),
+            condition(
+                config_condition::ACCEPTED,
+                accepted,
+                v.reason,
+                v.message.clone(),
+            ),
+            ready,
         ],
         // No longer written: both changed with node churn, a write per node event to every
         // speaker's watch (server-side apply removes what an earlier version wrote).
         selected_nodes: None,
         not_applied: BTreeMap::new(),
+        rollout: rollout.cloned(),
     }
 }

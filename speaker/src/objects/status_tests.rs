@@ -230,19 +230,19 @@ fn the_transition_time_moves_only_when_accepted_changes() {
     let v = &verdicts(&objects, &[node("a", &[])], &no_key_problem)[0];
     let t0 = Time("2026-11-26T10:00:00Z".parse().unwrap());
     let t1 = Time("2026-11-26T11:00:00Z".parse().unwrap());
-    let first = status(v, None, t0.clone());
+    let first = status(v, None, None, t0.clone());
     assert_eq!(first.conditions[0].last_transition_time, t0);
     assert_eq!(first.observed_generation, Some(1));
-    let again = status(v, Some(&first), t1.clone());
+    let again = status(v, Some(&first), None, t1.clone());
     assert_eq!(again, first, "nothing changed: no new status to write");
     let mut refused = v.clone();
     refused.reason = INVALID;
-    let flipped = status(&refused, Some(&first), t1.clone());
+    let flipped = status(&refused, Some(&first), None, t1.clone());
     assert_eq!(flipped.conditions[0].status, "False");
     assert_eq!(flipped.conditions[0].last_transition_time, t1);
     let empty = ConfigObjectStatus::default();
     assert_eq!(
-        status(v, Some(&empty), t1.clone()).conditions[0].last_transition_time,
+        status(v, Some(&empty), None, t1.clone()).conditions[0].last_transition_time,
         t1
     );
 }
@@ -271,7 +271,7 @@ fn a_node_joining_leaving_or_relabelled_changes_no_status_the_writer_applies() {
             .map(|v| {
                 (
                     format!("{} {}", v.kind, v.name),
-                    status(v, None, now.clone()),
+                    status(v, None, None, now.clone()),
                 )
             })
             .collect()

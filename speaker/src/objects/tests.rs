@@ -298,7 +298,7 @@ const NO_SECRETS: Keys = Keys {
     file: &key_file,
 };
 
-const ALL_SECRETS: Keys = Keys {
+pub(super) const ALL_SECRETS: Keys = Keys {
     problem: &|_| None,
     kept: &|_| false,
     file: &key_file,
@@ -322,7 +322,7 @@ fn an_object_that_becomes_invalid_keeps_its_last_good_version_on_the_node() {
     );
     let mut last = LastGood::default();
     let objects = Objects::from_lists(vec![c.clone()], vec![good]);
-    let first = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    let first = node_config(&objects, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
     assert_eq!(
         first.config.as_ref().unwrap().peers[0].hold_time.seconds(),
         9
@@ -338,7 +338,7 @@ fn an_object_that_becomes_invalid_keeps_its_last_good_version_on_the_node() {
         2,
     );
     let objects = Objects::from_lists(vec![c], vec![broken]);
-    let second = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    let second = node_config(&objects, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
     let config = second.config.clone().expect("the node keeps running");
     assert_eq!(config.peers[0].hold_time.seconds(), 9, "generation 1 runs");
     assert_eq!(second.peers[0].generation, Some(1));
@@ -367,7 +367,7 @@ fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cann
     );
     let mut first = LastGood::default();
     let objects = Objects::from_lists(vec![c.clone()], vec![good]);
-    node_config(&objects, &labels(&[]), &mut first, &ALL_SECRETS);
+    node_config(&objects, &labels(&[]), "node-a", &mut first, &ALL_SECRETS);
     let kept = serde_json::to_string(&first).unwrap();
 
     // The next process: the config's new generation has host bits in a prefix, the peer's
@@ -395,7 +395,7 @@ fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cann
     };
     let objects = Objects::from_lists(vec![broken_config], vec![renamed]);
     let mut next: LastGood = serde_json::from_str(&kept).unwrap();
-    let n = node_config(&objects, &labels(&[]), &mut next, &keys);
+    let n = node_config(&objects, &labels(&[]), "node-a", &mut next, &keys);
     assert!(n.cannot_run.is_empty(), "{n:?}");
     assert_eq!(n.speaker_config.as_ref().unwrap().generation, Some(1));
     assert_eq!(n.peers[0].generation, Some(1));
@@ -404,7 +404,13 @@ fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cann
     assert_eq!(next.secret_names().collect::<Vec<_>>(), ["md5"]);
 
     // Without what the previous process kept: nothing runs, and the node says it cannot.
-    let n = node_config(&objects, &labels(&[]), &mut LastGood::default(), &keys);
+    let n = node_config(
+        &objects,
+        &labels(&[]),
+        "node-a",
+        &mut LastGood::default(),
+        &keys,
+    );
     assert!(n.config.is_none());
     assert_eq!(
         n.cannot_run,
@@ -441,7 +447,7 @@ fn an_object_never_valid_is_not_applied_and_the_rest_runs() {
     );
     let objects = Objects::from_lists(vec![c], vec![good, bad, keyed]);
     let mut last = LastGood::default();
-    let n = node_config(&objects, &labels(&[]), &mut last, &NO_SECRETS);
+    let n = node_config(&objects, &labels(&[]), "node-a", &mut last, &NO_SECRETS);
     let names: Vec<&str> = n
         .config
         .as_ref()
@@ -478,6 +484,7 @@ fn a_node_no_speaker_config_selects_runs_nothing_and_says_why() {
     let n = node_config(
         &objects,
         &labels(&[("rack", "r1")]),
+        "node-a",
         &mut LastGood::default(),
         &ALL_SECRETS,
     );
@@ -497,7 +504,7 @@ fn a_secret_deleted_under_a_running_peer_keeps_it_on_its_key_file() {
     );
     let objects = Objects::from_lists(vec![c], vec![keyed]);
     let mut last = LastGood::default();
-    let first = node_config(&objects, &labels(&[]), &mut last, &ALL_SECRETS);
+    let first = node_config(&objects, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
     assert_eq!(first.peers.len(), 1);
 
     // The Secret is gone and its file still holds the key the session runs with.
@@ -506,7 +513,7 @@ fn a_secret_deleted_under_a_running_peer_keeps_it_on_its_key_file() {
         kept: &|_| true,
         file: &key_file,
     };
-    let second = node_config(&objects, &labels(&[]), &mut last, &kept);
+    let second = node_config(&objects, &labels(&[]), "node-a", &mut last, &kept);
     assert_eq!(second.peers.len(), 1, "{second:?}");
     assert_eq!(second.last_good.len(), 1);
     assert!(
@@ -519,6 +526,7 @@ fn a_secret_deleted_under_a_running_peer_keeps_it_on_its_key_file() {
     let fresh = node_config(
         &objects,
         &labels(&[]),
+        "node-a",
         &mut LastGood::default(),
         &NO_SECRETS,
     );
@@ -672,6 +680,7 @@ fn deleted_objects_run_on_retained_or_withdraw_with_graceful_shutdown_rfc8326() 
     let n = node_config(
         &objects,
         &labels(&[]),
+        "node-a",
         &mut LastGood::default(),
         &ALL_SECRETS,
     );
@@ -703,6 +712,7 @@ fn deleted_objects_run_on_retained_or_withdraw_with_graceful_shutdown_rfc8326() 
     let n = node_config(
         &objects,
         &labels(&[]),
+        "node-a",
         &mut LastGood::default(),
         &ALL_SECRETS,
     );

@@ -326,6 +326,7 @@ pub fn spawn(
     mut node: watch::Receiver<NodeState>,
 ) -> (watch::Receiver<Option<Arc<NodeConfig>>>, JoinHandle<()>) {
     let (mut kept, mut last) = KeptLastGood::load(settings.state_dir.as_deref(), node_name);
+    let node_name = node_name.to_owned();
     let (tx, rx) = watch::channel(None);
     let task = tokio::spawn(async move {
         let all = watcher::Config::default;
@@ -397,7 +398,7 @@ pub fn spawn(
                 kept: &|r| key_path(key_dir, r).is_some_and(|p| p.is_file()),
                 file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
             };
-            let computed = node_config(&objects, &labels, &mut last, &keys);
+            let computed = node_config(&objects, &labels, &node_name, &mut last, &keys);
             if let Some(c) = &computed.config {
                 wait = c.graceful_shutdown.wait;
             }
