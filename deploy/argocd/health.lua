@@ -1,10 +1,11 @@
 -- Argo CD health for podcidr-bgp's configuration objects (BGPSpeakerConfig, BGPPeer):
 -- their status is written by the allocator's leader, the one status writer of the cluster.
--- Healthy: Ready is True for the object's current generation. Degraded: Ready is False (an
--- invalid value, a missing Secret key, a conflict), with the writer's message. Progressing:
--- no status yet, or the writer has not seen this generation. speaker/tests/argocd_health.rs
--- runs this file in gopher-lua (the Lua VM Argo CD runs it in) on objects the status writer
--- produced.
+-- Healthy: Ready is True for the object's current generation. Progressing: no status yet,
+-- the writer has not seen this generation, or a session-resetting edit still rolls out in
+-- waves (reason RolloutProgressing). Degraded: Ready is False for any other reason (an
+-- invalid value, a missing Secret key, a conflict, a stalled rollout), with the writer's
+-- message. speaker/tests/argocd_health.rs runs this file in gopher-lua (the Lua VM Argo CD
+-- runs it in) on objects the status writer produced.
 local hs = {}
 if obj.status == nil or obj.status.conditions == nil then
   hs.status = "Progressing"
@@ -22,6 +23,8 @@ for _, condition in ipairs(obj.status.conditions) do
   if condition.type == "Ready" then
     if condition.status == "True" then
       hs.status = "Healthy"
+    elseif condition.reason == "RolloutProgressing" then
+      hs.status = "Progressing"
     else
       hs.status = "Degraded"
     end

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ipam_watch::allocator::{AllocatorMetrics, ConfigObjectLabels, LeaderState};
+use ipam_watch::allocator::{AllocatorMetrics, ConfigObjectLabels, LeaderState, RolloutLabels};
 use ipam_watch::crd::{
-    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus,
+    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
+    rollout_state,
 };
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -26,8 +27,13 @@ use tokio::sync::{mpsc, watch};
 
 use crate::daemon::kube::config_objects::{SecretWatches, Store, watch_all};
 use crate::daemon::kube::events::cut;
+use crate::objects::rollout::Step;
 use crate::objects::status::{NodeLabels, Verdict, status, verdicts};
 use crate::objects::{ObjectKind, Objects};
+
+mod rollouts;
+
+use rollouts::Rollouts;
 
 /// Field manager of the status writes and `reportingController` of the Events.
 pub const MANAGER: &str = "podcidr-bgp-config-status";
@@ -57,6 +63,8 @@ pub async fn run(
     let mut peers = watch_all(Api::<BGPPeer>::all(client.clone()), all());
     // Labels are all a Node is needed for: metadata only.
     let mut nodes = watch_all(Api::<PartialObjectMeta<Node>>::all(client.clone()), all());
+    // Where each node is in a rollout: which generation it runs, which sessions are up.
+    let mut reports = watch_all(Api::<NodeBGPStatus>::all(client.clone()), all());
     let (secret_tx, mut secret_rx) = mpsc::channel(64);
     let mut secrets = SecretWatches::new(
         Api::<Secret>::namespaced(client.clone(), &settings.secret_namespace),
@@ -66,8 +74,12 @@ pub async fn run(
     let mut config_store: Store<BGPSpeakerConfig> = Store::new();
     let mut peer_store: Store<BGPPeer> = Store::new();
     let mut node_store: Store<PartialObjectMeta<Node>> = Store::new();
+    let mut report_store: Store<NodeBGPStatus> = Store::new();
     let writer = Writer::new(client);
     let mut dirty = false;
+    // Some rollout is not complete: every tick is a pass (a wave may have come back, or
+    // timed out).
+    let mut rolling = false;
     let mut settle = tokio::time::interval(SETTLE);
     settle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -81,6 +93,9 @@ pub async fn run(
                 dirty |= node_store.apply(ev, "Node") && relevant;
             }
             Some(ev) = secret_rx.recv() => dirty |= secrets.apply(ev),
+            Some(ev) = reports.next() => {
+                report_store.apply(ev, "NodeBGPStatus");
+            }
             r = leadership.changed() => {
                 if r.is_err() {
                     return;
@@ -89,6 +104,7 @@ pub async fn run(
                 dirty = true;
             }
             _ = settle.tick() => {
+                dirty |= rolling;
                 if !(dirty && config_store.ready && peer_store.ready && node_store.ready) {
                     continue;
                 }
@@ -111,8 +127,17 @@ pub async fn run(
                     .collect();
                 let vs = verdicts(&objects, &nodes, &|r| secrets.key(r).err());
                 count(&metrics, &vs);
+                let pass = Pass {
+                    objects: &objects,
+                    verdicts: &vs,
+                    selected: rollouts::selected(&objects, &nodes),
+                    reports: &report_store.objects,
+                };
                 // A failed write leaves the pass dirty: the next tick tries again.
-                dirty = !writer.write_changed(&objects, &vs, &leadership).await;
+                let (ok, active) = writer.write_changed(&pass, &leadership).await;
+                dirty = !ok;
+                rolling = active;
+                count_rollouts(&metrics, &writer);
             }
         }
     }
@@ -159,6 +184,38 @@ fn count(metrics: &AllocatorMetrics, vs: &[Verdict]) {
     }
 }
 
+/// What one pass writes from.
+struct Pass<'a> {
+    objects: &'a Objects,
+    verdicts: &'a [Verdict],
+    selected: BTreeMap<(ObjectKind, String), Vec<&'a NodeLabels>>,
+    reports: &'a BTreeMap<String, NodeBGPStatus>,
+}
+
+/// `podcidr_allocator_config_rollouts`: the rollouts of the statuses last written.
+fn count_rollouts(metrics: &AllocatorMetrics, writer: &Writer) {
+    let Ok(written) = writer.written.lock() else {
+        return;
+    };
+    for kind in [ObjectKind::SpeakerConfig, ObjectKind::Peer] {
+        for state in [rollout_state::PROGRESSING, rollout_state::STALLED] {
+            let n = written
+                .iter()
+                .filter(|((k, _), (_, s))| {
+                    *k == kind && s.rollout.as_ref().is_some_and(|r| r.state == state)
+                })
+                .count();
+            metrics
+                .config_rollouts
+                .get_or_create(&RolloutLabels {
+                    kind: kind.as_str().into(),
+                    state: state.into(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+}
+
 struct Writer {
     configs: Api<BGPSpeakerConfig>,
     peers: Api<BGPPeer>,
@@ -167,6 +224,7 @@ struct Writer {
     /// not have delivered the write yet (5,000 speakers' watches are served first), and a
     /// pass in between must not write the same status again, a watch event to every speaker.
     written: std::sync::Mutex<BTreeMap<(ObjectKind, String), Written>>,
+    rollouts: std::sync::Mutex<Rollouts>,
 }
 
 /// A status this process wrote, and the generation it describes.
@@ -183,18 +241,30 @@ impl Writer {
             peers: Api::all(client.clone()),
             recorder: Recorder::new(client, reporter),
             written: std::sync::Mutex::default(),
+            rollouts: std::sync::Mutex::default(),
         }
     }
 
-    /// Writes each status that differs from the object's; true if every write went through.
+    /// Writes each status that differs from the object's; whether every write went through,
+    /// and whether some rollout is not complete.
     async fn write_changed(
         &self,
-        objects: &Objects,
-        vs: &[Verdict],
+        pass: &Pass<'_>,
         leadership: &watch::Receiver<LeaderState>,
-    ) -> bool {
+    ) -> (bool, bool) {
+        let objects = pass.objects;
         let mut ok = true;
-        for v in vs {
+        let mut active = false;
+        if let Ok(mut r) = self.rollouts.lock() {
+            r.retain(objects);
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.retain(|(kind, name), _| match kind {
+                ObjectKind::SpeakerConfig => objects.configs.contains_key(name),
+                ObjectKind::Peer => objects.peers.contains_key(name),
+            });
+        }
+        for v in pass.verdicts {
             let (previous, reference) = match v.kind {
                 ObjectKind::SpeakerConfig => match objects.configs.get(&v.name) {
                     Some(o) => (o.status.as_ref(), regarding(o)),
@@ -214,12 +284,19 @@ impl Writer {
                     .map(|(_, s)| s.clone())
             });
             let previous = mine.as_ref().or(previous);
-            let next = status(v, previous, Time(k8s_openapi::jiff::Timestamp::now()));
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            let key_nodes = pass.selected.get(&key).map_or(&[][..], Vec::as_slice);
+            let step = match self.rollouts.lock() {
+                Ok(mut r) => r.next(objects, v, previous, key_nodes, pass.reports, &now),
+                Err(_) => continue,
+            };
+            active |= step.status.state != rollout_state::COMPLETE;
+            let next = status(v, previous, Some(&step.status), now);
             if previous == Some(&next) {
                 continue;
             }
             if !leadership.borrow().may_write() {
-                return false;
+                return (false, active);
             }
             match self.write(v, &next).await {
                 Ok(()) => {
@@ -228,8 +305,9 @@ impl Writer {
                     }
                     tracing::info!(kind = %v.kind, name = %v.name, reason = v.reason, message = %v.message, "configuration object status written");
                     if accepted(previous) != Some(v.accepted()) {
-                        self.event(v, reference).await;
+                        self.event(v, reference.clone()).await;
                     }
+                    self.rollout_event(v, &step, reference).await;
                 }
                 Err(e) => {
                     tracing::warn!(kind = %v.kind, name = %v.name, error = %e, "writing a configuration object's status failed; retrying");
@@ -237,7 +315,27 @@ impl Writer {
                 }
             }
         }
-        ok
+        (ok, active)
+    }
+
+    /// The Event of a rollout's step (started, next wave, complete, stalled).
+    async fn rollout_event(&self, v: &Verdict, step: &Step, regarding: ObjectReference) {
+        let Some(e) = &step.event else {
+            return;
+        };
+        tracing::info!(kind = %v.kind, name = %v.name, reason = e.reason, note = %e.note, "rollout");
+        let publish = Publish {
+            type_: if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: e.reason.into(),
+            note: Some(cut(&e.note, NOTE_LIMIT)),
+            action: "Rollout".into(),
+            secondary: None,
+        };
+        self.publish(v, &publish, &regarding).await;
     }
 
     async fn write(&self, v: &Verdict, next: &ConfigObjectStatus) -> Result<(), String> {
@@ -281,7 +379,11 @@ impl Writer {
             action: "Validate".into(),
             secondary: None,
         };
-        match tokio::time::timeout(TIMEOUT, self.recorder.publish(&publish, &regarding)).await {
+        self.publish(v, &publish, &regarding).await;
+    }
+
+    async fn publish(&self, v: &Verdict, publish: &Publish, regarding: &ObjectReference) {
+        match tokio::time::timeout(TIMEOUT, self.recorder.publish(publish, regarding)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(kind = %v.kind, name = %v.name, error = %e, "Event not published")

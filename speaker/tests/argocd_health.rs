@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, RolloutStatus, SecretKeyRef, rollout_state};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use podcidr_bgp::objects::status::{KeyProblem, NodeLabels, status, verdicts};
@@ -97,6 +97,15 @@ fn objects(peers: &str) -> Objects {
 /// The peer `name` as the API server would hand it to Argo CD: with the status the writer
 /// computes for it.
 fn written(objects: &Objects, name: &str, missing_key: Option<&str>) -> Value {
+    written_with(objects, name, missing_key, None)
+}
+
+fn written_with(
+    objects: &Objects,
+    name: &str,
+    missing_key: Option<&str>,
+    rollout: Option<&RolloutStatus>,
+) -> Value {
     let nodes = [NodeLabels {
         name: "node-a".into(),
         labels: Default::default(),
@@ -111,7 +120,7 @@ fn written(objects: &Objects, name: &str, missing_key: Option<&str>) -> Value {
         .unwrap();
     let now = Time(Timestamp::from_second(1_800_000_000).unwrap());
     let mut peer = serde_json::to_value(&objects.peers[name]).unwrap();
-    peer["status"] = serde_json::to_value(status(&v, None, now)).unwrap();
+    peer["status"] = serde_json::to_value(status(&v, None, rollout, now)).unwrap();
     peer
 }
 
@@ -151,6 +160,28 @@ fn argocd_health_reads_ready_for_the_current_generation_in_gopher_lua() {
     let mut fresh = healthy.clone();
     fresh.as_object_mut().unwrap().remove("status");
     assert_eq!(health(&glua, &fresh).0, "Progressing");
+
+    // A session-resetting edit rolling out in waves is progress; one stalled is not.
+    let mut rollout = RolloutStatus {
+        generation: 1,
+        state: rollout_state::PROGRESSING.into(),
+        wave: 1,
+        nodes_admitted: 10,
+        nodes_selected: 100,
+        ..RolloutStatus::default()
+    };
+    let waves = written_with(&objects, "tor1", None, Some(&rollout));
+    let (s, m) = health(&glua, &waves);
+    assert_eq!(s, "Progressing", "{waves}");
+    assert!(m.contains("rolls out in waves"), "{m}");
+    rollout.state = rollout_state::STALLED.into();
+    rollout.message = Some("wave 1: node-a: runs generation 0".into());
+    let stalled = written_with(&objects, "tor1", None, Some(&rollout));
+    let (s, m) = health(&glua, &stalled);
+    assert_eq!(
+        (s.as_str(), m.as_str()),
+        ("Degraded", "wave 1: node-a: runs generation 0")
+    );
 }
 
 #[test]

@@ -102,6 +102,7 @@ fn group_of(resource: &str) -> &'static str {
         "ciliumnodes" => "cilium.io",
         "bgpspeakerconfigs" | "bgppeers" => "bgp.podcidr.io",
         "secrets" => "",
+        "roles" | "rolebindings" => "rbac.authorization.k8s.io",
         _ => "podcidr.io",
     }
 }

@@ -51,6 +51,15 @@ pub struct ConfigObjectLabels {
     pub reason: String,
 }
 
+/// `{kind, state}` of the configuration objects' rollouts (`status.rollout.state`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// `BGPSpeakerConfig` or `BGPPeer`.
+    pub kind: String,
+    /// `Progressing` or `Stalled`.
+    pub state: String,
+}
+
 /// Labels of `podcidr_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfoLabels {
@@ -90,6 +99,12 @@ pub struct AllocatorMetrics {
     pub api_wait_seconds: Counter<f64, AtomicU64>,
     /// Configuration objects by kind and `Accepted` reason (the leader's last count).
     pub config_objects: Family<ConfigObjectLabels, Gauge>,
+    /// Configuration objects whose session-resetting edit rolls out in waves, by kind and
+    /// state (`Progressing`, `Stalled`; 0 when none).
+    pub config_rollouts: Family<RolloutLabels, Gauge>,
+    /// Objects an earlier release installed that this one no longer needs and that widen
+    /// what they grant (the upgrade removes them; operator guide, Upgrade).
+    pub leftover_objects: Gauge,
     passes_seen: watch::Sender<u64>,
     ready: AtomicBool,
     heartbeat: AtomicU64,
@@ -143,6 +158,8 @@ impl AllocatorMetrics {
             api_throttled: Family::default(),
             api_wait_seconds: Counter::default(),
             config_objects: Family::default(),
+            config_rollouts: Family::default(),
+            leftover_objects: Gauge::default(),
             passes_seen: watch::channel(0).0,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(unix_now()),
@@ -220,6 +237,16 @@ impl AllocatorMetrics {
             format!("{p}_config_objects"),
             "BGPSpeakerConfig and BGPPeer objects by kind and Accepted reason (Valid, Invalid, Conflict, SecretNotFound), as the leader last wrote them",
             m.config_objects.clone(),
+        );
+        registry.register(
+            format!("{p}_config_rollouts"),
+            "BGPSpeakerConfig and BGPPeer objects whose session-resetting edit rolls out in waves, by kind and state (Progressing, Stalled), as the leader last wrote them",
+            m.config_rollouts.clone(),
+        );
+        registry.register(
+            format!("{p}_leftover_objects"),
+            "Objects an earlier release installed that this one no longer needs (the allocator logs each with the command that removes it)",
+            m.leftover_objects.clone(),
         );
         registry.register(
             "podcidr_build_info",
