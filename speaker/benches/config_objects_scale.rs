@@ -13,22 +13,28 @@
 //! HTTP/1.1 would need that many on each side (the real speaker, kube-rs over HTTP/1.1,
 //! opens one connection per watch). Requests are counted by the fake, the same either way.
 //!
-//! Then the one status writer (the allocator's leader, `config_status::run`) runs and 1,000
-//! Nodes join: how many status writes, and watch events and bytes to the speakers, that costs
-//! (issue 30 item 6: none).
+//! Then the one status writer (the allocator's leader, `config_status::run`) runs and a
+//! session-resetting edit rolls out in waves (issue 30 item 3): how long until every node
+//! runs it, the most sessions down at any moment, and the API requests, beside the same edit
+//! with `rollout.waves: ["100%"]` (every node at once, as without the writer). Sessions and
+//! NodeBGPStatus reports are simulated (`tests/support/fleet.rs`: a session is down from the
+//! reset until a reconnect time later; the reports are written in-process, two per node and
+//! edit, and not among the counted requests). Then 1,000 Nodes join: how many status writes,
+//! and watch events and bytes to the speakers, that costs (issue 30 item 6: none).
 //!
 //! Run: `cargo bench -p podcidr-bgp --bench config_objects_scale -- [--speakers 5000]
 //! [--edits 5] [--write-docs docs/benchmarks.md]`. Not part of `cargo test` (without
 //! `--bench` it does nothing).
 
-use std::collections::BTreeMap;
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fake_kube::{FakeKube, Gvr, Verb};
-use podcidr_bgp::daemon::ObjectSettings;
-use podcidr_bgp::daemon::kube::{config_objects, node};
-use podcidr_bgp::objects::{NodeConfig, ObjectKind};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tower_layer::Layer;
@@ -83,13 +89,9 @@ fn client(fake: &FakeKube) -> kube::Client {
     kube::Client::new(svc, "default")
 }
 
-/// The generation of `peer` in what a speaker runs, if it runs it.
-fn peer_generation(c: &NodeConfig, peer: &str) -> Option<i64> {
-    c.peers
-        .iter()
-        .find(|r| r.kind == ObjectKind::Peer && r.name == peer)
-        .and_then(|r| r.generation)
-}
+/// How long a simulated session takes to come back after a reset (a graceful-restart
+/// close, then the reconnect).
+const RECONNECT: Duration = Duration::from_secs(2);
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -156,11 +158,13 @@ fn rss_mib() -> f64 {
 
 async fn run(args: &Args) -> Result<String, String> {
     let n = args.speakers;
-    let fake = FakeKube::builder()
-        .history_limit(100_000)
-        .start()
-        .await
-        .map_err(|e| e.to_string())?;
+    let fake = Arc::new(
+        FakeKube::builder()
+            .history_limit(100_000)
+            .start()
+            .await
+            .map_err(|e| e.to_string())?,
+    );
     let io = |e: fake_kube::ApiError| e.to_string();
     for i in 0..n {
         fake.insert(
@@ -195,39 +199,20 @@ async fn run(args: &Args) -> Result<String, String> {
     .map_err(io)?;
 
     let dir = integration_tests::TempDir::new("config-objects-scale");
-    let (tx, mut rx) = mpsc::unbounded_channel();
     fake.reset_counters();
     let rss_before = rss_mib();
     let t0 = Instant::now();
-    let mut tasks = Vec::with_capacity(3 * n);
-    for i in 0..n {
-        let client = client(&fake);
-        let (node, node_task) = node::watch_node(client.clone(), &node_name(i));
-        let settings = ObjectSettings {
-            secret_namespace: NS.into(),
-            key_dir: dir.path(&format!("keys-{i}")),
-            // As shipped: each speaker keeps its last good objects on its disk.
-            state_dir: Some(dir.path(&format!("state-{i}"))),
-        };
-        let (mut configs, task) = config_objects::spawn(client, settings, &node_name(i), node);
-        let tx = tx.clone();
-        let report = tokio::spawn(async move {
-            while configs.changed().await.is_ok() {
-                let now = Instant::now();
-                let g = configs
-                    .borrow_and_update()
-                    .as_deref()
-                    .and_then(|c| peer_generation(c, "tor"));
-                if let Some(g) = g
-                    && tx.send((i, g, now)).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        tasks.extend([node_task, task, report]);
-    }
-    let start = arrivals(&mut rx, n, 1, t0).await?;
+    let nodes: Vec<String> = (0..n).map(node_name).collect();
+    let mut fleet = fleet::start(
+        &fake,
+        &nodes,
+        &|_| client(&fake),
+        &BTreeSet::new(),
+        RECONNECT,
+        dir.path("fleet").as_path(),
+    );
+    let rx = &mut fleet.applied;
+    let start = arrivals(rx, n, 1, t0).await?;
     let startup = *start.last().unwrap_or(&Duration::ZERO);
     let start_requests = fake.request_counts();
     let watches = fake.open_watches();
@@ -246,7 +231,7 @@ async fn run(args: &Args) -> Result<String, String> {
             })
             .map_err(io)?;
         let generation = edited["metadata"]["generation"].as_i64().unwrap_or(0);
-        let times = arrivals(&mut rx, n, generation, t0).await?;
+        let times = arrivals(rx, n, generation, t0).await?;
         let counts = fake.request_counts();
         rows.push(format!(
             "| {e} | {generation} | {} | {} | {} | {} | {} |",
@@ -259,10 +244,9 @@ async fn run(args: &Args) -> Result<String, String> {
         all.extend(times);
     }
     all.sort();
+    let rollout = rollout(&fake, n, &mut fleet).await?;
     let scale_up = scale_up(&fake, n).await?;
-    for t in &tasks {
-        t.abort();
-    }
+    drop(fleet);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut out = String::new();
     out.push_str(&format!(
@@ -290,20 +274,19 @@ async fn run(args: &Args) -> Result<String, String> {
         ms(percentile(&all, 0.99)),
         ms(*all.last().unwrap_or(&Duration::ZERO)),
     ));
+    out.push_str(&rollout);
     out.push_str(&scale_up);
     drop(dir);
     Ok(out)
 }
 
-/// Nodes added while the speakers run: what the one status writer's answer costs the
-/// speakers (issue 30 item 6: status without fan-out).
-const SCALE_UP_NODES: usize = 1000;
-
-/// The status writer (the allocator's, leading) runs; once it has written both objects'
-/// status, 1,000 Nodes join in batches of 100 a second (a cluster-autoscaler scale-up),
-/// then the writer's settle period passes. Counts the status writes and the watch bytes the
-/// fake sends on the two kinds' watches: `n` speakers' and the writer's own one.
-async fn scale_up(fake: &FakeKube, n: usize) -> Result<String, String> {
+/// The status writer, leading, until the returned sender is dropped.
+fn status_writer(
+    fake: &FakeKube,
+) -> (
+    tokio::sync::watch::Sender<ipam_watch::allocator::LeaderState>,
+    tokio::task::JoinHandle<()>,
+) {
     use ipam_watch::allocator::{AllocatorMetrics, LeaderState};
     use podcidr_bgp::config_status::{self, StatusSettings};
     let (lead, leadership) = tokio::sync::watch::channel(LeaderState::Leader {
@@ -317,6 +300,103 @@ async fn scale_up(fake: &FakeKube, n: usize) -> Result<String, String> {
         leadership,
         std::sync::Arc::new(AllocatorMetrics::new()),
     ));
+    (lead, writer)
+}
+
+/// Polls the peer's `status.rollout` until `pred` holds (bounded by [`LIMIT`]).
+async fn rollout_when(
+    fake: &FakeKube,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        let r = fake
+            .get(&bgp("bgppeers"), None, "tor")
+            .map(|o| o["status"]["rollout"].clone())
+            .unwrap_or_default();
+        if pred(&r) {
+            return Ok(());
+        }
+        if t0.elapsed() > LIMIT {
+            return Err(format!("{what}: rollout {r}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A session-resetting edit (the peer's hold time) with the default waves, then the same
+/// kind of edit with `rollout.waves: ["100%"]` (every node at once).
+async fn rollout(fake: &FakeKube, n: usize, fleet: &mut fleet::Fleet) -> Result<String, String> {
+    let (lead, writer) = status_writer(fake);
+    rollout_when(fake, "the writer's first status", |r| {
+        r["state"] == "Complete"
+    })
+    .await?;
+    let io = |e: fake_kube::ApiError| e.to_string();
+    let mut rows = Vec::new();
+    for (what, waves) in [
+        ("default waves (1, 5, 10, 25, 50, 75, 100%)", None),
+        ("`waves: [\"100%\"]` (at once)", Some(json!(["100%"]))),
+    ] {
+        // What came before is delivered and its sessions are back.
+        tokio::time::sleep(RECONNECT + Duration::from_secs(3)).await;
+        while fleet.applied.try_recv().is_ok() {}
+        fleet.down.reset_max();
+        fake.reset_counters();
+        let t0 = Instant::now();
+        let edited = fake
+            .update(&bgp("bgppeers"), None, "tor", |o| {
+                let hold = o["spec"]["holdTime"].as_u64().unwrap_or(90);
+                o["spec"]["holdTime"] = json!(hold + 1);
+                if let Some(w) = &waves {
+                    o["spec"]["rollout"] = json!({"waves": w});
+                }
+            })
+            .map_err(io)?;
+        let generation = edited["metadata"]["generation"].as_i64().unwrap_or(0);
+        let times = arrivals(&mut fleet.applied, n, generation, t0).await?;
+        let reached = *times.last().unwrap_or(&Duration::ZERO);
+        rollout_when(fake, "the rollout completes", |r| {
+            r["generation"] == generation && r["state"] == "Complete"
+        })
+        .await?;
+        let complete = t0.elapsed();
+        let counts = fake.request_counts();
+        rows.push(format!(
+            "| {what} | {n} | {:.1} | {:.1} | {} | {} ({}) |",
+            reached.as_secs_f64(),
+            complete.as_secs_f64(),
+            fleet.down.max(),
+            total(&counts),
+            by_verb(&counts),
+        ));
+    }
+    drop(lead);
+    writer.abort();
+    let mut out = format!(
+        "\nRollout of a session-resetting edit (the `BGPPeer`'s `holdTime`) with the status writer running: simulated sessions come back {} s after their reset. Time to every node: until the last speaker runs the generation; to complete: until `status.rollout.state` is `Complete`.\n\n",
+        RECONNECT.as_secs()
+    );
+    out.push_str("| rollout | nodes | s to every node | s to Complete | most sessions down at once | API requests caused |\n");
+    out.push_str("|---|---:|---:|---:|---:|---|\n");
+    for r in rows {
+        out.push_str(&r);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Nodes added while the speakers run: what the one status writer's answer costs the
+/// speakers (issue 30 item 6: status without fan-out).
+const SCALE_UP_NODES: usize = 1000;
+
+/// The status writer (the allocator's, leading) runs; once it has written both objects'
+/// status, 1,000 Nodes join in batches of 100 a second (a cluster-autoscaler scale-up),
+/// then the writer's settle period passes. Counts the status writes and the watch bytes the
+/// fake sends on the two kinds' watches: `n` speakers' and the writer's own one.
+async fn scale_up(fake: &FakeKube, n: usize) -> Result<String, String> {
+    let (lead, writer) = status_writer(fake);
     let written = |plural: &str, name: &str| {
         fake.get(&bgp(plural), None, name)
             .is_some_and(|o| o["status"]["conditions"].is_array())
