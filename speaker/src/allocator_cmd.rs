@@ -380,8 +380,14 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
             metrics.clone(),
         ))
     });
+    let leftovers = tokio::spawn(crate::leftovers::watch(
+        client.clone(),
+        speaker_namespace(&args),
+        metrics.clone(),
+    ));
     let result = ipam_watch::allocator::run(client, opts, metrics, stop).await;
     admin.abort();
+    leftovers.abort();
     if let Some(task) = config_status {
         task.abort();
     }

@@ -242,3 +242,73 @@ async fn without_a_pool_nothing_is_written_until_the_operator_creates_one() {
         .expect("both nodes allocated from the operator's pool");
     let _ = child.kill().await;
 }
+
+/// An upgrade by re-applying `deploy/` prunes nothing: the speakers' Role and RoleBinding of
+/// an earlier release stay in podcidr-system, where they may write the allocator's election
+/// Lease. The allocator says so, with the command that removes each, and counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_removes_it() {
+    let fake = FakeKube::start().await.unwrap();
+    for (plural, kind) in [("roles", "Role"), ("rolebindings", "RoleBinding")] {
+        fake.insert(
+            &Gvr::new("rbac.authorization.k8s.io/v1", plural),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+                   "metadata": {"name": "podcidr-bgp-speaker", "namespace": "podcidr-system"}}),
+        )
+        .unwrap();
+    }
+    let dir = TempDir::new("leftovers");
+    let kc = dir.0.join("kubeconfig");
+    fake.write_kubeconfig(&kc).unwrap();
+    let port = free_port();
+    let admin = format!("127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(allocator_args(&kc, &admin))
+        .args(["--speaker-namespace", "podcidr-system"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let metrics = tokio::task::spawn_blocking(move || {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                http_get(port, "/metrics")
+            } else {
+                String::new()
+            }
+        })
+        .await
+        .unwrap();
+        if metrics.contains("podcidr_allocator_leftover_objects 2") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("stops after SIGTERM")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for fix in [
+        "kubectl -n podcidr-system delete role podcidr-bgp-speaker",
+        "kubectl -n podcidr-system delete rolebinding podcidr-bgp-speaker",
+    ] {
+        assert!(stderr.contains(fix), "{fix}: {stderr}");
+    }
+    // Only read: nothing an earlier release left is changed by the allocator.
+    assert!(
+        fake.get(
+            &Gvr::new("rbac.authorization.k8s.io/v1", "roles"),
+            Some("podcidr-system"),
+            "podcidr-bgp-speaker"
+        )
+        .is_some()
+    );
+}
