@@ -811,3 +811,88 @@ fn reconnect_after_failure_resends_the_full_table() {
     assert_eq!(ups[0].nlri, vec!["198.18.1.0/24".parse().unwrap()]);
     assert_eq!(ups.len(), 3, "table + two End-of-RIB");
 }
+
+fn with_peer_notification_gr() -> Vec<Capability> {
+    let mut caps = both_families();
+    caps.push(Capability::GracefulRestart(
+        bgp_proto::message::capability::GracefulRestart {
+            restart_flags: bgp_proto::message::capability::GracefulRestart::NOTIFICATION,
+            restart_time: 120,
+            families: Vec::new(),
+        },
+    ));
+    caps
+}
+
+/// Issue 30 item 3: where both sides advertise the N bit, a settings reset tells the router
+/// why (Cease/Other Configuration Change) and the router still keeps the node's routes, as
+/// RFC 8538 §4 makes any NOTIFICATION but Hard Reset a graceful restart.
+#[test]
+fn peer_settings_change_with_the_n_bit_sends_cease_other_configuration_change_rfc8538_4() {
+    let mut s = Session::new(gr_config());
+    to_established(&mut s, peer_open(PEER, 90, with_peer_notification_gr()));
+    let out = s.handle(Input::Stop(StopReason::ConfigurationChange));
+    assert_eq!(sent_notification(&out), Some((6, 6)));
+}
+
+/// With the N bit negotiated, a plain Cease would leave our routes at the router as stale
+/// (RFC 8538 §4): a departure, a removed peer and a BFD failure are sent as Hard Reset
+/// carrying the Cease (§3, §5), its RFC 9003 message included.
+#[test]
+fn final_stops_with_the_n_bit_are_a_hard_reset_carrying_the_cease_rfc8538_3() {
+    let mut s = Session::new(gr_config());
+    to_established(&mut s, peer_open(PEER, 90, with_peer_notification_gr()));
+    let out = s.handle(Input::Stop(StopReason::Shutdown("node drained".into())));
+    let n = sent(&out)
+        .into_iter()
+        .find_map(|m| match m {
+            Message::Notification(n) => Some(n.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((n.code, n.subcode), (ErrorCode::Cease, cease::HARD_RESET));
+    assert_eq!(
+        n.hard_reset_of().map(|i| i.subcode),
+        Some(cease::ADMINISTRATIVE_SHUTDOWN)
+    );
+    assert_eq!(n.shutdown_message().as_deref(), Some("node drained"));
+    assert_eq!(n.name(), "Cease/Hard Reset (Administrative Shutdown)");
+
+    let mut s = Session::new(gr_config());
+    to_established(&mut s, peer_open(PEER, 90, with_peer_notification_gr()));
+    let out = s.handle(Input::Stop(StopReason::Deconfigured));
+    assert_eq!(sent_notification(&out), Some((6, cease::HARD_RESET)));
+
+    // Without the peer's N bit: the plain Cease, as before.
+    let mut s = Session::new(gr_config());
+    to_established(&mut s, peer_open(PEER, 90, with_peer_graceful_restart()));
+    let out = s.handle(Input::Stop(StopReason::Deconfigured));
+    assert_eq!(sent_notification(&out), Some((6, cease::PEER_DECONFIGURED)));
+}
+
+/// We advertise the N bit whenever we advertise graceful restart (RFC 8538 §2).
+#[test]
+fn our_graceful_restart_capability_carries_the_n_bit_rfc8538_2() {
+    let mut s = Session::new(gr_config());
+    let out = s.handle(Input::Start);
+    let out2 = s.handle(Input::TcpConnected);
+    let open = sent(&out)
+        .into_iter()
+        .chain(sent(&out2))
+        .find_map(|m| match m {
+            Message::Open(o) => Some(o.clone()),
+            _ => None,
+        })
+        .expect("an OPEN");
+    let gr = open
+        .capabilities()
+        .find_map(|c| match c {
+            Capability::GracefulRestart(g) => Some(g.clone()),
+            _ => None,
+        })
+        .expect("the graceful restart capability");
+    assert_ne!(
+        gr.restart_flags & bgp_proto::message::capability::GracefulRestart::NOTIFICATION,
+        0
+    );
+}

@@ -90,6 +90,33 @@ impl Notification {
         })
     }
 
+    /// This Cease as RFC 8538's Hard Reset (Cease subcode 9): the first data octet is its
+    /// subcode, then its data. Sent where the N bit is negotiated and the peer must drop our
+    /// routes at once rather than keep them as a graceful restart's.
+    pub fn hard_reset(self) -> Self {
+        let mut data = BytesMut::with_capacity(1 + self.data.len());
+        data.put_u8(self.subcode);
+        data.put_slice(&self.data);
+        Notification {
+            code: ErrorCode::Cease,
+            subcode: code::cease::HARD_RESET,
+            data: data.freeze(),
+        }
+    }
+
+    /// The Cease a Hard Reset carries (RFC 8538 §3), when this is one.
+    pub fn hard_reset_of(&self) -> Option<Notification> {
+        if self.code != ErrorCode::Cease || self.subcode != code::cease::HARD_RESET {
+            return None;
+        }
+        let (&subcode, data) = self.data.split_first()?;
+        Some(Notification {
+            code: ErrorCode::Cease,
+            subcode,
+            data: Bytes::copy_from_slice(data),
+        })
+    }
+
     pub(crate) fn decode_body(body: &[u8]) -> Self {
         // frame_length guarantees at least code and subcode.
         let code = body.first().copied().unwrap_or_default();
@@ -111,6 +138,9 @@ impl Notification {
     /// The RFC 9003 shutdown communication, when this is a Cease Administrative Shutdown or
     /// Reset carrying a well-formed one.
     pub fn shutdown_message(&self) -> Option<String> {
+        if let Some(inner) = self.hard_reset_of() {
+            return inner.shutdown_message();
+        }
         if self.code != ErrorCode::Cease
             || !matches!(
                 self.subcode,
@@ -129,6 +159,11 @@ impl Notification {
 
     /// "Cease/Administrative Shutdown", "UPDATE Message Error/Malformed AS_PATH", …
     pub fn name(&self) -> String {
+        if let Some(inner) = self.hard_reset_of() {
+            let (_, s) = names(inner.code, inner.subcode);
+            let s = s.map_or_else(|| format!("subcode {}", inner.subcode), str::to_owned);
+            return format!("Cease/Hard Reset ({s})");
+        }
         let (c, s) = names(self.code, self.subcode);
         match s {
             Some(s) => format!("{c}/{s}"),

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::error::Action;
 use crate::iana::notification::{self as n, cease, fsm as fsm_err};
-use crate::message::notification::Notification;
+use crate::message::capability::GracefulRestart;
+use crate::message::notification::{ErrorCode, Notification};
 use crate::message::open::Open;
 use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
 use crate::message::update::Update;
@@ -217,6 +218,38 @@ impl Session {
                 .is_some_and(|n| n.peer_graceful_restart.is_some())
     }
 
+    /// Both sides advertised RFC 8538's N bit (we do whenever we advertise graceful
+    /// restart): a NOTIFICATION other than Hard Reset then keeps our routes at the peer as a
+    /// graceful restart would.
+    fn notification_negotiated(&self) -> bool {
+        self.graceful_restart_negotiated()
+            && self
+                .negotiated
+                .as_ref()
+                .and_then(|n| n.peer_graceful_restart.as_ref())
+                .is_some_and(|gr| gr.restart_flags & GracefulRestart::NOTIFICATION != 0)
+    }
+
+    /// What goes on the wire for `nt`: with RFC 8538 negotiated, a Cease that must make the
+    /// peer drop our routes at once (§5: Maximum Number of Prefixes, Administrative Shutdown,
+    /// Peer De-configured; and BFD Down, a failed path) is sent as a Hard Reset carrying it;
+    /// anything else keeps its graceful meaning.
+    fn on_the_wire(&self, nt: Notification) -> Notification {
+        let final_cease = nt.code == ErrorCode::Cease
+            && matches!(
+                nt.subcode,
+                cease::MAXIMUM_PREFIXES_REACHED
+                    | cease::ADMINISTRATIVE_SHUTDOWN
+                    | cease::PEER_DECONFIGURED
+                    | cease::BFD_DOWN
+            );
+        if final_cease && self.notification_negotiated() {
+            nt.hard_reset()
+        } else {
+            nt
+        }
+    }
+
     fn stop(&mut self, out: &mut Vec<Output>, reason: StopReason) {
         // Event 2 ManualStop.
         self.started = false;
@@ -229,9 +262,14 @@ impl Session {
                     Some(Notification::new(n::CEASE, cease::PEER_DECONFIGURED))
                 }
                 // A reset for new settings: with graceful restart negotiated (both sides
-                // advertised it), close as a restarting speaker does, RFC 4724 §4, so the
-                // peer keeps our routes as stale until the new session's End-of-RIB; a
-                // Cease would make it withdraw them at once. Without it: RFC 4486's Cease.
+                // advertised it), the peer must keep our routes as stale until the new
+                // session's End-of-RIB. With RFC 8538's N bit on both sides, Cease/Other
+                // Configuration Change does that and tells the router why (§4); without it,
+                // close as a restarting speaker does, RFC 4724 §4, as a Cease would make the
+                // peer withdraw them at once. Without graceful restart: RFC 4486's Cease.
+                StopReason::ConfigurationChange if self.notification_negotiated() => Some(
+                    Notification::new(n::CEASE, cease::OTHER_CONFIGURATION_CHANGE),
+                ),
                 StopReason::ConfigurationChange if self.graceful_restart_negotiated() => None,
                 StopReason::ConfigurationChange => Some(Notification::new(
                     n::CEASE,
@@ -241,6 +279,7 @@ impl Session {
                 StopReason::GracefulRestart => None,
             };
             if let Some(nt) = notification {
+                let nt = self.on_the_wire(nt);
                 self.last_sent = Some(nt.clone());
                 out.push(Output::Send(Message::Notification(nt)));
             }
@@ -274,6 +313,7 @@ impl Session {
     ) {
         let reason = match notification {
             Some(nt) => {
+                let nt = self.on_the_wire(nt);
                 self.last_sent = Some(nt.clone());
                 out.push(Output::Send(Message::Notification(nt.clone())));
                 reason.unwrap_or(DownReason::NotificationSent(nt))

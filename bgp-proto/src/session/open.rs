@@ -68,11 +68,14 @@ pub fn local_open(cfg: &SessionConfig, restarting: bool) -> Open {
             0
         };
         caps.push(Capability::GracefulRestart(GracefulRestart {
-            restart_flags: if restarting {
-                GracefulRestart::RESTART_STATE
-            } else {
-                0
-            },
+            // N (RFC 8538): a NOTIFICATION other than Hard Reset keeps routes as a graceful
+            // restart does; final stops are sent as Hard Reset (`Fsm::on_the_wire`).
+            restart_flags: GracefulRestart::NOTIFICATION
+                | if restarting {
+                    GracefulRestart::RESTART_STATE
+                } else {
+                    0
+                },
             restart_time: restart_time.min(0x0fff),
             families: cfg
                 .families
