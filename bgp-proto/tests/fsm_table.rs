@@ -856,7 +856,7 @@ fn final_stops_with_the_n_bit_are_a_hard_reset_carrying_the_cease_rfc8538_3() {
         Some(cease::ADMINISTRATIVE_SHUTDOWN)
     );
     assert_eq!(n.shutdown_message().as_deref(), Some("node drained"));
-    assert_eq!(n.name(), "Cease/Hard Reset (Administrative Shutdown)");
+    assert_eq!(n.name(), "Cease/Hard Reset (Cease/Administrative Shutdown)");
 
     let mut s = Session::new(gr_config());
     to_established(&mut s, peer_open(PEER, 90, with_peer_notification_gr()));

@@ -461,6 +461,19 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         accepted(&cp, "bgppeers"),
         allocator.log()
     );
+    // The fix is a new generation: its rollout (status.rollout, as the server's schema
+    // stores it) goes through its waves and completes, no speaker reporting to hold it.
+    let rolled = poll_blocking(WAIT, || {
+        let o = real_api::get_json(&cp, &["bgppeers.bgp.podcidr.io", "bad-community"]);
+        let r = &o["status"]["rollout"];
+        (r["generation"] == 2 && r["state"] == "Complete").then_some(o)
+    });
+    assert!(
+        rolled.is_some(),
+        "{}\n{}",
+        real_api::get_json(&cp, &["bgppeers.bgp.podcidr.io", "bad-community"]),
+        allocator.log()
+    );
 
     drop(allocator);
     let refused: Vec<_> = real_api::calls_by(&cp, &id.username, 0)

@@ -127,6 +127,11 @@ impl Frr {
         peers.len()
     }
 
+    /// Whether bgpd still runs (a message it cannot parse may abort it).
+    pub fn is_running(&mut self) -> bool {
+        self.daemon.is_running()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

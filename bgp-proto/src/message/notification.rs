@@ -90,11 +90,13 @@ impl Notification {
         })
     }
 
-    /// This Cease as RFC 8538's Hard Reset (Cease subcode 9): the first data octet is its
-    /// subcode, then its data. Sent where the N bit is negotiated and the peer must drop our
-    /// routes at once rather than keep them as a graceful restart's.
+    /// This NOTIFICATION encapsulated in RFC 8538's Hard Reset (Cease subcode 9, §3): the
+    /// data is its error code, its subcode, then its data. Sent where the N bit is
+    /// negotiated and the peer must drop our routes at once rather than keep them as a
+    /// graceful restart's.
     pub fn hard_reset(self) -> Self {
-        let mut data = BytesMut::with_capacity(1 + self.data.len());
+        let mut data = BytesMut::with_capacity(2 + self.data.len());
+        data.put_u8(self.code.into());
         data.put_u8(self.subcode);
         data.put_slice(&self.data);
         Notification {
@@ -104,14 +106,16 @@ impl Notification {
         }
     }
 
-    /// The Cease a Hard Reset carries (RFC 8538 §3), when this is one.
+    /// The NOTIFICATION a Hard Reset encapsulates (RFC 8538 §3), when this is one with at
+    /// least its error code and subcode.
     pub fn hard_reset_of(&self) -> Option<Notification> {
         if self.code != ErrorCode::Cease || self.subcode != code::cease::HARD_RESET {
             return None;
         }
-        let (&subcode, data) = self.data.split_first()?;
+        let (&code, rest) = self.data.split_first()?;
+        let (&subcode, data) = rest.split_first()?;
         Some(Notification {
-            code: ErrorCode::Cease,
+            code: ErrorCode::from(code),
             subcode,
             data: Bytes::copy_from_slice(data),
         })
@@ -160,9 +164,7 @@ impl Notification {
     /// "Cease/Administrative Shutdown", "UPDATE Message Error/Malformed AS_PATH", …
     pub fn name(&self) -> String {
         if let Some(inner) = self.hard_reset_of() {
-            let (_, s) = names(inner.code, inner.subcode);
-            let s = s.map_or_else(|| format!("subcode {}", inner.subcode), str::to_owned);
-            return format!("Cease/Hard Reset ({s})");
+            return format!("Cease/Hard Reset ({})", inner.name());
         }
         let (c, s) = names(self.code, self.subcode);
         match s {
@@ -257,6 +259,27 @@ mod tests {
     #[test]
     fn shutdown_communication_round_trips_rfc9003_2() {
         let n = Notification::cease_with_message(2, "maintenance: rack r1").unwrap();
+        // RFC 8538 §3: a Hard Reset encapsulates the whole NOTIFICATION, code first.
+        let hard = n.clone().hard_reset();
+        assert_eq!((hard.code, hard.subcode), (ErrorCode::Cease, 9));
+        assert_eq!(hard.data.get(..2), Some(&[6_u8, 2][..]));
+        assert_eq!(hard.hard_reset_of().as_ref(), Some(&n));
+        assert_eq!(
+            hard.shutdown_message().as_deref(),
+            Some("maintenance: rack r1")
+        );
+        assert_eq!(
+            hard.name(),
+            "Cease/Hard Reset (Cease/Administrative Shutdown)"
+        );
+        // Too short to carry one: a plain Hard Reset, decoded without panicking.
+        let short = Notification {
+            code: ErrorCode::Cease,
+            subcode: 9,
+            data: Bytes::from_static(&[3]),
+        };
+        assert_eq!(short.hard_reset_of(), None);
+        assert_eq!(short.name(), "Cease/Hard Reset");
         assert_eq!(
             n.shutdown_message().as_deref(),
             Some("maintenance: rack r1")
