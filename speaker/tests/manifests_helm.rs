@@ -126,12 +126,27 @@ fn key(d: &Value) -> Key {
 
 /// The objects by key. The one normalisation: `app.kubernetes.io/managed-by` in an object's
 /// labels and in its pod template's labels must say `manager`, and then says the same on
-/// both sides (present where it was, so a missing label still differs).
+/// both sides (present where it was, so a missing label still differs). And one Helm-only
+/// annotation: a Namespace carries `helm.sh/resource-policy: keep` (kustomize's live in
+/// deploy/crds/, which `kubectl delete -k deploy/` does not touch), checked, then left out.
 fn normalised(docs: &[Value], manager: &str, what: &str) -> BTreeMap<Key, Value> {
     let mut out = BTreeMap::new();
     for d in docs {
         let mut d = d.clone();
         let k = key(&d);
+        if manager == "Helm" && d["kind"] == "Namespace" {
+            let annotations = d["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap_or_else(|| panic!("{what}: {k:?} has no annotations"));
+            assert_eq!(
+                annotations.remove("helm.sh/resource-policy"),
+                Some(Value::from("keep")),
+                "{what}: {k:?}: uninstall must keep the namespace (the user's Secret is in it)"
+            );
+            if annotations.is_empty() {
+                d["metadata"].as_object_mut().unwrap().remove("annotations");
+            }
+        }
         for labels in ["/metadata/labels", "/spec/template/metadata/labels"] {
             if let Some(map) = d.pointer_mut(labels).and_then(Value::as_object_mut)
                 && let Some(v) = map.get_mut(MANAGED_BY)
@@ -211,10 +226,20 @@ fn switch(component: &str) -> &'static str {
         .unwrap_or_else(|| panic!("no chart value for components/{component}"))
 }
 
+/// The Namespaces of deploy/crds/: the chart renders them (kept on uninstall), kustomize
+/// installs them with the CRDs.
+fn namespaces() -> Vec<Value> {
+    render(&crds())
+        .into_iter()
+        .filter(|d| d["kind"] == "Namespace")
+        .collect()
+}
+
 fn assert_switch_equals_component(component: &str) {
     let Some(helm) = tools() else { return };
     let tmp = TempDir::new(&format!("helm-{component}"));
-    let kustomized = render(&with_component(&tmp, component));
+    let mut kustomized = render(&with_component(&tmp, component));
+    kustomized.extend(namespaces());
     let helmed = template(&helm, &[switch(component)]);
     assert_same_objects(
         &format!("components/{component} vs --set {}", switch(component)),
@@ -251,7 +276,8 @@ fn helm_chart_lints_clean_with_every_switch() {
 #[test]
 fn helm_default_render_equals_the_kustomize_install() {
     let Some(helm) = tools() else { return };
-    let kustomized = render(&deploy());
+    let mut kustomized = render(&deploy());
+    kustomized.extend(namespaces());
     // The same objects for every Kubernetes the suite supports (nothing in the chart depends
     // on the version, beyond refusing those before 1.30).
     for version in KubeVersion::ALL {
@@ -304,7 +330,8 @@ fn helm_crds_are_deploy_crds_byte_for_byte() {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n != "kustomization.yaml")
+            // The namespaces are templates in the chart (kept on uninstall), not crds/.
+            .filter(|n| n != "kustomization.yaml" && n != "namespaces.yaml")
             .collect();
         v.sort();
         v
@@ -495,7 +522,8 @@ fn helm_refuses_an_empty_md5_secret_list() {
 
 /// `helm install` into a real API server (the newest the suite builds): the CRDs first, then
 /// every object, the admission policy included; `helm uninstall` removes the workloads and
-/// keeps the CRDs (Helm never deletes crds/), as `kubectl delete -k deploy/` does.
+/// keeps the CRDs (Helm never deletes crds/) and the namespaces with the user's MD5 Secret
+/// (`helm.sh/resource-policy: keep`), as `kubectl delete -k deploy/` does.
 #[test]
 fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     let Some(helm) = helm() else { return };
@@ -544,6 +572,16 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     }
     let status = as_admin(&["status", RELEASE, "-o", "json"]);
     assert!(status.contains("\"status\":\"deployed\""), "{status}");
+    // The key the operator creates (docs: Install), which an uninstall must not take.
+    cp.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "podcidr-bgp-md5",
+        "-n",
+        "podcidr-system",
+        "--from-literal=tor1=change-me",
+    ]);
     // No --wait: without a controller-manager the namespaces never finish terminating.
     as_admin(&["uninstall", RELEASE]);
     assert!(
@@ -562,4 +600,18 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     );
     let kept = cp.kubectl(&["get", "crd", "-o", "name"]);
     assert_eq!(kept.lines().count(), 5, "the CRDs stay: {kept}");
+    // And the namespaces, with the user's MD5 Secret in podcidr-system.
+    for ns in ["podcidr-system", "podcidr-node-lease"] {
+        let phase = cp.kubectl(&["get", "namespace", ns, "-o", "jsonpath={.status.phase}"]);
+        assert_eq!(phase, "Active", "{ns} is kept");
+    }
+    cp.kubectl(&[
+        "get",
+        "secret",
+        "podcidr-bgp-md5",
+        "-n",
+        "podcidr-system",
+        "-o",
+        "name",
+    ]);
 }

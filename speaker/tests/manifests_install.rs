@@ -46,8 +46,9 @@ fn allocator(docs: &[Value]) -> &Value {
 }
 
 /// `kubectl delete -k deploy/` deletes what deploy/ renders: no CRD (deleting one deletes
-/// every object of its kind) and no object of the state kinds, in any rendering a user can
-/// apply. deploy/crds/ holds the five CRDs and nothing else.
+/// every object of its kind), no object of the state kinds and no Namespace (deleting one
+/// deletes the user's MD5 Secret in it), in any rendering a user can apply. deploy/crds/
+/// holds the five CRDs and the two namespaces.
 #[test]
 fn deleting_the_workloads_keeps_the_crds_and_every_ipam_record() {
     if !have_kubectl() {
@@ -63,12 +64,20 @@ fn deleting_the_workloads_keeps_the_crds_and_every_ipam_record() {
                 d["metadata"]["name"]
             );
             assert!(
-                !STATE_KINDS.contains(&kind),
+                !STATE_KINDS.contains(&kind) && kind != "Namespace",
                 "{what}: a {kind} in the workloads would be deleted by an uninstall"
             );
         }
     }
-    let crds = render(&crds());
+    let state = render(&crds());
+    let mut namespaces: Vec<&str> = state
+        .iter()
+        .filter(|d| d["kind"] == "Namespace")
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    namespaces.sort_unstable();
+    assert_eq!(namespaces, ["podcidr-node-lease", "podcidr-system"]);
+    let crds: Vec<&Value> = state.iter().filter(|d| d["kind"] != "Namespace").collect();
     let mut names: Vec<&str> = crds
         .iter()
         .map(|d| {
@@ -252,7 +261,10 @@ fn aggregated_roles_read_every_kind_and_only_the_network_role_writes_what_people
         network[0]
     );
     let owned = ["podcidrpools", "bgpspeakerconfigs", "bgppeers"];
-    for crd in render(&crds()) {
+    for crd in render(&crds())
+        .into_iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+    {
         let group = crd["spec"]["group"].as_str().unwrap();
         let plural = crd["spec"]["names"]["plural"].as_str().unwrap();
         for verb in ["get", "list", "watch"] {

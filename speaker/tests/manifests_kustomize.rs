@@ -93,7 +93,13 @@ fn every_admission_policy_is_confined_to_the_speakers_own_objects() {
     }
     let tmp = TempDir::new("kustomize-confined");
     let mut policies_seen = 0;
-    for (what, docs) in all_renderings(&tmp) {
+    // The namespaces are installed with the CRDs (deploy/crds/), beside every rendering.
+    let namespaces: Vec<Value> = of_kind(&render(&crds()), "Namespace")
+        .into_iter()
+        .cloned()
+        .collect();
+    for (what, mut docs) in all_renderings(&tmp) {
+        docs.extend(namespaces.iter().cloned());
         let lease_ns: Vec<&Value> = of_kind(&docs, "Namespace")
             .into_iter()
             .filter(|n| n["metadata"]["labels"]["podcidr.io/speaker-leases"] == "true")
@@ -234,8 +240,9 @@ fn the_policys_speaker_mark_is_granted_to_the_speaker_only() {
 }
 
 /// A `namespace:` overlay used to move the ServiceAccount but not the policy's identity. Now
-/// deploy/ has two namespaces and kustomize refuses to fold them into one, loudly, rather
-/// than render an install whose Leases share a namespace with the election Lease.
+/// deploy/ uses two namespaces and kustomize refuses to fold them into one, loudly, rather
+/// than render an install whose Leases share a namespace with the election Lease (the
+/// ConfigMap of one name in each, deploy/namespace-layout.yaml, collides).
 #[test]
 fn a_namespace_overlay_is_refused_rather_than_folding_the_lease_namespace() {
     if !have_kubectl() {
@@ -250,7 +257,11 @@ fn a_namespace_overlay_is_refused_rather_than_folding_the_lease_namespace() {
         .expect("run kubectl kustomize");
     assert!(!out.status.success(), "a namespace overlay must not render");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Namespace"), "{err}");
+    assert!(
+        err.contains("namespace transformation produces ID conflict")
+            && err.contains("podcidr-bgp-namespace"),
+        "{err}"
+    );
 }
 
 /// The pod's volumes and the speaker container's mounts and security context.

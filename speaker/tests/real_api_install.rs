@@ -77,17 +77,26 @@ fn deleting_the_workloads_keeps_the_crds_and_every_record_on(version: KubeVersio
     let Some(cp) = real_api::control_plane_on(version) else {
         return;
     };
-    let docs = cp.install_deploy();
+    cp.install_deploy();
     create_records(&cp);
+    // The key the operator creates in the workloads' namespace (operator guide, Install).
+    cp.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "podcidr-bgp-md5",
+        "-n",
+        "podcidr-system",
+        "--from-literal=tor1=change-me",
+    ]);
     let before: Vec<_> = ["nodepodcidrs", "podcidrpools", "nodebgpstatuses"]
         .iter()
         .map(|p| records(&cp, p, "v1alpha1"))
         .collect();
     assert_eq!(before[0].len(), 2);
-    let workloads: Vec<&Value> = docs
-        .iter()
-        .filter(|d| d["kind"] != "CustomResourceDefinition")
-        .collect();
+    // What `kubectl delete -k deploy/` deletes: everything deploy/ renders.
+    let rendered = integration_tests::kustomize::render(&integration_tests::kustomize::deploy());
+    let workloads: Vec<&Value> = rendered.iter().collect();
     assert!(workloads.iter().any(|d| d["kind"] == "Deployment"));
     let list = json!({"apiVersion": "v1", "kind": "List", "items": workloads}).to_string();
     cp.kubectl_with_input(
@@ -110,6 +119,21 @@ fn deleting_the_workloads_keeps_the_crds_and_every_record_on(version: KubeVersio
     assert_eq!(after, before);
     let peer = cp.kubectl(&["get", "bgppeers", "tor1", "-o", "jsonpath={.spec.address}"]);
     assert_eq!(peer, "192.0.2.1");
+    // The namespaces stay, and the user's Secret with them.
+    for ns in ["podcidr-system", "podcidr-node-lease"] {
+        let phase = cp.kubectl(&["get", "namespace", ns, "-o", "jsonpath={.status.phase}"]);
+        assert_eq!(phase, "Active", "{ns} is kept");
+    }
+    let key = cp.kubectl(&[
+        "get",
+        "secret",
+        "podcidr-bgp-md5",
+        "-n",
+        "podcidr-system",
+        "-o",
+        "jsonpath={.data.tor1}",
+    ]);
+    assert!(!key.is_empty(), "the MD5 Secret is kept");
 }
 
 /// `crd` with a second version `next` served beside its one version (a copy of its schema:
