@@ -12,4 +12,5 @@ pub mod demo;
 pub mod leftovers;
 pub mod objects;
 pub mod process;
+pub mod text;
 pub mod time;

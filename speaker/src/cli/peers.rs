@@ -494,6 +494,30 @@ mod tests {
         assert!(!table.contains("65020"), "{table}");
     }
 
+    /// Peer-supplied text (an RFC 9003 message in the last NOTIFICATION) and strings from a
+    /// speaker's own report reach the table escaped: no terminal escape, no forged line. JSON
+    /// keeps them exact.
+    #[test]
+    fn table_output_escapes_control_characters_from_peers_and_reports() {
+        let hostile = "bye\x1b[2J\x1b[31mforged\nnode-z   10.0.0.0/8   ok";
+        let mut nodes = sample();
+        nodes[0].peers[1].last_error = Some(hostile.into());
+        nodes[0].peers[0].last_notification_received = Some(ipam_watch::crd::NotificationReport {
+            name: hostile.into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            ..Default::default()
+        });
+        for output in [Output::Table, Output::Wide] {
+            let text = render_peers(&nodes, output, 1_767_225_600);
+            assert!(!text.contains('\x1b'), "{text:?}");
+            assert_eq!(text.lines().count(), 3, "a header and two peers: {text}");
+            assert!(text.contains("\\u{1b}[31mforged\\n"), "{text}");
+        }
+        let doc: Value =
+            serde_json::from_str(&render_peers(&nodes, Output::Json, 1_767_225_600)).unwrap();
+        assert_eq!(doc["peers"][1]["lastError"], hostile, "{doc}");
+    }
+
     #[test]
     fn routes_table_names_peers_without_routes() {
         let text = render_routes(&sample(), Output::Table);

@@ -42,8 +42,22 @@ impl From<&str> for Cell {
     }
 }
 
-/// Columns separated by three spaces, the last one unpadded (like kubectl).
+/// Columns separated by three spaces, the last one unpadded (like kubectl). Every cell is
+/// escaped ([`crate::text::escape`]): its text may come from a peer (an RFC 9003 shutdown
+/// message) or another speaker's report, and a terminal must not act on it.
 pub fn table(header: &[&str], rows: &[Vec<Cell>], color: bool) -> String {
+    let rows: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|c| Cell {
+                    text: crate::text::escape(&c.text),
+                    color: c.color,
+                })
+                .collect()
+        })
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, c) in row.iter().enumerate() {

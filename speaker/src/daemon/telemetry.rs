@@ -16,14 +16,7 @@ use super::metrics::{
     ResultLabel, StateLabel,
 };
 
-/// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
-pub fn escape(text: &str) -> String {
-    if text.chars().any(char::is_control) {
-        text.escape_debug().to_string()
-    } else {
-        text.to_owned()
-    }
-}
+pub use crate::text::escape;
 
 fn count_refusal(m: &Metrics, reason: &str) {
     m.guard_refused

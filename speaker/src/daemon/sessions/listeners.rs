@@ -214,6 +214,7 @@ async fn accept_loop(
     let mut recheck = tokio::time::interval(KEY_RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported: Vec<String> = Vec::new();
+    let mut refusals = super::refusals::RefusalLog::default();
     loop {
         // Peers first: a connection from a peer added a moment ago is not refused.
         let input = tokio::select! {
@@ -231,7 +232,10 @@ async fn accept_loop(
                 }
             }
             ListenerInput::Accepted(Ok(Accepted::Refused { from })) => {
-                tracing::warn!(%from, "connection from an unconfigured address refused");
+                let now = std::time::Instant::now();
+                if let Some(line) = refusals.refused(now, from.ip()) {
+                    super::refusals::log(line);
+                }
             }
             ListenerInput::Accepted(Err(e)) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -245,6 +249,9 @@ async fn accept_loop(
             }
             ListenerInput::Specs(None) => return,
             ListenerInput::Recheck => {
+                if let Some(line) = refusals.flush(std::time::Instant::now()) {
+                    super::refusals::log(line);
+                }
                 let (read_specs, old) = (specs.clone(), keys.clone());
                 let read = tokio::task::spawn_blocking(move || read_keys(&read_specs, &old));
                 let Ok((new_keys, errors)) = read.await else {

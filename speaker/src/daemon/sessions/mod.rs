@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 mod bfd;
 mod connector;
 mod listeners;
+mod refusals;
 
 use bfd::BfdHandle;
 use bgp_proto::bfd::driver::StopMode;
