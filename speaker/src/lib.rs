@@ -9,6 +9,7 @@ pub mod config_status;
 pub mod daemon;
 pub mod decode;
 pub mod demo;
+pub mod install;
 pub mod leftovers;
 pub mod objects;
 pub mod process;

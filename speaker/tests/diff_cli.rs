@@ -88,7 +88,7 @@ fn lease(name: &str, ago: i64) -> (Gvr, Value) {
         Gvr::leases(),
         json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "namespace": "podcidr-system",
+            "metadata": {"name": name, "namespace": "podcidr-node-lease",
                          "labels": {"podcidr.io/speaker-lease": "true"}},
             "spec": {"holderIdentity": format!("{name}/speaker"), "leaseDurationSeconds": 180,
                      "renewTime": format!("{}", renewed.strftime("%Y-%m-%dT%H:%M:%S.%6fZ"))}
@@ -408,6 +408,42 @@ async fn stale_status_and_conflicts_exit_1() {
     let r = diff(&c.kubeconfig, &[]).await;
     println!("{}", r.stdout);
     assert!(r.stdout.contains("conflict (+stale-status)"));
+}
+
+/// A Lease with the speaker label in another namespace (any controller allowed to write
+/// Leases there could create it) says nothing about a node: node-a's own Lease, in the
+/// speakers' namespace, expired, so its speaker is dead whatever the forged one says. With
+/// `--lease-namespace` naming the other namespace, that one is read instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_outside_the_speaker_lease_namespace_is_not_believed() {
+    let mut objects: Vec<(Gvr, Value)> = clean()
+        .into_iter()
+        .filter(|(_, o)| !(o["kind"] == "Lease" && o["metadata"]["name"] == "node-a"))
+        .collect();
+    objects.push(lease("node-a", 100_000));
+    let (gvr, mut forged) = lease("node-a", 5);
+    forged["metadata"]["namespace"] = json!("kube-system");
+    objects.push((gvr, forged));
+    let c = cluster(objects).await;
+    let verdict = |r: &Run| -> String {
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["node"] == "node-a")
+            .map(|row| row["verdict"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let r = diff(&c.kubeconfig, &["-o", "json"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(verdict(&r), "speaker-dead", "{}", r.stdout);
+    let r = diff(
+        &c.kubeconfig,
+        &["-o", "json", "--lease-namespace", "kube-system"],
+    )
+    .await;
+    assert_eq!(verdict(&r), "ok", "{}", r.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -731,11 +767,9 @@ async fn every_verdict_in_one_cluster() {
             .contains("but its status is 3h0m old (--stale-after 7200s)")
     );
     // Seconds may tick between writing the Lease and reading it.
-    assert!(
-        r.stdout.contains(
-            "speaker dead: Lease podcidr-system/node-9 (held by node-9/speaker) expired 7m"
-        )
-    );
+    assert!(r.stdout.contains(
+        "speaker dead: Lease podcidr-node-lease/node-9 (held by node-9/speaker) expired 7m"
+    ));
 
     let r = diff(&c.kubeconfig, &["-o", "wide", "--only-problems"]).await;
     println!("{}", r.stdout);

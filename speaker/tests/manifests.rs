@@ -247,11 +247,11 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         "{source}: no status published\n{}",
         speaker.log()
     );
-    // The node's Lease, in the kubeconfig's namespace.
+    // The node's Lease, in the speakers' Lease namespace (the flag's default).
     let renewed = fake
         .wait_for_object(
             &Gvr::leases(),
-            Some("default"),
+            Some("podcidr-node-lease"),
             "node-a",
             Duration::from_secs(30),
             |o| o.is_some(),
@@ -262,7 +262,7 @@ async fn run_speaker(source: &str, fake: &FakeKube, dir: &TempDir) {
         refuse_twice(fake, &speaker).await;
     }
     let _ = fake.delete(&nbs, None, "node-a");
-    let _ = fake.delete(&Gvr::leases(), Some("default"), "node-a");
+    let _ = fake.delete(&Gvr::leases(), Some("podcidr-node-lease"), "node-a");
 }
 
 /// `--config-source kubernetes`, as the DaemonSet runs it: the objects and the MD5 Secret
@@ -331,7 +331,7 @@ async fn run_objects_speaker(fake: &FakeKube, dir: &TempDir) {
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o400);
     let _ = fake.delete(&nbs, None, "node-a");
-    let _ = fake.delete(&Gvr::leases(), Some("default"), "node-a");
+    let _ = fake.delete(&Gvr::leases(), Some("podcidr-node-lease"), "node-a");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -565,12 +565,23 @@ metadata: {name: podcidr-viewer}
 rules:
   - {apiGroups: [""], resources: [nodes], verbs: [list]}
   - {apiGroups: [podcidr.io], resources: [nodepodcidrs, nodebgpstatuses], verbs: [list]}
-  - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [list]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: podcidr-viewer}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: podcidr-viewer}
+subjects: [{kind: ServiceAccount, name: podcidr-viewer, namespace: default}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: podcidr-viewer-leases, namespace: podcidr-node-lease}
+rules:
+  - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: podcidr-viewer-leases, namespace: podcidr-node-lease}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: podcidr-viewer-leases}
 subjects: [{kind: ServiceAccount, name: podcidr-viewer, namespace: default}]
 "#,
     );
@@ -709,7 +720,13 @@ fn diff_peers_and_routes_run_with_the_documented_read_only_grant() {
         ("list", "", "nodes", "", 200),
         ("list", "podcidr.io", "nodepodcidrs", "", 200),
         ("list", "podcidr.io", "nodebgpstatuses", "", 200),
-        ("list", "coordination.k8s.io", "leases", "", 200),
+        (
+            "list",
+            "coordination.k8s.io",
+            "leases",
+            "podcidr-node-lease",
+            200,
+        ),
     ]
     .into();
     assert_eq!(used, want, "{calls:#?}");

@@ -349,16 +349,13 @@ async fn reports_as(
     ))
 }
 
-/// Every speaker Lease (label `podcidr.io/speaker-lease`), by node name; in `namespace` only
-/// when given. Two Leases for one node (two installations): the later renewal counts.
+/// The speaker Leases (label `podcidr.io/speaker-lease`) in `namespace`, by node name; never
+/// from another namespace. Two Leases for one node: the later renewal counts.
 pub async fn speaker_leases(
     client: &Client,
-    namespace: Option<&str>,
+    namespace: &str,
 ) -> Result<BTreeMap<String, LeaseInput>, LoadError> {
-    let api: Api<LeaseView> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let api: Api<LeaseView> = Api::namespaced(client.clone(), namespace);
     let params = ListParams::default().labels(&format!("{LEASE_LABEL}=true"));
     fold_pages(
         &api,
@@ -429,7 +426,7 @@ pub async fn load_input(
         nodes,
         ipam_allocations(client, source),
         reports_as(client, for_diff),
-        speaker_leases(client, options.lease_namespace.as_deref()),
+        speaker_leases(client, &options.lease_namespace),
     );
     let (nodes, ipam, reports, leases) = (nodes?, ipam?, reports?, leases?);
     let mut by_name: BTreeMap<String, NodeInput> = BTreeMap::new();

@@ -105,10 +105,11 @@ pub struct DiffArgs {
     /// hourly; whether one runs at all comes from its Lease.
     #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = parse_duration)]
     pub stale_after: u64,
-    /// Read speaker Leases from this namespace only [default: every namespace, by the
-    /// label podcidr.io/speaker-lease].
-    #[arg(long, value_name = "NAMESPACE")]
-    pub lease_namespace: Option<String>,
+    /// Read speaker Leases (label podcidr.io/speaker-lease) from this namespace, and from no
+    /// other: a Lease elsewhere could be written by any controller that may write Leases
+    /// there and fake a node's liveness. The speakers' `--lease-namespace`.
+    #[arg(long, value_name = "NAMESPACE", default_value = crate::install::SPEAKER_LEASE_NAMESPACE)]
+    pub lease_namespace: String,
 }
 
 /// Seconds from `300`, `300s`, `5m` or `1h`: the same syntax as the config's duration keys
@@ -138,8 +139,8 @@ pub fn parse_millis(s: &str) -> Result<u64, String> {
 pub struct DiffOptions {
     pub source: SourceKind,
     pub stale_after_secs: u64,
-    /// Where speaker Leases are read (none: every namespace).
-    pub lease_namespace: Option<String>,
+    /// Where speaker Leases are read (and nowhere else).
+    pub lease_namespace: String,
 }
 
 impl Default for DiffOptions {
@@ -147,7 +148,7 @@ impl Default for DiffOptions {
         DiffOptions {
             source: SourceKind::IpamCrd,
             stale_after_secs: DEFAULT_STALE_AFTER_SECS,
-            lease_namespace: None,
+            lease_namespace: crate::install::SPEAKER_LEASE_NAMESPACE.to_owned(),
         }
     }
 }

@@ -97,7 +97,7 @@ async fn start_with(source: &str, nodes: usize, min_interval: u64) -> Running {
     ))
     .unwrap();
     let mut opts = RunOptions::in_process(true);
-    opts.lease_namespace = Some(NS.into());
+    opts.lease_namespace = NS.into();
     opts.pod_name = Some("speaker-test".into());
     let mut speaker = Speaker::start(config, ME.into(), Some(fake.client()), opts)
         .await
@@ -255,7 +255,10 @@ async fn diff_calls_a_speaker_whose_lease_expired_dead() {
         .parse()
         .unwrap();
     let renewed = renewed.as_second();
-    let options = DiffOptions::default();
+    let options = DiffOptions {
+        lease_namespace: NS.into(),
+        ..DiffOptions::default()
+    };
     let verdict_at = |now: i64| {
         let client = r.fake.client();
         let options = options.clone();

@@ -107,10 +107,10 @@ pub struct SpeakerArgs {
     /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Namespace of the node's Lease (liveness, renewed every minute) [default:
-    /// $POD_NAMESPACE, else the kubeconfig's or service account's namespace].
-    #[arg(long, value_name = "NAMESPACE")]
-    pub lease_namespace: Option<String>,
+    /// Namespace of the node's Lease (liveness, renewed every minute): where the shipped
+    /// speaker Role may write Leases, and where `diff` reads them.
+    #[arg(long, value_name = "NAMESPACE", default_value = crate::install::SPEAKER_LEASE_NAMESPACE)]
+    pub lease_namespace: String,
 }
 
 /// Validates config and keys; the error text names every bad field.
@@ -329,7 +329,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
             key_dir: args.key_dir.clone(),
             state_dir: args.state_dir.clone(),
         }),
-        lease_namespace: args.lease_namespace.clone().or(pod_namespace),
+        lease_namespace: args.lease_namespace.clone(),
         pod_name: non_empty_env("POD_NAME"),
         state_dir: args.state_dir.clone(),
         termination_grace: args.termination_grace.map(Duration::from_secs),

@@ -69,7 +69,8 @@ pub struct RunOptions {
     /// config given to [`Speaker::start`] is only the starting point, with no peer).
     pub objects: Option<ObjectSettings>,
     /// Namespace of the node's Lease (none: the client's default namespace).
-    pub lease_namespace: Option<String>,
+    /// Where the node's Lease is written (`--lease-namespace`).
+    pub lease_namespace: String,
     /// The pod in the Lease's `holderIdentity` (none: `pid-<pid>`).
     pub pod_name: Option<String>,
     /// `--state-dir`: what the next process on this node needs (the peers Established here;
@@ -93,7 +94,7 @@ impl RunOptions {
             metrics_listen: None,
             admin_listen: None,
             objects: None,
-            lease_namespace: None,
+            lease_namespace: crate::install::SPEAKER_LEASE_NAMESPACE.to_owned(),
             pod_name: None,
             state_dir: None,
             termination_grace: None,
@@ -305,10 +306,7 @@ impl Speaker {
             .with_established_before(before);
         let status_writer = client.clone().map(|c| Arc::new(StatusWriter::new(c)));
         let lease_writer = client.clone().map(|c| {
-            let namespace = opts
-                .lease_namespace
-                .clone()
-                .unwrap_or_else(|| c.default_namespace().to_owned());
+            let namespace = opts.lease_namespace.clone();
             let pod = opts
                 .pod_name
                 .clone()
