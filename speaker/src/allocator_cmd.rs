@@ -88,9 +88,14 @@ pub struct AllocatorArgs {
     /// kube-controller-manager's --kube-api-burst.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_API_BURST)]
     pub api_burst: u32,
-    /// Admin listener: /metrics, /livez, /readyz.
+    /// Admin listener: /metrics, /livez, /readyz. Keep it on loopback (the kubelet's probes
+    /// reach it on a host-network pod): anything that can connect can fill its connection cap.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9181")]
     pub admin_listen: SocketAddr,
+    /// Also serve /metrics, and nothing else, on this address (the node's, for Prometheus):
+    /// a client flooding it can delay a scrape, never a probe.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -292,11 +297,23 @@ fn handle(metrics: &AllocatorMetrics, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
-/// The admin endpoint (reachable from every pod when bound to the pod IP): the shared
-/// hardened server, with the default [`HttpLimits`] outside tests.
+/// The admin endpoint (probes and metrics, on loopback as shipped): the shared hardened
+/// server, with the default [`HttpLimits`] outside tests.
 async fn serve_admin(listener: TcpListener, metrics: Arc<AllocatorMetrics>, limits: HttpLimits) {
     let handler =
         move |req: Request<Incoming>| std::future::ready(handle(&metrics, req.uri().path()));
+    http::serve(listener, handler, limits).await;
+}
+
+/// `--metrics-listen`: /metrics only, on an address other pods reach. Its own connection cap,
+/// so filling it holds no probe back.
+async fn serve_metrics(listener: TcpListener, metrics: Arc<AllocatorMetrics>, limits: HttpLimits) {
+    let handler = move |req: Request<Incoming>| {
+        std::future::ready(match req.uri().path() {
+            "/metrics" => handle(&metrics, "/metrics"),
+            _ => respond(StatusCode::NOT_FOUND, "not found\n".into()),
+        })
+    };
     http::serve(listener, handler, limits).await;
 }
 
@@ -348,6 +365,19 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let metrics_listener = match args.metrics_listen {
+        None => None,
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!(
+                    "podcidr-bgp allocator: invalid value {:?} for --metrics-listen: {e}",
+                    addr.to_string()
+                );
+                return ExitCode::from(2);
+            }
+        },
+    };
     let metrics = Arc::new(AllocatorMetrics::new());
     metrics.set_build_info(env!("CARGO_PKG_VERSION"), env!("PODCIDR_GIT_COMMIT"));
     let admin = tokio::spawn(serve_admin(
@@ -355,6 +385,8 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         metrics.clone(),
         HttpLimits::default(),
     ));
+    let metrics_only = metrics_listener
+        .map(|l| tokio::spawn(serve_metrics(l, metrics.clone(), HttpLimits::default())));
     tracing::info!(
         identity = %opts.lease.identity,
         lease = %format!("{}/{}", opts.lease.namespace, opts.lease.name),
@@ -387,6 +419,9 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
     ));
     let result = ipam_watch::allocator::run(client, opts, metrics, stop).await;
     admin.abort();
+    if let Some(m) = metrics_only {
+        m.abort();
+    }
     leftovers.abort();
     if let Some(task) = config_status {
         task.abort();

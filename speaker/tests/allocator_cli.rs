@@ -312,3 +312,100 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
         .is_some()
     );
 }
+
+/// Issue 31 item 1: the metrics port is on the node's address, where every pod can reach it;
+/// a pod that opens more connections than its cap and sends nothing holds every slot. The
+/// probes are on their own loopback listener, so the kubelet's /livez and /readyz still
+/// answer while the metrics port is flooded, and the metrics port serves nothing but
+/// /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooded_metrics_port_holds_no_probe_back() {
+    let fake = FakeKube::start().await.unwrap();
+    fake.insert(&Gvr::nodes(), json!({"metadata": {"name": "node-a"}}))
+        .unwrap();
+    let dir = TempDir::new("probe-flood");
+    let kc = dir.0.join("kubeconfig");
+    fake.write_kubeconfig(&kc).unwrap();
+    let (probe_port, metrics_port) = (free_port(), free_port());
+    let admin = format!("127.0.0.1:{probe_port}");
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let _child = Command::new(BIN)
+        .args(allocator_args(&kc, &admin))
+        .args(["--metrics-listen", &metrics])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let get = |port: u16, path: &'static str| {
+        tokio::task::spawn_blocking(move || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .is_ok()
+                .then(|| http_get(port, path))
+        })
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let ready = get(probe_port, "/readyz")
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        if ready.starts_with("HTTP/1.1 200") || ready.starts_with("HTTP/1.0 200") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{ready}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let only = get(metrics_port, "/livez").await.unwrap().unwrap();
+    assert!(
+        only.contains(" 404 "),
+        "the metrics port serves no probe: {only}"
+    );
+    // More idle connections than the server's cap (256): every slot held, the rest queued.
+    let flood = |port: u16| -> Vec<std::net::TcpStream> {
+        (0..300)
+            .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+            .collect()
+    };
+    let flooded = flood(metrics_port);
+    for path in ["/livez", "/readyz"] {
+        let answer = tokio::task::spawn_blocking(move || kubelet_probe(probe_port, path))
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.as_deref(),
+            Ok("200"),
+            "{path} while /metrics is flooded"
+        );
+    }
+    drop(flooded);
+    // The same flood on the probes' own port fails them within the kubelet's 1 s: what a
+    // shared port did (the flood is real).
+    let flooded = flood(probe_port);
+    let answer = tokio::task::spawn_blocking(move || kubelet_probe(probe_port, "/livez"))
+        .await
+        .unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+    drop(flooded);
+}
+
+/// An HTTP GET as the kubelet's probe sends it, with its default `timeoutSeconds: 1`: the
+/// status code, or why there was none in time.
+fn kubelet_probe(port: u16, path: &str) -> Result<String, String> {
+    let limit = Duration::from_secs(1);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, limit).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(limit)).map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut head = [0_u8; 12];
+    s.read_exact(&mut head).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&head);
+    text.get(9..12)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("not HTTP: {text}"))
+}

@@ -98,8 +98,9 @@ fn allocator_can_start_before_any_pod_network_exists() {
                 && p["spec"]["minAvailable"] == 1),
         "a PDB keeps one allocator: {pdbs:?}"
     );
-    // On the host network the admin port is on the node's address, taken from the downward
-    // API, and the probes reach it there.
+    // On the host network the metrics port is on the node's address, taken from the
+    // downward API; the probes have their own listener on loopback, where only the node
+    // (the kubelet) reaches them, so no pod can fill its connection cap (issue 31 item 1).
     let c = &spec["containers"][0];
     let args: Vec<&str> = c["args"]
         .as_array()
@@ -107,7 +108,19 @@ fn allocator_can_start_before_any_pod_network_exists() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(args.contains(&"--admin-listen=$(HOST_IP):9181"), "{args:?}");
+    assert!(
+        args.contains(&"--metrics-listen=$(HOST_IP):9181"),
+        "{args:?}"
+    );
+    assert!(args.contains(&"--admin-listen=127.0.0.1:9183"), "{args:?}");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(
+            (&get["host"], &get["port"]),
+            (&Value::from("127.0.0.1"), &Value::from(9183)),
+            "{probe}: {c}"
+        );
+    }
     assert!(
         c["env"]
             .as_array()
