@@ -10,7 +10,7 @@ use podcidr_config::Config;
 
 use super::*;
 use crate::daemon::core::gateways::{DefaultRoutes, Gateway};
-use crate::daemon::core::kernel::KernelFacts;
+use crate::daemon::core::kernel::{KernelFacts, KernelQuery};
 
 fn lookup(_: &PeerAddress) -> Option<IpAddr> {
     Some("198.18.1.2".parse().unwrap())
@@ -307,4 +307,42 @@ fn discovery_without_a_neighbor_says_what_to_do() {
         .collect();
     assert_eq!(started.len(), 1, "{out:?}");
     assert!(started[0].contains("fe80::2"), "{started:?}");
+}
+
+/// Issue 31 item 8: discovery trusts the link (the router-flagged neighbour with the lowest
+/// address wins, so a rogue Router Advertisement on a shared segment would). `peerAddress`
+/// pins the router: the neighbour table is not even read for that peer, and a rogue
+/// neighbour with a lower address on the interface changes nothing.
+#[test]
+fn a_pinned_peer_address_ignores_every_neighbour_on_the_link() {
+    let c = Config::from_yaml_str(
+        "asn: 65010\nrouterId: 198.18.1.2\nsource: {kind: file, path: /x}\npeers:\n  \
+         - {name: tor, interface: lo, peerAddress: \"fe80::9\", asn: 65000}\n",
+    )
+    .unwrap();
+    assert!(
+        KernelQuery::for_config(&c).neighbours.is_empty(),
+        "no neighbour lookup for a pinned peer"
+    );
+    let rogue: std::net::Ipv6Addr = "fe80::1".parse().unwrap();
+    let facts = KernelFacts {
+        neighbours: [("lo".to_owned(), Some(rogue))].into(),
+        ..KernelFacts::default()
+    };
+    let mut core = Core::new(c, "node-a".into(), false, facts.clone());
+    let mut out = core.start();
+    out.extend(core.handle(Event::Kernel(facts)));
+    out.extend(core.handle(source_ready()));
+    let started: Vec<String> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::StartPeer(s) | Effect::ResetPeer(s) => Some(s.config.address.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started.len(), 1, "{out:?}");
+    assert!(
+        started[0].contains("fe80::9") && !started[0].contains("fe80::1"),
+        "{started:?}"
+    );
 }
