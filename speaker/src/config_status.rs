@@ -15,7 +15,7 @@ use ipam_watch::crd::{
     BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
     rollout_state,
 };
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Secret};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -67,7 +67,10 @@ pub async fn run(
     let mut reports = watch_all(Api::<NodeBGPStatus>::all(client.clone()), all());
     let (secret_tx, mut secret_rx) = mpsc::channel(64);
     let mut secrets = SecretWatches::new(
-        Api::<Secret>::namespaced(client.clone(), &settings.secret_namespace),
+        Api::<crate::daemon::kube::secret::Md5Secret>::namespaced(
+            client.clone(),
+            &settings.secret_namespace,
+        ),
         settings.secret_namespace.clone(),
         secret_tx,
     );

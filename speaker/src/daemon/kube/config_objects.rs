@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
 use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
-use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
@@ -23,6 +22,7 @@ use tokio::time::Instant;
 
 use super::node::NodeState;
 use super::node_store::NodeStore;
+use super::secret::Md5Secret as Secret;
 use crate::daemon::host::state_file::{StateFile, write_whole};
 use crate::objects::status::KeyProblem;
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
@@ -278,13 +278,12 @@ impl SecretWatches {
             Some(SecretState::Listed(Some(s))) => s,
         };
         let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(&r.key))
+            .bytes(&r.key)
             .ok_or_else(|| {
                 KeyProblem::Missing(format!("Secret {ns}/{} has no key {:?}", r.name, r.key))
-            })?;
-        podcidr_config::md5_key_from_bytes(bytes.0.clone()).map_err(|e| {
+            })?
+            .map_err(|e| KeyProblem::Invalid(format!("Secret {ns}/{}: {e}", r.name)))?;
+        podcidr_config::md5_key_from_bytes(bytes).map_err(|e| {
             KeyProblem::Invalid(format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
         })
     }

@@ -6,6 +6,7 @@ pub mod events;
 pub mod lease;
 pub mod node;
 mod node_store;
+pub mod secret;
 pub mod source;
 pub mod status;
 
