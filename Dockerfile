@@ -6,13 +6,15 @@ RUN rustup target add x86_64-unknown-linux-musl \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --target x86_64-unknown-linux-musl -p podcidr-bgp \
+# No `demo` feature: the shipped binary carries no in-process fake API server.
+RUN cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl -p podcidr-bgp \
  && strip target/x86_64-unknown-linux-musl/release/podcidr-bgp
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /src/target/x86_64-unknown-linux-musl/release/podcidr-bgp /podcidr-bgp
-# uid 0 as the speaker DaemonSet runs it (every capability dropped but NET_BIND_SERVICE,
-# see deploy/speaker/daemonset.yaml); the allocator Deployment sets uid 65532 itself.
-USER 0:0
+# Not root by default: the allocator and the CLI need nothing more. The speaker DaemonSet
+# sets uid 0 itself, with every capability dropped but NET_BIND_SERVICE (non-root gets no
+# added capability under no_new_privs), see deploy/speaker/daemonset.yaml.
+USER 65532:65532
 ENTRYPOINT ["/podcidr-bgp"]
 CMD ["speaker", "--config-source", "kubernetes"]

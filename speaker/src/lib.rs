@@ -8,6 +8,7 @@ pub mod config_cmd;
 pub mod config_status;
 pub mod daemon;
 pub mod decode;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod install;
 pub mod leftovers;

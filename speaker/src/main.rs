@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use podcidr_bgp::{allocator_cmd, cli, config_cmd, daemon, decode, demo};
+#[cfg(feature = "demo")]
+use podcidr_bgp::demo;
+use podcidr_bgp::{allocator_cmd, cli, config_cmd, daemon, decode};
 
 /// `podcidr-bgp --version`: version, git commit, build date.
 const VERSION: &str = concat!(
@@ -50,6 +52,7 @@ enum Command {
         command: config_cmd::ConfigCommand,
     },
     /// Run the whole flow in-process on an embedded default (no cluster needed).
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
     /// Print a shell completion script, e.g. `podcidr-bgp completion bash > /etc/bash_completion.d/podcidr-bgp`.
     Completion {
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Config { command } => config_cmd::run(&command),
+        #[cfg(feature = "demo")]
         Command::Demo(args) => runtime().block_on(demo::run(args)),
         Command::Completion { shell } => {
             use clap::CommandFactory;

@@ -9,7 +9,7 @@ mod admin;
 #[cfg(test)]
 mod control_plane_tests;
 pub mod core;
-mod host;
+pub mod host;
 pub mod kube;
 pub mod metrics;
 mod run;

@@ -486,7 +486,7 @@ impl Speaker {
     /// Subscribes to route notifications while the config reads the routing table (the
     /// forwarding gate); the periodic read stays as the fallback.
     fn follow_routes(&mut self) {
-        if !self.kernel_query.routes {
+        if self.kernel_query.routes.is_none() {
             self.route_monitor = None;
             return;
         }

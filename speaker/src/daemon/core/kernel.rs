@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv6Addr};
 
+use ipnet::IpNet;
 use podcidr_config::{Config, PeerAddress, PeerConfig};
 
 use super::gateways::{
@@ -26,15 +27,48 @@ pub struct KernelQuery {
     /// Peer addresses whose source address matters (`nextHop: self`, the derived router ID,
     /// an interface peer's own link-local address). Resolved addresses are added by the reader.
     pub destinations: BTreeSet<PeerAddress>,
-    /// Read the main routing table (`forwardingGate.enabled`).
-    pub routes: bool,
+    /// Read the main routing table (`forwardingGate.enabled`), only the routes this keeps.
+    pub routes: Option<RouteFilter>,
+}
+
+/// The routes of the main table the forwarding gate reads, and no other: on a node whose
+/// table holds a full feed (100,000 routes and more) the rest is read past, never kept.
+/// It needs the default routes (the uplinks), the routes inside a prefix an announced CIDR
+/// can be in (`allowedPrefixes`: the guard announces nothing outside them), and the routes
+/// towards each peer's address (their devices are uplinks too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteFilter {
+    /// Routes inside one of these; empty (`file` source without `allowedPrefixes`): every
+    /// route.
+    pub within: Vec<IpNet>,
+    /// Routes containing one of these addresses.
+    pub towards: Vec<IpAddr>,
+}
+
+impl RouteFilter {
+    pub fn keeps(&self, dst: &IpNet) -> bool {
+        dst.prefix_len() == 0
+            || self.within.is_empty()
+            || self.within.iter().any(|w| w.contains(dst))
+            || self.towards.iter().any(|a| dst.contains(a))
+    }
 }
 
 impl KernelQuery {
     pub fn for_config(config: &Config) -> Self {
         let mut q = KernelQuery {
             default_routes: uses_default_gateway(config),
-            routes: config.forwarding_gate.enabled,
+            routes: config.forwarding_gate.enabled.then(|| RouteFilter {
+                within: config.allowed_prefixes.clone(),
+                towards: config
+                    .peers
+                    .iter()
+                    .filter_map(|p| match &p.address {
+                        PeerAddress::Fixed(a) => Some(*a),
+                        _ => None,
+                    })
+                    .collect(),
+            }),
             ..KernelQuery::default()
         };
         for p in &config.peers {
@@ -53,7 +87,7 @@ impl KernelQuery {
 
     pub fn is_empty(&self) -> bool {
         !self.default_routes
-            && !self.routes
+            && self.routes.is_none()
             && self.neighbours.is_empty()
             && self.destinations.is_empty()
     }

@@ -8,7 +8,7 @@ use std::net::Ipv6Addr;
 use std::time::Duration;
 
 use crate::daemon::core::forwarding::{KernelRoute, RouteKind, RouteTable};
-use crate::daemon::core::kernel::{KernelFacts, KernelQuery};
+use crate::daemon::core::kernel::{KernelFacts, KernelQuery, RouteFilter};
 
 use super::netlink::{neigh, route};
 use super::{default_routes, route_lookup};
@@ -30,8 +30,18 @@ pub fn read(query: &KernelQuery) -> KernelFacts {
         routes: RouteTable::default(),
         routes_unread: false,
     };
-    if query.routes {
-        match main_routes() {
+    if let Some(filter) = &query.routes {
+        // The gateways' own routes too: the device towards a gateway is an uplink.
+        let mut filter = filter.clone();
+        filter.towards.extend(
+            facts
+                .default_routes
+                .ipv4
+                .iter()
+                .chain(&facts.default_routes.ipv6)
+                .map(|g| g.via),
+        );
+        match main_routes(&filter) {
             Some(table) => facts.routes = table,
             None => facts.routes_unread = true,
         }
@@ -74,7 +84,7 @@ fn neighbours(interfaces: &BTreeSet<String>) -> BTreeMap<String, Option<Ipv6Addr
 
 /// The main routing table of both families; `None` when a dump fails (one warning per
 /// failure streak): the core then keeps the table it had.
-fn main_routes() -> Option<RouteTable> {
+fn main_routes(filter: &RouteFilter) -> Option<RouteTable> {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use std::sync::atomic::{AtomicBool, Ordering};
     static FAILING: AtomicBool = AtomicBool::new(false);
@@ -85,7 +95,11 @@ fn main_routes() -> Option<RouteTable> {
         } else {
             IpAddr::V6(Ipv6Addr::UNSPECIFIED)
         };
-        let entries = match route::dump_main(family) {
+        let keep = |e: &route::RouteEntry| {
+            ipnet::IpNet::new(e.dst.unwrap_or(unspecified), e.dst_len)
+                .is_ok_and(|dst| filter.keeps(&dst.trunc()))
+        };
+        let entries = match route::dump_main(family, &keep) {
             Ok(entries) => entries,
             Err(e) => {
                 if !FAILING.swap(true, Ordering::Relaxed) {

@@ -241,3 +241,77 @@ fn every_family_and_reason_has_its_own_gauge_series() {
     labels.dedup();
     assert_eq!(labels.len(), 10);
 }
+
+/// Issue 31 item 7: a node with a full table (here 20,000 routes outside the pod pool, among
+/// pod routes, a blackhole, a loop via the uplink and routes towards a peer) reads only what
+/// the gate needs (`kernel::RouteFilter`), and every verdict and every uplink is what the
+/// whole table gives.
+#[test]
+fn the_filtered_table_gives_every_verdict_the_whole_table_gives() {
+    use crate::daemon::core::kernel::RouteFilter;
+    let peer: IpAddr = "198.19.7.1".parse().unwrap();
+    let filter = RouteFilter {
+        within: vec![net("10.244.0.0/16"), net("fd00:244::/48")],
+        towards: vec![peer, "198.18.1.1".parse().unwrap()],
+    };
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut routes = vec![
+        uni("10.244.1.0/24", "cni0"),
+        uni("10.244.2.0/25", "cni0"),
+        route("10.244.3.0/24", RouteKind::Drop, None, None),
+        uni("10.244.4.0/24", "eth0"),
+        uni("fd00:244:0:1::/64", "cni0"),
+        uni("198.19.7.0/24", "eth1"),
+        route("10.0.0.0/8", RouteKind::Drop, None, None),
+    ];
+    for _ in 0..20_000 {
+        let a = std::net::Ipv4Addr::from(rng.u32(..));
+        let len = rng.u8(8..=32);
+        let dev = ["eth0", "eth1", "cni0"][rng.usize(..3)];
+        routes.push(uni(
+            &format!("{}", IpNet::new(a.into(), len).unwrap().trunc()),
+            dev,
+        ));
+    }
+    let whole = table(routes);
+    let kept: Vec<KernelRoute> = whole
+        .routes()
+        .iter()
+        .filter(|r| filter.keeps(&r.dst))
+        .cloned()
+        .collect();
+    assert!(kept.len() < 200, "{} routes kept", kept.len());
+    let filtered = RouteTable::new(kept);
+    let peers = podcidr_config::Config::from_yaml_str(
+        "asn: 65010\nrouterId: 198.18.1.2\nsource: {kind: file, path: /x}\npeers:\n  \
+         - {name: tor, address: 198.19.7.1, asn: 65000}\n",
+    )
+    .unwrap()
+    .peers;
+    assert_eq!(uplinks(&filtered, &peers), uplinks(&whole, &peers));
+    let cfg = ForwardingGateConfig::default();
+    let (up_filtered, up_whole) = (uplinks(&filtered, &peers), uplinks(&whole, &peers));
+    let inputs = |table, uplinks| GateInputs {
+        config: &cfg,
+        table,
+        uplinks,
+        cni_written: None,
+    };
+    let mut held = 0;
+    for i in 0..=255u8 {
+        for cidr in [format!("10.244.{i}.0/24"), format!("fd00:244:0:{i:x}::/64")] {
+            let c = net(&cidr);
+            let v = super::verdict(&c, &inputs(&whole, &up_whole));
+            held += usize::from(v.is_some());
+            assert_eq!(
+                super::verdict(&c, &inputs(&filtered, &up_filtered)),
+                v,
+                "{cidr}"
+            );
+        }
+    }
+    assert!(
+        held > 0 && held < 512,
+        "some verdicts of each kind: {held} held"
+    );
+}

@@ -139,10 +139,18 @@ fn default_route(body: &[u8]) -> Vec<NextHop> {
         .collect()
 }
 
-/// Every route of the main table of `family`, with its device's name (`None`: no device).
-pub fn dump_main(family: i32) -> std::io::Result<Vec<(RouteEntry, Option<String>)>> {
+/// The routes of the main table of `family` that `keep` keeps, with their device's name
+/// (`None`: no device). The rest are parsed past, one reply buffer at a time, and never held.
+pub fn dump_main(
+    family: i32,
+    keep: &dyn Fn(&RouteEntry) -> bool,
+) -> std::io::Result<Vec<(RouteEntry, Option<String>)>> {
     let family = u8::try_from(family).map_err(std::io::Error::other)?;
-    let entries = netlink::dump_parsed(&dump_request(family, 2), RTM_NEWROUTE, main_table_route)?;
+    let entries = netlink::dump_parsed(&dump_request(family, 2), RTM_NEWROUTE, |body| {
+        let mut v = main_table_route(body);
+        v.retain(|e| keep(e));
+        v
+    })?;
     Ok(entries
         .into_iter()
         .map(|e| {
