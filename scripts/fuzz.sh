@@ -12,13 +12,22 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 # Seed: each vector as raw bytes behind the options byte the targets read first
-# (bit 0: 4-octet AS, bit 1: extended messages).
+# (bit 0: 4-octet AS, bit 1: extended messages); the config parser gets the shipped example
+# configs instead.
 seed() {
   local dir=fuzz/corpus/$1
   mkdir -p "$dir"
   python3 - "$dir" <<'PY'
 import pathlib, sys
 out = pathlib.Path(sys.argv[1])
+if out.name == "config_file":
+    for f in sorted(pathlib.Path("deploy/examples").glob("*.yaml")):
+        (out / f"example-{f.stem}").write_bytes(f.read_bytes())
+    seeds = pathlib.Path("fuzz/seeds") / out.name
+    if seeds.is_dir():
+        for f in sorted(seeds.iterdir()):
+            (out / f"seed-{f.name}").write_bytes(f.read_bytes())
+    sys.exit(0)
 for f in sorted(pathlib.Path("bgp-proto/tests/vectors").rglob("*.hex")):
     text = f.read_text()
     hexs = "".join(c for l in text.splitlines() if not l.lstrip().startswith("#") for c in l if c in "0123456789abcdefABCDEF")

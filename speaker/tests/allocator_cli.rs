@@ -91,6 +91,20 @@ async fn bad_flag_values_exit_2_naming_the_flag_before_any_write() {
     assert_eq!(fake.writes(), 0, "{:?}", fake.request_counts());
 }
 
+/// `podcidr-bgp allocator` against `kc` with the admin listener on `admin` and `extra` flags,
+/// its stderr piped.
+fn spawn(kc: &std::path::Path, admin: &str, extra: &[&str]) -> tokio::process::Child {
+    Command::new(BIN)
+        .args(allocator_args(kc, admin))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 fn http_get(port: u16, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
@@ -112,14 +126,7 @@ async fn allocates_for_three_nodes_and_stops_on_sigterm() {
     fake.write_kubeconfig(&kc).unwrap();
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
-    let mut child = Command::new(BIN)
-        .args(allocator_args(&kc, &admin))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&kc, &admin, &[]);
     let records = Gvr::of::<NodePodCIDR>();
     let done = |f: &FakeKube| {
         let list = f.list(&records, None);
@@ -262,15 +269,7 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
     fake.write_kubeconfig(&kc).unwrap();
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
-    let child = Command::new(BIN)
-        .args(allocator_args(&kc, &admin))
-        .args(["--speaker-namespace", "podcidr-system"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let child = spawn(&kc, &admin, &["--speaker-namespace", "podcidr-system"]);
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let metrics = tokio::task::spawn_blocking(move || {
@@ -329,15 +328,7 @@ async fn a_flooded_metrics_port_holds_no_probe_back() {
     let (probe_port, metrics_port) = (free_port(), free_port());
     let admin = format!("127.0.0.1:{probe_port}");
     let metrics = format!("127.0.0.1:{metrics_port}");
-    let _child = Command::new(BIN)
-        .args(allocator_args(&kc, &admin))
-        .args(["--metrics-listen", &metrics])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let _child = spawn(&kc, &admin, &["--metrics-listen", &metrics]);
     let get = |port: u16, path: &'static str| {
         tokio::task::spawn_blocking(move || {
             std::net::TcpStream::connect(("127.0.0.1", port))

@@ -57,15 +57,10 @@ impl Rollouts {
     ) -> Step {
         let prev = previous.and_then(|p| p.rollout.as_ref());
         let spec = match v.kind {
-            ObjectKind::SpeakerConfig => objects
-                .configs
-                .get(&v.name)
-                .and_then(|c| c.spec.rollout.as_ref()),
-            ObjectKind::Peer => objects
-                .peers
-                .get(&v.name)
-                .and_then(|p| p.spec.rollout.as_ref()),
-        };
+            ObjectKind::SpeakerConfig => objects.configs.get(&v.name).map(Rollout::of_config),
+            ObjectKind::Peer => objects.peers.get(&v.name).map(Rollout::of_peer),
+        }
+        .and_then(|r| r.spec);
         let generation = v.generation.unwrap_or_default();
         // An invalid generation runs nowhere (speakers keep their last good version): its
         // rollout waits for a valid one.

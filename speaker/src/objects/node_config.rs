@@ -269,14 +269,7 @@ pub fn node_config(
         if !reset {
             return Ok(());
         }
-        Rollout {
-            kind: ObjectKind::SpeakerConfig,
-            name: &cur.name_any(),
-            generation: cur.metadata.generation,
-            spec: cur.spec.rollout.as_ref(),
-            status: cur.status.as_ref().and_then(|s| s.rollout.as_ref()),
-        }
-        .admits(node_name, labels)
+        Rollout::of_config(cur).admits(node_name, labels)
     };
     let config_choice = Choice {
         kind: ObjectKind::SpeakerConfig,
@@ -309,14 +302,7 @@ pub fn node_config(
             ) {
                 return Ok(());
             }
-            Rollout {
-                kind: ObjectKind::Peer,
-                name: &cur.name_any(),
-                generation: cur.metadata.generation,
-                spec: cur.spec.rollout.as_ref(),
-                status: cur.status.as_ref().and_then(|s| s.rollout.as_ref()),
-            }
-            .admits(node_name, labels)
+            Rollout::of_peer(cur).admits(node_name, labels)
         };
         let peer_choice = Choice {
             kind: ObjectKind::Peer,

@@ -127,6 +127,30 @@ pub struct Rollout<'a> {
     pub status: Option<&'a RolloutStatus>,
 }
 
+impl<'a> Rollout<'a> {
+    /// What a `BGPSpeakerConfig` says about its rollout.
+    pub fn of_config(c: &'a ipam_watch::crd::BGPSpeakerConfig) -> Self {
+        Rollout {
+            kind: ObjectKind::SpeakerConfig,
+            name: c.metadata.name.as_deref().unwrap_or_default(),
+            generation: c.metadata.generation,
+            spec: c.spec.rollout.as_ref(),
+            status: c.status.as_ref().and_then(|s| s.rollout.as_ref()),
+        }
+    }
+
+    /// What a `BGPPeer` says about its rollout.
+    pub fn of_peer(p: &'a ipam_watch::crd::BGPPeer) -> Self {
+        Rollout {
+            kind: ObjectKind::Peer,
+            name: p.metadata.name.as_deref().unwrap_or_default(),
+            generation: p.metadata.generation,
+            spec: p.spec.rollout.as_ref(),
+            status: p.status.as_ref().and_then(|s| s.rollout.as_ref()),
+        }
+    }
+}
+
 impl Rollout<'_> {
     fn canary(&self, labels: &BTreeMap<String, String>) -> bool {
         self.spec

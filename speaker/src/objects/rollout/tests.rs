@@ -36,8 +36,8 @@ fn progressing(generation: i64, wave: u32, hash_below: u64) -> RolloutStatus {
     }
 }
 
-/// The node runs generation 1 (hold time 9), then sees `next`: which hold time runs?
-fn hold_time_after(next: &BGPPeer) -> (u16, Vec<String>) {
+/// The node runs generation 1 (hold time 9), then sees `next`: what it runs then.
+fn after(next: &BGPPeer) -> crate::objects::NodeConfig {
     let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
     let mut last = LastGood::default();
     let first = Objects::from_lists(
@@ -50,7 +50,12 @@ fn hold_time_after(next: &BGPPeer) -> (u16, Vec<String>) {
     );
     node_config(&first, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
     let then = Objects::from_lists(vec![c], vec![next.clone()]);
-    let n = node_config(&then, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
+    node_config(&then, &labels(&[]), "node-a", &mut last, &ALL_SECRETS)
+}
+
+/// The hold time the node runs after `next`, and why it keeps a last good version.
+fn hold_time_after(next: &BGPPeer) -> (u16, Vec<String>) {
+    let n = after(next);
     let hold = n.config.unwrap().peers[0].hold_time.seconds();
     (hold, n.last_good.into_iter().map(|(_, why)| why).collect())
 }
@@ -73,25 +78,7 @@ fn a_session_resetting_edit_waits_for_the_nodes_wave() {
 #[test]
 fn an_edit_that_resets_nothing_applies_at_once_whatever_the_wave() {
     let edit = "{address: 192.0.2.1, asn: 65000, holdTime: 9, med: 50}";
-    let next = peer(2, edit, Some(progressing(2, 0, 0)));
-    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
-    let mut last = LastGood::default();
-    let first = Objects::from_lists(
-        vec![c.clone()],
-        vec![peer(
-            1,
-            "{address: 192.0.2.1, asn: 65000, holdTime: 9}",
-            None,
-        )],
-    );
-    node_config(&first, &labels(&[]), "node-a", &mut last, &ALL_SECRETS);
-    let n = node_config(
-        &Objects::from_lists(vec![c], vec![next]),
-        &labels(&[]),
-        "node-a",
-        &mut last,
-        &ALL_SECRETS,
-    );
+    let n = after(&peer(2, edit, Some(progressing(2, 0, 0))));
     assert_eq!(n.peers[0].generation, Some(2));
     assert_eq!(n.config.unwrap().peers[0].med, Some(50));
 }
