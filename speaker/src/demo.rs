@@ -18,9 +18,9 @@ use podcidr_config::Config;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::cli::render::count;
 use crate::cli::{self, DiffOptions, TableStyle};
 use crate::daemon::{RunOptions, Speaker};
+use crate::text::count;
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -28,7 +28,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=50))]
     pub nodes: u8,
     /// Keep the final state running this long before exiting (e.g. 30s, 2m).
-    #[arg(long, default_value = "0s", value_parser = cli::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = crate::flags::parse_duration)]
     pub duration: u64,
     /// After the scenario, keep serving the fake API (kubeconfig path printed) until Ctrl-C,
     /// so `diff`, `peers` and `routes` can be tried by hand.

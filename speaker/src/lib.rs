@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod decode;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod flags;
 pub mod install;
 pub mod leftovers;
 pub mod objects;

@@ -1,6 +1,6 @@
 //! Text for people: strings from peers, API objects and other speakers' reports shown without
 //! what a terminal or a log parser would act on. Shared by the daemon (logs, Events) and the
-//! CLI (tables); JSON and YAML output keep strings exact (their encoders escape).
+//! CLI (tables, durations); JSON and YAML output keep strings exact (their encoders escape).
 
 /// Control characters (newlines, escapes) shown as Rust escapes; plain text unchanged.
 pub fn escape(text: &str) -> String {
@@ -9,4 +9,19 @@ pub fn escape(text: &str) -> String {
     } else {
         text.to_owned()
     }
+}
+
+/// `45s`, `12m5s`, `3h4m`, `2d5h`.
+pub fn human_secs(s: u64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// `1 node`, `3 nodes`: English plurals for counts in output (regular nouns only).
+pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }

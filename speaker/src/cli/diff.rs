@@ -223,15 +223,7 @@ pub fn summarize(rows: &[DiffRow]) -> Summary {
     }
 }
 
-/// `45s`, `12m5s`, `3h4m`, `2d5h`.
-pub fn human_secs(s: u64) -> String {
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
-    }
-}
+pub use crate::text::human_secs;
 
 fn family(p: &IpNet) -> &'static str {
     match p {

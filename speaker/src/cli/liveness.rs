@@ -6,7 +6,7 @@
 use ipam_watch::crd::SpeakerReport;
 use serde::Serialize;
 
-use super::diff::human_secs;
+use crate::text::human_secs;
 
 /// A node's speaker Lease (`coordination.k8s.io/v1`, named after the node).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

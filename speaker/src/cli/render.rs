@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::DiffReport;
-pub use super::diff::human_secs;
 use super::diff::{DiffRow, Verdict, summarize};
+pub use crate::text::human_secs;
 
 const RESET: &str = "\x1b[0m";
 
@@ -211,10 +211,7 @@ pub fn render_table(report: &DiffReport, style: TableStyle) -> String {
     out
 }
 
-/// `1 node`, `3 nodes`: English plurals for counts in output (regular nouns only).
-pub fn count(n: usize, noun: &str) -> String {
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
-}
+pub use crate::text::count;
 
 /// e.g. `3 nodes, 5 rows: 3 ok, 1 not-announced, 1 source-mismatch (source ipam-crd)`.
 pub fn summary_line(report: &DiffReport) -> String {

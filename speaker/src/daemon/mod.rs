@@ -85,23 +85,23 @@ pub struct SpeakerArgs {
     pub final_stop: bool,
     /// `/readyz` waits for every peer to reach Established; a peer that sends nothing at all
     /// (down, unreachable) is excused this long after start, e.g. `120` (seconds), `2m`.
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::flags::parse_duration)]
     pub ready_peer_grace: u64,
     /// The pod's `terminationGracePeriodSeconds` (the DaemonSet passes it, the API gives a
     /// pod no way to read it): `gracefulShutdown.wait` is shortened to end 5 s before it, so
     /// a departure's Cease is sent before the kubelet's SIGKILL.
-    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::parse_duration)]
     pub termination_grace: Option<u64>,
     /// Kubeconfig file (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Time between checks of the config file for changes (SIGHUP reloads at once), e.g. `2`
     /// (seconds), `2s`, `1m`.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::flags::parse_duration)]
     pub config_poll_seconds: u64,
     /// Time between checks of a `file` source for changes, e.g. `2000` (milliseconds), `500ms`,
     /// `2s`; changes inotify reports are checked at once, this bounds the rest.
-    #[arg(long, value_name = "DURATION", default_value = "2000ms", value_parser = crate::cli::parse_millis)]
+    #[arg(long, value_name = "DURATION", default_value = "2000ms", value_parser = crate::flags::parse_millis)]
     pub file_poll_ms: u64,
     /// Serve `/metrics` (only) on this address too, overriding `admin.metricsListen`: the
     /// DaemonSet passes the node's address, e.g. `--metrics-listen=$(NODE_IP):9182`.
@@ -265,7 +265,7 @@ fn check_objects(args: &SpeakerArgs) -> ExitCode {
     }
     println!(
         "objects OK: a node with labels {labels:?} runs BGPSpeakerConfig {config} and {} ({})",
-        crate::cli::render::count(result.peers.len(), "BGPPeer"),
+        crate::text::count(result.peers.len(), "BGPPeer"),
         result.peers.join(", ")
     );
     ExitCode::SUCCESS
@@ -284,7 +284,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         println!(
             "{}: config OK (node {node_name}, {}, source {})",
             args.config.display(),
-            crate::cli::render::count(config.peers.len(), "peer"),
+            crate::text::count(config.peers.len(), "peer"),
             config.source
         );
         return ExitCode::SUCCESS;

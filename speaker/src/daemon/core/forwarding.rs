@@ -13,7 +13,6 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ipam_watch::crd::{HeldCidr, MAX_REPORTED_ROUTES, SpeakerReport};
 use ipnet::IpNet;
 use podcidr_config::{ForwardingGateConfig, PeerAddress, PeerConfig};
 
@@ -227,39 +226,6 @@ pub fn count(held: &[Held]) -> HeldCounts {
         }
     }
     out
-}
-
-/// The report with the gate on: `announced` without what is held, `held` (the first
-/// `MAX_REPORTED_ROUTES`) and the `ForwardingHeld` condition.
-pub fn report_held(r: &mut SpeakerReport, held: &[Held], now: u64) {
-    use super::report::{CONDITION_LISTED, condition};
-    let shown: std::collections::HashSet<String> =
-        held.iter().map(|h| h.cidr.to_string()).collect();
-    r.announced.retain(|c| !shown.contains(c));
-    r.held = held
-        .iter()
-        .take(MAX_REPORTED_ROUTES)
-        .map(|h| HeldCidr {
-            cidr: h.cidr.to_string(),
-            reason: h.reason.as_str().to_owned(),
-        })
-        .collect();
-    let mut message = held
-        .iter()
-        .take(CONDITION_LISTED)
-        .map(|h| format!("{} ({})", h.cidr, h.reason.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if held.len() > CONDITION_LISTED {
-        message.push_str(&format!(" and {} more", held.len() - CONDITION_LISTED));
-    }
-    let (status, reason) = if held.is_empty() {
-        (false, "NothingHeld")
-    } else {
-        (true, "CidrsHeld")
-    };
-    r.conditions
-        .push(condition("ForwardingHeld", status, reason, message, now));
 }
 
 #[cfg(test)]

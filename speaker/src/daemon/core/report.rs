@@ -8,8 +8,8 @@ use bgp_proto::message::attribute::{format_community, format_large_community};
 use bgp_proto::session::{NotificationRecord, SessionStatus, State};
 use bgp_proto::{Asn, Family};
 use ipam_watch::crd::{
-    ConfigReport, MAX_REPORTED_ROUTES, NotificationReport, ObjectGeneration, ObjectNotApplied,
-    PeerReport, RefusedCidr, RouteReport, SpeakerReport,
+    ConfigReport, HeldCidr, MAX_REPORTED_ROUTES, NotificationReport, ObjectGeneration,
+    ObjectNotApplied, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
 };
 use ipam_watch::source::DesiredSet;
 
@@ -554,7 +554,7 @@ impl ReportInputs {
             None => condition("LocalASN", false, "NodeNotSeen", String::new(), now),
         });
         if let Some(held) = &self.held {
-            super::forwarding::report_held(&mut r, held, now);
+            report_held(&mut r, held, now);
         }
         if let Some(c) = &self.cni {
             r.conditions.push(condition(
@@ -600,6 +600,38 @@ impl ReportInputs {
         stamp_transitions(&mut r.conditions, &mut (*self.transitions).clone(), now);
         r
     }
+}
+
+/// The report with the gate on: `announced` without what is held, `held` (the first
+/// `MAX_REPORTED_ROUTES`) and the `ForwardingHeld` condition.
+pub fn report_held(r: &mut SpeakerReport, held: &[super::forwarding::Held], now: u64) {
+    let shown: std::collections::HashSet<String> =
+        held.iter().map(|h| h.cidr.to_string()).collect();
+    r.announced.retain(|c| !shown.contains(c));
+    r.held = held
+        .iter()
+        .take(MAX_REPORTED_ROUTES)
+        .map(|h| HeldCidr {
+            cidr: h.cidr.to_string(),
+            reason: h.reason.as_str().to_owned(),
+        })
+        .collect();
+    let mut message = held
+        .iter()
+        .take(CONDITION_LISTED)
+        .map(|h| format!("{} ({})", h.cidr, h.reason.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if held.len() > CONDITION_LISTED {
+        message.push_str(&format!(" and {} more", held.len() - CONDITION_LISTED));
+    }
+    let (status, reason) = if held.is_empty() {
+        (false, "NothingHeld")
+    } else {
+        (true, "CidrsHeld")
+    };
+    r.conditions
+        .push(condition("ForwardingHeld", status, reason, message, now));
 }
 
 #[cfg(test)]

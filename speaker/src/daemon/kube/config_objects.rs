@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::node::NodeState;
 use super::node_store::NodeStore;
 use super::secret::Md5Secret as Secret;
+pub(crate) use super::store::Store;
 use crate::daemon::host::state_file::{StateFile, write_whole};
 use crate::objects::status::KeyProblem;
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
@@ -86,51 +87,6 @@ impl KeptLastGood {
 pub fn key_path(key_dir: &Path, r: &SecretKeyRef) -> Option<PathBuf> {
     let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
     (plain(&r.name) && plain(&r.key)).then(|| key_dir.join(&r.name).join(&r.key))
-}
-
-/// One watched kind, folded: objects by name, a relist swapped in whole.
-pub(crate) struct Store<K> {
-    pub(crate) objects: BTreeMap<String, K>,
-    relist: Option<BTreeMap<String, K>>,
-    pub(crate) ready: bool,
-}
-
-impl<K: kube::Resource> Store<K> {
-    pub(crate) fn new() -> Self {
-        Store {
-            objects: BTreeMap::new(),
-            relist: None,
-            ready: false,
-        }
-    }
-
-    /// Whether anything changed.
-    pub(crate) fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
-        match ev {
-            Ok(Event::Init) => {
-                self.relist = Some(BTreeMap::new());
-                false
-            }
-            Ok(Event::InitApply(o)) => {
-                self.relist.get_or_insert_default().insert(o.name_any(), o);
-                false
-            }
-            Ok(Event::InitDone) => {
-                self.objects = self.relist.take().unwrap_or_default();
-                self.ready = true;
-                true
-            }
-            Ok(Event::Apply(o)) => {
-                self.objects.insert(o.name_any(), o);
-                true
-            }
-            Ok(Event::Delete(o)) => self.objects.remove(&o.name_any()).is_some(),
-            Err(e) => {
-                tracing::warn!(kind = what, error = %e, "watching configuration objects failed; keeping what is known");
-                false
-            }
-        }
-    }
 }
 
 pub(crate) fn watch_all<K>(

@@ -9,6 +9,7 @@ mod node_store;
 pub mod secret;
 pub mod source;
 pub mod status;
+mod store;
 
 use super::core::errors::ApiWriteError;
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use kube::runtime::watcher::{self, Event};
 use tokio::time::Instant;
 
-use super::config_objects::Store;
+use super::store::Store;
 use crate::objects::{ObjectKind, Objects, deletion_allowed};
 
 /// The watch of one config kind as this node runs it: an object that leaves the listing
