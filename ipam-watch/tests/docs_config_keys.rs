@@ -27,7 +27,7 @@ fn paths(prefix: &str, p: &JSONSchemaProps, out: &mut BTreeMap<String, bool>) {
             path.clone(),
             child.x_kubernetes_preserve_unknown_fields == Some(true),
         );
-        if k == "nodeSelector" {
+        if k == "nodeSelector" || k == "canarySelector" {
             continue;
         }
         paths(&path, child, out);
@@ -107,6 +107,8 @@ fn config_md_lists_every_spec_field_of_both_crds_once_in_both_spellings() {
             (_, "nodeSelector") if kind == "BGPSpeakerConfig" => "—".to_owned(),
             // Precedence between objects: a file has one config and named peers.
             (_, "priority") => "—".to_owned(),
+            // How an edit of an object reaches the nodes: a file is edited on each node.
+            (_, p) if p == "rollout" || p.starts_with("rollout.") => "—".to_owned(),
             // The file's `asn` is a number or a mapping; the object types the two apart.
             ("BGPSpeakerConfig", "asnFrom") => "—".to_owned(),
             ("BGPSpeakerConfig", "asnFrom.nodeLabel") => "asn.fromNodeLabel".to_owned(),
