@@ -412,9 +412,11 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
             metrics.clone(),
         ))
     });
+    // In the allocator's own namespace (its Lease's), where the shipped install put the old
+    // speaker Role and where the allocator's Role may read it.
     let leftovers = tokio::spawn(crate::leftovers::watch(
         client.clone(),
-        speaker_namespace(&args),
+        opts.lease.namespace.clone(),
         metrics.clone(),
     ));
     let result = ipam_watch::allocator::run(client, opts, metrics, stop).await;

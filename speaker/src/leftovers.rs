@@ -29,7 +29,7 @@ impl LeftoverKind {
     }
 }
 
-/// One object an earlier release installed in the speakers' namespace.
+/// One object an earlier release installed in the install's namespace (podcidr-system).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Leftover {
     pub kind: LeftoverKind,
@@ -39,7 +39,7 @@ pub struct Leftover {
 
 const SPEAKER_ROLE_WHY: &str = "releases before the podcidr-node-lease namespace gave the speakers a Role in their own namespace that may create and patch any Lease there, the allocator's election Lease included, outside the speaker admission policy's namespace; the speakers' Role is now in podcidr-node-lease";
 
-/// Every leftover this release knows, in the speakers' namespace.
+/// Every leftover this release knows.
 pub const LEFTOVERS: [Leftover; 2] = [
     Leftover {
         kind: LeftoverKind::Role,
@@ -78,7 +78,8 @@ async fn exists(client: &Client, namespace: &str, l: &Leftover) -> Result<bool, 
     }
 }
 
-/// Looks for the leftovers in the speakers' namespace now and every hour.
+/// Looks for the leftovers in `namespace` (the allocator's own, where the shipped install put
+/// the old speaker Role and where the allocator's Role may read it) now and every hour.
 pub async fn watch(client: Client, namespace: String, metrics: Arc<AllocatorMetrics>) {
     loop {
         let mut found = 0;

@@ -316,7 +316,13 @@ fn status<'a>(user: User, node: Option<&'a str>, name: &'a str) -> Request<'a> {
     }
 }
 
-fn rendered(docs: Vec<Value>, admin: &User) -> Arc<Vec<Value>> {
+/// `docs` as installed: with the namespaces (deploy/crds/, applied first) and `admin`.
+fn rendered(mut docs: Vec<Value>, admin: &User) -> Arc<Vec<Value>> {
+    docs.extend(
+        render(&crds())
+            .into_iter()
+            .filter(|d| d["kind"] == "Namespace"),
+    );
     Arc::new(rbac::with_cluster_admin(&docs, admin))
 }
 

@@ -260,7 +260,7 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
         fake.insert(
             &Gvr::new("rbac.authorization.k8s.io/v1", plural),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
-                   "metadata": {"name": "podcidr-bgp-speaker", "namespace": "podcidr-system"}}),
+                   "metadata": {"name": "podcidr-bgp-speaker", "namespace": "default"}}),
         )
         .unwrap();
     }
@@ -269,7 +269,8 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
     fake.write_kubeconfig(&kc).unwrap();
     let port = free_port();
     let admin = format!("127.0.0.1:{port}");
-    let child = spawn(&kc, &admin, &["--speaker-namespace", "podcidr-system"]);
+    // The allocator's namespace here is its Lease's, `default`.
+    let child = spawn(&kc, &admin, &[]);
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let metrics = tokio::task::spawn_blocking(move || {
@@ -296,8 +297,8 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     for fix in [
-        "kubectl -n podcidr-system delete role podcidr-bgp-speaker",
-        "kubectl -n podcidr-system delete rolebinding podcidr-bgp-speaker",
+        "kubectl -n default delete role podcidr-bgp-speaker",
+        "kubectl -n default delete rolebinding podcidr-bgp-speaker",
     ] {
         assert!(stderr.contains(fix), "{fix}: {stderr}");
     }
@@ -305,7 +306,7 @@ async fn an_earlier_releases_speaker_role_is_reported_with_the_command_that_remo
     assert!(
         fake.get(
             &Gvr::new("rbac.authorization.k8s.io/v1", "roles"),
-            Some("podcidr-system"),
+            Some("default"),
             "podcidr-bgp-speaker"
         )
         .is_some()

@@ -126,26 +126,18 @@ fn key(d: &Value) -> Key {
 
 /// The objects by key. The one normalisation: `app.kubernetes.io/managed-by` in an object's
 /// labels and in its pod template's labels must say `manager`, and then says the same on
-/// both sides (present where it was, so a missing label still differs). And one Helm-only
-/// annotation: a Namespace carries `helm.sh/resource-policy: keep` (kustomize's live in
-/// deploy/crds/, which `kubectl delete -k deploy/` does not touch), checked, then left out.
+/// both sides (present where it was, so a missing label still differs). A Namespace must
+/// carry `helm.sh/resource-policy: keep` (the user's MD5 Secret is in it).
 fn normalised(docs: &[Value], manager: &str, what: &str) -> BTreeMap<Key, Value> {
     let mut out = BTreeMap::new();
     for d in docs {
         let mut d = d.clone();
         let k = key(&d);
         if manager == "Helm" && d["kind"] == "Namespace" {
-            let annotations = d["metadata"]["annotations"]
-                .as_object_mut()
-                .unwrap_or_else(|| panic!("{what}: {k:?} has no annotations"));
             assert_eq!(
-                annotations.remove("helm.sh/resource-policy"),
-                Some(Value::from("keep")),
+                d["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
                 "{what}: {k:?}: uninstall must keep the namespace (the user's Secret is in it)"
             );
-            if annotations.is_empty() {
-                d["metadata"].as_object_mut().unwrap().remove("annotations");
-            }
         }
         for labels in ["/metadata/labels", "/spec/template/metadata/labels"] {
             if let Some(map) = d.pointer_mut(labels).and_then(Value::as_object_mut)
