@@ -303,26 +303,22 @@ fn status_writer(
     (lead, writer)
 }
 
-/// Polls the peer's `status.rollout` until `pred` holds (bounded by [`LIMIT`]).
+/// Awaits the peer's `status.rollout` satisfying `pred` (bounded by [`LIMIT`]).
 async fn rollout_when(
     fake: &FakeKube,
     what: &str,
     pred: impl Fn(&serde_json::Value) -> bool,
 ) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        let r = fake
-            .get(&bgp("bgppeers"), None, "tor")
-            .map(|o| o["status"]["rollout"].clone())
-            .unwrap_or_default();
-        if pred(&r) {
-            return Ok(());
-        }
-        if t0.elapsed() > LIMIT {
-            return Err(format!("{what}: rollout {r}"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let rollout = |o: Option<&serde_json::Value>| {
+        o.map_or(serde_json::Value::Null, |o| o["status"]["rollout"].clone())
+    };
+    fake.wait_for_object(&bgp("bgppeers"), None, "tor", LIMIT, |o| pred(&rollout(o)))
+        .await
+        .map(|_| ())
+        .map_err(|_| {
+            let now = rollout(fake.get(&bgp("bgppeers"), None, "tor").as_ref());
+            format!("{what}: rollout {now}")
+        })
 }
 
 /// A session-resetting edit (the peer's hold time) with the default waves, then the same

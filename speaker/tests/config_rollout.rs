@@ -93,15 +93,16 @@ impl Cluster {
         o["metadata"]["generation"].as_i64().unwrap()
     }
 
+    /// The peer's `status.rollout` once `pred` holds (awaiting the fake's changes).
     async fn rollout_when(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let r = self.peer()["status"]["rollout"].clone();
-            if pred(&r) {
-                return r;
-            }
-            assert!(Instant::now() < deadline, "{what}; rollout: {r}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let rollout = |o: Option<&Value>| o.map_or(Value::Null, |o| o["status"]["rollout"].clone());
+        let found = self
+            .fake
+            .wait_for_object(&peers(), None, fleet::PEER, WAIT, |o| pred(&rollout(o)))
+            .await;
+        match found {
+            Ok(o) => rollout(o.as_ref()),
+            Err(_) => panic!("{what}; rollout: {}", rollout(Some(&self.peer()))),
         }
     }
 
@@ -116,15 +117,11 @@ impl Cluster {
 
     /// Waits for `n` publications of `reason` (an Event follows its status write).
     async fn published_when(&self, reason: &str, n: u64) {
-        let deadline = Instant::now() + WAIT;
-        while self.published(reason) < n {
-            assert!(
-                Instant::now() < deadline,
-                "{reason}: {}",
-                self.published(reason)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let published = self
+            .fake
+            .wait_for(WAIT, |_| self.published(reason) >= n)
+            .await;
+        assert!(published.is_ok(), "{reason}: {}", self.published(reason));
         assert_eq!(self.published(reason), n, "{reason}");
     }
 
