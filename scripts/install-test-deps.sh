@@ -8,17 +8,17 @@ cd "$(dirname "$0")/.."
 need=()
 command -v bird >/dev/null 2>&1 || need+=(bird2)
 command -v gobgpd >/dev/null 2>&1 || need+=(gobgpd)
-# The CNI reference plugins (bridge, ptp, host-local, loopback) for speaker/tests/netns_cni.rs.
+# The CNI reference plugins (bridge, ptp, host-local, loopback) for speaker/tests/netns/netns_cni.rs.
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || need+=(containernetworking-plugins)
 # FRR's bgpd runs standalone (no zebra) for the ToR snippets of docs/tor.md.
 [ -x /usr/lib/frr/bgpd ] && command -v vtysh >/dev/null 2>&1 || need+=(frr)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
-# setpriv applies the DaemonSet's run model in speaker/tests/run_model.rs.
+# setpriv applies the DaemonSet's run model in speaker/tests/netns/run_model.rs.
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 # promtool (Debian ships it in prometheus) checks and unit-tests the alerts.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
-# iptables cuts the node–ToR link for BFD (speaker/tests/netns_bfd.rs, the bfd_detection bench).
+# iptables cuts the node–ToR link for BFD (speaker/tests/netns/netns_bfd.rs, the bfd_detection bench).
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
@@ -45,7 +45,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # kubernetes-validate (PyPI) bundles the Kubernetes JSON schemas of 1.25 to 1.37: the rendered
-# manifests are checked against the minimum supported version (speaker/tests/manifests_schema.rs).
+# manifests are checked against the minimum supported version (speaker/tests/tools/manifests_schema.rs).
 # In a venv under target/, so nothing is installed system-wide.
 kv="target/test-tools/kv"
 kv_version="1.37.0"

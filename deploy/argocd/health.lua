@@ -4,7 +4,7 @@
 -- the writer has not seen this generation, or a session-resetting edit still rolls out in
 -- waves (reason RolloutProgressing). Degraded: Ready is False for any other reason (an
 -- invalid value, a missing Secret key, a conflict, a stalled rollout), with the writer's
--- message. speaker/tests/argocd_health.rs runs this file in gopher-lua (the Lua VM Argo CD
+-- message. speaker/tests/tools/argocd_health.rs runs this file in gopher-lua (the Lua VM Argo CD
 -- runs it in) on objects the status writer produced.
 local hs = {}
 if obj.status == nil or obj.status.conditions == nil then

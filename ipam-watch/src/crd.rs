@@ -362,7 +362,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// Header of each generated file under `deploy/crds/`.
 pub const GENERATED_HEADER: &str = "# Generated from ipam-watch/src/crd.rs; do not edit.\n\
-     # Regenerate: UPDATE_CRDS=1 cargo test -p ipam-watch --test crds_in_sync\n";
+     # Regenerate: UPDATE_CRDS=1 cargo test -p ipam-watch --test quick crds_in_sync\n";
 
 /// All CRDs as one multi-document YAML string (`kubectl apply -f -` ready).
 pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {

@@ -45,7 +45,7 @@ fn parse_cases(s: &str) -> Option<Vec<(usize, f64)>> {
 fn parse_args() -> Option<Args> {
     let mut argv = std::env::args().skip(1);
     let mut a = Args {
-        allocator: integration_tests::release_binary(),
+        allocator: integration_tests::dist_binary(),
         cases: vec![(5000, 20.0), (5000, 200.0), (50_000, 1000.0)],
         burst: 30,
         restart_qps: 20.0,

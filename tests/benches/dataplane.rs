@@ -37,7 +37,7 @@ struct Args {
 fn parse_args() -> Option<Args> {
     let mut argv = std::env::args().skip(1);
     let mut a = Args {
-        speaker: integration_tests::release_binary(),
+        speaker: integration_tests::dist_binary(),
         runs: 10,
         pps: 1000,
         scenarios: Vec::new(),

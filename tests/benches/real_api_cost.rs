@@ -53,7 +53,7 @@ fn parse_args() -> Option<Args> {
         // `cargo bench` runs in tests/: a relative target dir is the workspace's.
         bin: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
-            .join(integration_tests::release_binary()),
+            .join(integration_tests::dist_binary()),
         nodes: vec![1000, 5000],
         qps: 200.0,
         speakers: 10,
@@ -426,8 +426,8 @@ fn binary_profile(bin: &Path) -> String {
         .and_then(Path::file_name)
         .and_then(|n| n.to_str())
     {
-        Some("release") => "release (the shipped profile)".to_owned(),
-        Some("quick") => "profile.quick (release without LTO)".to_owned(),
+        Some("dist") => "profile.dist (the shipped profile)".to_owned(),
+        Some("release") => "release (the demo's quick build, not what ships)".to_owned(),
         Some(other) => format!("profile {other}"),
         None => "the given".to_owned(),
     }

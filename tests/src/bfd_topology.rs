@@ -1,6 +1,6 @@
 //! One node and its ToR in network namespaces the caller's run owns: BIRD 2 as the ToR
 //! (`protocol bfd`, `bfd on` on the BGP session, graceful restart on), our speaker in the
-//! node's namespace. Shared by speaker/tests/netns_bfd.rs and the bfd_detection bench.
+//! node's namespace. Shared by speaker/tests/netns/netns_bfd.rs and the bfd_detection bench.
 //!
 //! Addresses: 198.18.1.0/24 on the link, the node's pod CIDR 198.19.1.0/24.
 

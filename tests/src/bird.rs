@@ -16,7 +16,7 @@ pub use crate::bird_config::{
 };
 use crate::bird_parse::{self, BirdRoute, ProtocolInfo};
 use crate::process::{Daemon, WorkDir, tail};
-use crate::{TestPeerAddr, find_bin, require_bird, wait_for};
+use crate::{TestPeerAddr, find_bin, assert_bird, wait_for};
 
 /// Which routes [`Bird::routes`] asks for.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +77,7 @@ pub struct Bird {
 impl Bird {
     /// Writes the config, starts `bird -f` and waits (≤10 s) until it answers on its socket.
     pub fn start(config: BirdConfig) -> Bird {
-        require_bird();
+        assert_bird();
         let dir = WorkDir::new("bird");
         let conf = dir.file("bird.conf");
         let socket = dir.file("bird.ctl");

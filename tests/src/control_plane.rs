@@ -13,8 +13,8 @@
 //!
 //! Where the binaries come from: `target/test-tools/kube-<version>/kube-apiserver` and
 //! `target/test-tools/etcd/{etcd,etcdctl}`, links `scripts/install-test-deps.sh` makes to the
-//! cached builds. Without them [`ControlPlane::start`] returns `None` after saying why, except
-//! under CI (`CI` set), where it panics.
+//! cached builds. Without them [`ControlPlane::start`] returns `None` through
+//! [`crate::skip::unavailable`] (a skip on a developer machine, a panic under CI).
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr};
@@ -93,18 +93,13 @@ fn workspace_root() -> PathBuf {
 }
 
 fn missing(what: &str) -> Option<ControlPlane> {
-    let advice = format!(
-        "{what}; run `scripts/install-test-deps.sh` (as root): it builds kube-apiserver {} and \
-         {}, and etcd {}, from their Go modules once (cached)",
+    crate::skip::unavailable(format!(
+        "a real control plane ({what}); `scripts/install-test-deps.sh` (as root) builds \
+         kube-apiserver {} and {}, and etcd {}, from their Go modules once (cached)",
         KubeVersion::Newest.version(),
         KubeVersion::Oldest.version(),
         etcd_version()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("real control plane unavailable under CI: {advice}");
-    }
-    eprintln!("SKIPPED: real control plane unavailable: {advice}");
-    None
+    ))
 }
 
 fn test_tool(path: &str) -> Option<PathBuf> {

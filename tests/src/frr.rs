@@ -21,8 +21,8 @@ pub fn frr_available() -> bool {
     std::path::Path::new(BGPD).is_file() && crate::find_bin("vtysh").is_some()
 }
 
-/// Panics (never skips) when FRR is missing, naming the install script.
-pub fn require_frr() {
+/// For a fixture that starts FRR: fails, naming the install script, when FRR is missing.
+pub fn assert_frr() {
     assert!(
         frr_available(),
         "FRR (`/usr/lib/frr/bgpd`, `vtysh`) not found: {INSTALL_HINT}"
@@ -44,7 +44,7 @@ impl Frr {
     /// Writes `config` (FRR's integrated config syntax), starts `bgpd` listening on
     /// `listen:179` and waits (≤10 s) until `vtysh` reaches it.
     pub fn start(config: &str, listen: IpAddr) -> Frr {
-        require_frr();
+        assert_frr();
         let dir = WorkDir::new("frr");
         let conf = dir.file("bgpd.conf");
         let log = dir.file("bgpd.log");

@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use crate::process::{Daemon, WorkDir, run_bounded, tail};
-use crate::{TestPeerAddr, find_bin, net, require_gobgp, wait_for};
+use crate::{TestPeerAddr, find_bin, net, assert_gobgp, wait_for};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -426,7 +426,7 @@ pub struct Gobgp {
 impl Gobgp {
     /// Writes the config, starts gobgpd, waits (≤15 s) for its API, adds `config.routes`.
     pub fn start(config: GobgpConfig) -> Gobgp {
-        require_gobgp();
+        assert_gobgp();
         let dir = WorkDir::new("gobgp");
         let conf = dir.file("gobgpd.toml");
         std::fs::write(&conf, config.render()).expect("writing gobgpd.toml");

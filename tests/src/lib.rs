@@ -34,6 +34,7 @@ pub mod kustomize;
 pub mod loss;
 pub mod net;
 pub mod netns;
+pub mod skip;
 mod process;
 pub use process::stop_child;
 
@@ -86,13 +87,13 @@ pub(crate) fn find_bin(name: &str) -> Option<PathBuf> {
 }
 
 /// True when `bird` and `birdc` are installed.
-/// The release build of `podcidr-bgp` the bench binaries run by default
-/// (`$CARGO_TARGET_DIR/release/podcidr-bgp`, else `target/release/podcidr-bgp`).
-pub fn release_binary() -> std::path::PathBuf {
+/// The shipped build of `podcidr-bgp` (profile.dist) the bench binaries run by default
+/// (`$CARGO_TARGET_DIR/dist/podcidr-bgp`, else `target/dist/podcidr-bgp`).
+pub fn dist_binary() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from("target"))
-        .join("release/podcidr-bgp")
+        .join("dist/podcidr-bgp")
 }
 
 pub fn bird_available() -> bool {
@@ -104,26 +105,21 @@ pub fn gobgp_available() -> bool {
     find_bin("gobgpd").is_some() && find_bin("gobgp").is_some()
 }
 
-/// Panics (never skips) when BIRD is missing, naming the install script.
-pub fn require_bird() {
+/// For a fixture that starts BIRD: a test reaching it without `require!(Need::Bird)` fails
+/// here, naming the install script, rather than passing without BIRD.
+pub fn assert_bird() {
     assert!(
         bird_available(),
         "BIRD 2 (`bird`, `birdc`) not found: {INSTALL_HINT}"
     );
 }
 
-/// Panics (never skips) when GoBGP is missing, naming the install script.
-pub fn require_gobgp() {
+/// As [`assert_bird`], for GoBGP.
+pub fn assert_gobgp() {
     assert!(
         gobgp_available(),
         "GoBGP (`gobgpd`, `gobgp`) not found: {INSTALL_HINT}"
     );
-}
-
-/// Panics unless both BIRD 2 and GoBGP are installed.
-pub fn require_daemons() {
-    require_bird();
-    require_gobgp();
 }
 
 /// Polls `f` every 25 ms until it returns true or `timeout` passes; returns the last result.

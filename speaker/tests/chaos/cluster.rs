@@ -63,7 +63,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start(speakers: usize, lease_secs: u64) -> Cluster {
-        integration_tests::require_bird();
+        integration_tests::assert_bird();
         let fake = Arc::new(FakeKube::start().await.unwrap());
         let dir = TempDir::new("chaos");
         let kubeconfig = dir.path("kubeconfig");

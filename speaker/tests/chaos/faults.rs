@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
 
-use crate::cluster::{Cluster, node_json, speaker_node};
-use crate::invariants::{NOT_WITHDRAWN, TorView, Violations};
+use super::cluster::{Cluster, node_json, speaker_node};
+use super::invariants::{NOT_WITHDRAWN, TorView, Violations};
 
 /// How long a deleted Node's route may stay at the ToR.
 pub const REMOVAL_BOUND: Duration = Duration::from_secs(20);

@@ -10,7 +10,7 @@ use integration_tests::Bird;
 use integration_tests::bird_parse::parse_routes;
 use ipnet::IpNet;
 
-use crate::cluster::{POOL, cidrs_of};
+use super::cluster::{POOL, cidrs_of};
 
 pub const DOUBLE: &str = "CIDR held by two nodes";
 pub const OUTSIDE: &str = "prefix outside allowedPrefixes at the ToR";

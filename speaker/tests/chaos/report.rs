@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::faults::{Churn, KINDS, Kind};
-use crate::invariants::{ALL, Violations};
+use super::faults::{Churn, KINDS, Kind};
+use super::invariants::{ALL, Violations};
 
 /// VmRSS of a process in KiB.
 pub fn rss_kib(pid: i32) -> Option<u64> {

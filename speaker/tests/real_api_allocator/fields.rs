@@ -11,13 +11,11 @@ use crate::common::real_api::{
     AllocatorRun, Call, ControlPlane, admin_get, allocator_identity, calls_by,
     installed_control_plane, list_cr, metric_sum, request_as, wait_for,
 };
-use crate::support::*;
+use super::support::*;
 
 #[test]
 fn server_side_apply_by_a_person_and_the_allocators_patches_own_separate_fields() {
-    let Some(cp) = installed_control_plane() else {
-        return;
-    };
+    let cp = integration_tests::needs!(installed_control_plane());
     let id = allocator_identity(&cp);
     let dir = TempDir::new("ra-ssa");
     // A person declares a pool (four /26s) and pre-creates node-b's record with a label.
@@ -237,9 +235,7 @@ pub fn same_list(a: &[Value], b: &[Value], version: &str) -> bool {
 
 #[test]
 fn crd_upgrade_to_a_second_served_version_keeps_every_object_and_the_allocator_writes_nothing() {
-    let Some(cp) = installed_control_plane() else {
-        return;
-    };
+    let cp = integration_tests::needs!(installed_control_plane());
     let id = allocator_identity(&cp);
     let dir = TempDir::new("ra-crd");
     cp.apply(&pool_yaml(

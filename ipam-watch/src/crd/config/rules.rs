@@ -4,7 +4,7 @@
 //! would. Rules that need another object (iBGP or eBGP depends on the BGPSpeakerConfig's
 //! AS; endpoints unique per node) stay with the readers and the objects' conditions. Older
 //! servers drop the key; the readers check everything again. Evaluated in
-//! speaker/tests/crd_validation_rules.rs.
+//! speaker/tests/apiserver/crd_validation_rules.rs.
 
 use serde_json::{Value, json};
 
