@@ -25,7 +25,7 @@
 # run each of a rolling restart and a BFD uplink cut (about 10 s), and the
 # criterion benches in test mode (each benchmark run
 # once, not timed). The latency and criterion harnesses are built by `cargo test` (the debug
-# build scripts/test.sh already made), the speaker in profile.quick (release without LTO).
+# build scripts/test.sh already made), the speaker in profile.release (the demo build).
 # It checks that the harness works, not the targets.
 #
 # Exit status: non-zero if any convergence run failed (convergence.py --strict), if the latency
@@ -86,10 +86,11 @@ mkdir -p "$out"
 failed=()
 
 bash bench/install-deps.sh
-# The shipped profile (fat LTO) for measurements; --quick, which checks the harness and not
-# the numbers, builds the same code without the whole-program link (profile.quick).
-profile=release
-((quick)) && profile=quick
+# The shipped profile (profile.dist, fat LTO) for measurements; --quick, which checks the
+# harness and not the numbers, builds the same code as `cargo run --release` does (no
+# whole-program link, dependencies at opt-level 1).
+profile=dist
+((quick)) && profile=release
 cargo build --profile "$profile" --locked -p podcidr-bgp
 speaker=$CARGO_TARGET_DIR/$profile/podcidr-bgp
 # The full run measures with `cargo bench`; --quick only runs the harnesses, through
