@@ -11,13 +11,9 @@ mod common;
 mod allocator_props;
 #[path = "quick/allocator_regressions.rs"]
 mod allocator_regressions;
-#[path = "quick/docs_config_keys.rs"]
-mod docs_config_keys;
 #[path = "quick/source_file.rs"]
 mod source_file;
 #[path = "quick/source_requests.rs"]
 mod source_requests;
 #[path = "quick/source_stream.rs"]
 mod source_stream;
-#[path = "quick/crds_in_sync.rs"]
-mod crds_in_sync;

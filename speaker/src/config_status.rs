@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ipam_watch::allocator::{AllocatorMetrics, ConfigObjectLabels, LeaderState, RolloutLabels};
-use ipam_watch::crd::{
+use podcidr_api::{
     BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
     rollout_state,
 };
@@ -413,7 +413,7 @@ fn regarding<K: Resource<DynamicType = ()>>(o: &K) -> ObjectReference {
 fn accepted(s: Option<&ConfigObjectStatus>) -> Option<bool> {
     s?.conditions
         .iter()
-        .find(|c| c.type_ == ipam_watch::crd::config_condition::ACCEPTED)
+        .find(|c| c.type_ == podcidr_api::config_condition::ACCEPTED)
         .map(|c| c.status == "True")
 }
 

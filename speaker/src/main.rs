@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => runtime().block_on(cli::run_diff(args)),
         Command::Peers(args) => runtime().block_on(cli::run_peers(args)),
         Command::Routes(args) => runtime().block_on(cli::run_routes(args)),
-        Command::Crds => match ipam_watch::crd::crds_yaml() {
+        Command::Crds => match podcidr_api::crds_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS

@@ -7,7 +7,7 @@
 //! signing keys, so every shipped ServiceAccount gets a real token through the TokenRequest
 //! API (`kubectl create token`) and its own kubeconfig. No controller-manager, scheduler or
 //! kubelet runs: no pods, no garbage collection, no namespace finalization. What needs those
-//! stays with the in-process fake API (`tests/fake-kube`).
+//! stays with the in-process fake API (`fake-kube`).
 //!
 //! Processes are ours, stopped by PID on drop; every wait is bounded.
 //!

@@ -26,7 +26,7 @@ use super::api_client::{Permit, WritePath};
 use super::reconcile::{Action, ExecReport, ObservedRecord, Reconciler, RecordSpec};
 use super::status::{Condition, ConditionStatus};
 use super::store::WriteOutcome;
-use crate::crd::{NodePodCIDR, NodePodCIDRSpec};
+use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
 
 /// Annotation naming the allocator identity (lease holder) that wrote `spec.podCIDRs`.
 pub const ALLOCATED_BY: &str = "podcidr.io/allocated-by";
@@ -288,7 +288,7 @@ pub fn observed_record(obj: &NodePodCIDR) -> ObservedRecord {
         .status
         .iter()
         .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == crate::crd::condition::ALLOCATED)
+        .find(|c| c.type_ == podcidr_api::condition::ALLOCATED)
         .map(from_k8s_condition);
     ObservedRecord {
         name: obj.metadata.name.clone().unwrap_or_default(),

@@ -24,7 +24,7 @@ use kube::{Client, Resource};
 use super::kube_store;
 use super::pool_sync::pool_from_crd;
 use super::{NodeUid, ObservedNode, ObservedRecord, PodCidrPool};
-use crate::crd::{NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus};
+use podcidr_api::{NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus};
 
 /// Objects of one type as last listed/watched, by name.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use super::kube_store::to_k8s_condition;
 use super::pool::{FamilyPoolSpec, PodCidrPool};
 use super::selector::NodeSelector;
 use super::status::{FamilyAccounting, PoolStatus};
-use crate::crd::{FamilyUsage, PodCIDRPool, PodCIDRPoolStatus, PoolFamily};
+use podcidr_api::{FamilyUsage, PodCIDRPool, PodCIDRPoolStatus, PoolFamily};
 
 fn family_spec(f: &Option<PoolFamily>) -> Option<FamilyPoolSpec> {
     f.as_ref().map(|f| FamilyPoolSpec {
@@ -101,7 +101,7 @@ pub fn condition_true(s: Option<&PodCIDRPoolStatus>, type_: &str) -> bool {
 mod tests {
     use super::*;
     use crate::allocator::{Allocator, AllocatorConfig};
-    use crate::crd::PodCIDRPoolSpec;
+    use podcidr_api::PodCIDRPoolSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use std::collections::BTreeMap;
     use std::time::Duration;

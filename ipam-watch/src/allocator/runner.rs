@@ -36,7 +36,7 @@ use super::{
     Action, Allocator, AllocatorConfig, DEFAULT_POOL, DEFAULT_QUARANTINE_SECS, EXHAUSTED, Family,
     OVERLAPPING, Observed, ObservedNode, PodCidrPool, Reconciler, Timestamp, WriteOutcome,
 };
-use crate::crd::{GROUP, NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus, VERSION};
+use podcidr_api::{GROUP, NodePodCIDR, PodCIDRPool, PodCIDRPoolStatus, VERSION};
 
 /// How the allocator runs (the binary maps flags onto this).
 #[derive(Debug, Clone)]

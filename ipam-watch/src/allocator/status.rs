@@ -54,9 +54,9 @@ impl Condition {
     }
 }
 
-// Condition types and reasons are the API's (one definition, in `crate::crd`).
-pub use crate::crd::AllocatedReason;
-pub use crate::crd::condition::{ALLOCATED, EXHAUSTED, OVERLAPPING, READY};
+// Condition types and reasons are the API's (one definition, in `podcidr_api`).
+pub use podcidr_api::AllocatedReason;
+pub use podcidr_api::condition::{ALLOCATED, EXHAUSTED, OVERLAPPING, READY};
 
 /// Outcome of one node's reconcile step, rendered into its `Allocated` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::drive::{NodeEvents, run_cluster, run_node};
 use super::parse::{desired_from_cilium_node, desired_from_node, desired_from_node_pod_cidr};
 use super::{ClusterSet, DesiredSet, Driver, NodeCidrs, PodCidrSource, SourceKind};
-use crate::crd::NodePodCIDR;
+use podcidr_api::NodePodCIDR;
 
 /// Watcher configuration for one node's objects (`metadata.name=<node>`), or for all objects.
 /// Every kind here is cluster-scoped and named after its node, so one field selector fits all.

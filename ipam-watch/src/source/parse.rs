@@ -6,7 +6,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::{InvalidCidr, InvalidReason, NodeCidrs, NodeFacts};
-use crate::crd::{AllocatedReason, NodePodCIDR, condition};
+use podcidr_api::{AllocatedReason, NodePodCIDR, condition};
 
 /// Parse CIDR strings, keeping usable ones and reporting the rest. Families come from parsing,
 /// never from list position.
@@ -193,7 +193,7 @@ fn unparseable(value: &Value) -> NodeCidrs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::NodePodCIDRSpec;
+    use podcidr_api::NodePodCIDRSpec;
     use k8s_openapi::api::core::v1::NodeSpec;
     use kube::api::{ApiResource, ObjectMeta};
     use serde_json::json;
@@ -343,7 +343,7 @@ mod tests {
     }
 
     fn conflicted(observed: Option<i64>, generation: Option<i64>) -> NodePodCIDR {
-        use crate::crd::NodePodCIDRStatus;
+        use podcidr_api::NodePodCIDRStatus;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
         let mut object = NodePodCIDR::new(
             "node-a",

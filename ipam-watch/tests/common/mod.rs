@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_watch::crd::{NodePodCIDR, NodePodCIDRSpec};
+use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, NodeSpec};

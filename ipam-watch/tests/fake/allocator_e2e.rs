@@ -14,7 +14,7 @@ use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, ApiLimits, Clock, EVENT_NAMESPACE, LeaseConfig, PodCidr,
     PodCidrPool, RunError, run,
 };
-use ipam_watch::crd::{NodePodCIDR, PodCIDRPool};
+use podcidr_api::{NodePodCIDR, PodCIDRPool};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -19,7 +19,7 @@ use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, ApiClients, ApiLimits, LeaseConfig, NodeUid, PodCidr,
     PodCidrPool, RecordSpec, run,
 };
-use ipam_watch::crd::NodePodCIDR;
+use podcidr_api::NodePodCIDR;
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};

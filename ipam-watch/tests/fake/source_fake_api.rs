@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fake_kube::{FakeKube, Gvr};
 use futures::StreamExt;
-use ipam_watch::crd::NodePodCIDR;
+use podcidr_api::NodePodCIDR;
 use ipam_watch::source::{DesiredSet, IpamCrdSource, PodCidrSource, node_scope};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};

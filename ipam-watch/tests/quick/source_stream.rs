@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use ipam_watch::crd::NodePodCIDR;
+use podcidr_api::NodePodCIDR;
 use ipam_watch::source::{
     ClusterSet, DesiredSet, InvalidCidr, InvalidReason, NodeEvents, SourceMismatch, View,
     desired_from_node, desired_from_node_pod_cidr, run_cluster, run_node,

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ipam_watch::crd::{PeerReport, SpeakerReport};
+use podcidr_api::{PeerReport, SpeakerReport};
 use ipam_watch::source::SourceKind;
 use ipnet::IpNet;
 use serde::Serialize;

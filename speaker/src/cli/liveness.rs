@@ -3,7 +3,7 @@
 //! says whether the process runs; the status object, written on change and at least
 //! hourly, holds the details and says whether what it reports is current.
 
-use ipam_watch::crd::SpeakerReport;
+use podcidr_api::SpeakerReport;
 use serde::Serialize;
 
 use crate::text::human_secs;

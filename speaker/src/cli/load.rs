@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ipam_watch::crd::{NodeBGPStatusSpec, NodePodCIDR, SpeakerReport};
+use podcidr_api::{NodeBGPStatusSpec, NodePodCIDR, SpeakerReport};
 use ipam_watch::source::{
     InvalidReason, NodeCidrs, SourceKind, cilium_node_resource, desired_from_cilium_node,
     desired_from_node, desired_from_node_pod_cidr,

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use ipam_watch::crd::PeerReport;
+use podcidr_api::PeerReport;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -79,7 +79,7 @@ struct AdminRoutesPeer {
     #[serde(default)]
     state: String,
     #[serde(default)]
-    routes: Vec<ipam_watch::crd::RouteReport>,
+    routes: Vec<podcidr_api::RouteReport>,
 }
 
 async fn from_admin(url: &str, routes: bool, args: &ViewArgs) -> Result<Vec<NodePeers>, String> {
@@ -317,7 +317,7 @@ fn render_peers(nodes: &[NodePeers], output: Output, now: i64) -> String {
 }
 
 /// Route JSON: node and peer, then the route's fields.
-fn route_json(node: &str, p: &PeerReport, r: &ipam_watch::crd::RouteReport) -> Value {
+fn route_json(node: &str, p: &PeerReport, r: &podcidr_api::RouteReport) -> Value {
     let mut out = Map::new();
     out.insert("node".into(), json!(node));
     out.insert("peer".into(), json!(p.name));
@@ -425,7 +425,7 @@ pub async fn run_routes(args: RoutesArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipam_watch::crd::RouteReport;
+    use podcidr_api::RouteReport;
 
     fn sample() -> Vec<NodePeers> {
         vec![NodePeers {
@@ -502,7 +502,7 @@ mod tests {
         let hostile = "bye\x1b[2J\x1b[31mforged\nnode-z   10.0.0.0/8   ok";
         let mut nodes = sample();
         nodes[0].peers[1].last_error = Some(hostile.into());
-        nodes[0].peers[0].last_notification_received = Some(ipam_watch::crd::NotificationReport {
+        nodes[0].peers[0].last_notification_received = Some(podcidr_api::NotificationReport {
             name: hostile.into(),
             at: "2026-01-01T00:00:00Z".into(),
             ..Default::default()

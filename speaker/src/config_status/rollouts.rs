@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ipam_watch::crd::{
+use podcidr_api::{
     ConfigObjectStatus, NodeBGPStatus, RolloutStatus, config_condition, rollout_state,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use ipam_watch::crd::SpeakerReport;
+use podcidr_api::SpeakerReport;
 use serde_json::json;
 use tokio::net::TcpListener;
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
 use podcidr_config::{Config, ConfigError};
 use serde_json::{Map, Value};
@@ -185,7 +185,7 @@ pub fn spec_document(
         .get("source")
         .and_then(|s| s.get("path"))
         .and_then(Value::as_str)
-        && let Some(problem) = ipam_watch::crd::object_file_source_path_problem(path)
+        && let Some(problem) = podcidr_api::object_file_source_path_problem(path)
     {
         errors.push(ObjectError {
             kind: ObjectKind::SpeakerConfig,

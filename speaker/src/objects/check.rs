@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
 use serde_json::Value;
 

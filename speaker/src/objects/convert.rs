@@ -4,7 +4,7 @@
 //! reported with the flag that replaces it; a `passwordFile` becomes a reference to a key of
 //! the MD5 Secret, which the operator creates from the file (its key is never read here).
 
-use ipam_watch::crd::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec};
+use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec};
 use kube::api::ObjectMeta;
 use serde_json::{Map, Value};
 
@@ -163,7 +163,7 @@ fn asn_from(asn: &Value) -> Value {
 fn named(name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
-        annotations: Some(ipam_watch::crd::keep_annotations()),
+        annotations: Some(podcidr_api::keep_annotations()),
         ..ObjectMeta::default()
     }
 }

@@ -17,7 +17,7 @@ pub use select::{Conflict, NodeSelection, ObjectKind, endpoint_key, select};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig};
 use kube::ResourceExt;
 
 /// The configuration objects of the cluster, as listed, and those a speaker still runs

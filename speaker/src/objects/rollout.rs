@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ipam_watch::crd::{ObjectGeneration, RolloutSpec, RolloutStatus, SpeakerReport, rollout_state};
+use podcidr_api::{ObjectGeneration, RolloutSpec, RolloutStatus, SpeakerReport, rollout_state};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::ObjectKind;
@@ -129,7 +129,7 @@ pub struct Rollout<'a> {
 
 impl<'a> Rollout<'a> {
     /// What a `BGPSpeakerConfig` says about its rollout.
-    pub fn of_config(c: &'a ipam_watch::crd::BGPSpeakerConfig) -> Self {
+    pub fn of_config(c: &'a podcidr_api::BGPSpeakerConfig) -> Self {
         Rollout {
             kind: ObjectKind::SpeakerConfig,
             name: c.metadata.name.as_deref().unwrap_or_default(),
@@ -140,7 +140,7 @@ impl<'a> Rollout<'a> {
     }
 
     /// What a `BGPPeer` says about its rollout.
-    pub fn of_peer(p: &'a ipam_watch::crd::BGPPeer) -> Self {
+    pub fn of_peer(p: &'a podcidr_api::BGPPeer) -> Self {
         Rollout {
             kind: ObjectKind::Peer,
             name: p.metadata.name.as_deref().unwrap_or_default(),
@@ -226,7 +226,7 @@ fn sessions<'a>(
     report: &'a SpeakerReport,
     kind: ObjectKind,
     name: &'a str,
-) -> impl Iterator<Item = &'a ipam_watch::crd::PeerReport> + 'a {
+) -> impl Iterator<Item = &'a podcidr_api::PeerReport> + 'a {
     report.peers.iter().filter(move |p| match kind {
         ObjectKind::SpeakerConfig => true,
         ObjectKind::Peer => p.bgp_peer.as_deref() == Some(name),

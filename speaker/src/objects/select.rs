@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ipam_watch::crd::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig};
+use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{Selector, SelectorExt};
@@ -134,8 +134,8 @@ pub fn endpoint_key(spec: &BGPPeerSpec) -> String {
     let at = match (&spec.address, &spec.interface) {
         (Some(a), _) if a == "default-gateway" => {
             let family = spec.address_family.map_or("ipv4", |f| match f {
-                ipam_watch::crd::AddressFamilySpec::Ipv4 => "ipv4",
-                ipam_watch::crd::AddressFamilySpec::Ipv6 => "ipv6",
+                podcidr_api::AddressFamilySpec::Ipv4 => "ipv4",
+                podcidr_api::AddressFamilySpec::Ipv6 => "ipv6",
             });
             format!("the {family} default gateway")
         }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use ipam_watch::crd::{
+use podcidr_api::{
     BGPPeer, BGPSpeakerConfig, ConfigObjectStatus, RolloutStatus, SecretKeyRef, config_condition,
     rollout_state,
 };

@@ -2,10 +2,10 @@
 //! reported on the loser where they collide; invalid, secret and conflict reasons) and issue 30
 //! (no status change with node churn).
 
-use ipam_watch::crd::config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
+use podcidr_api::config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
 use std::collections::BTreeMap;
 
-use ipam_watch::crd::{ConfigObjectStatus, SecretKeyRef};
+use podcidr_api::{ConfigObjectStatus, SecretKeyRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::status::{KeyProblem, NOT_APPLIED_LIMIT, NodeLabels, Verdict, status, verdicts};

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 
 use super::*;
 
@@ -639,7 +639,7 @@ fn an_asn_mapping_stored_before_asn_from_is_reported_on_its_object() {
     );
     assert!(matches!(
         c.spec.asn,
-        Some(ipam_watch::crd::LocalAsnSpec::Unsupported(_))
+        Some(podcidr_api::LocalAsnSpec::Unsupported(_))
     ));
     let e = assemble(&c, &[], &key_file).unwrap_err().to_string();
     assert!(

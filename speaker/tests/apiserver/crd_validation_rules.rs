@@ -96,7 +96,7 @@ fn walk(kind: &'static str, path: &[String], p: &JSONSchemaProps, out: &mut Vec<
 /// the same by ipam-watch's crds_in_sync).
 fn rules() -> Vec<Rule> {
     let mut out = Vec::new();
-    for crd in ipam_watch::crd::crds() {
+    for crd in podcidr_api::crds() {
         let kind = match crd.spec.names.kind.as_str() {
             "BGPSpeakerConfig" => "BGPSpeakerConfig",
             "BGPPeer" => "BGPPeer",
@@ -227,7 +227,7 @@ fn base_config() -> Value {
 
 /// The speaker's reader on the same spec: `Ok` when a node would run it.
 fn reader(kind: &str, spec: &Value) -> Result<(), String> {
-    let key_file = |_: &str, r: &ipam_watch::crd::SecretKeyRef| PathBuf::from(&r.key);
+    let key_file = |_: &str, r: &podcidr_api::SecretKeyRef| PathBuf::from(&r.key);
     let result = if kind == PEER {
         assemble_specs(("c", &base_config()), &[("example", spec)], &key_file)
     } else {

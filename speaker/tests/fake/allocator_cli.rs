@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fake_kube::{FakeKube, Gvr};
-use ipam_watch::crd::NodePodCIDR;
+use podcidr_api::NodePodCIDR;
 use serde_json::{Value, json};
 use tokio::process::Command;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bgp_proto::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
-use ipam_watch::crd::{PeerReport, RouteReport, SpeakerReport};
+use podcidr_api::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};
 
 const P: &str = "10.5.113.0/24";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bgp_proto::collector::{Collector, CollectorConfig};
 use fake_kube::FakeKube;
-use ipam_watch::crd::{PeerReport, RouteReport, SpeakerReport};
+use podcidr_api::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};
 
 fn status(node: &str, peers: Vec<PeerReport>) -> Value {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ipam_watch::crd::{AsnFromNodeSpec, SecretKeyRef};
+use podcidr_api::{AsnFromNodeSpec, SecretKeyRef};
 use podcidr_bgp::objects::check::parse_manifests;
 use podcidr_bgp::objects::convert::{MD5_SECRET, convert, to_yaml};
 use podcidr_bgp::objects::{Objects, assemble, select};

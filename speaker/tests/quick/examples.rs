@@ -41,7 +41,7 @@ fn example_config_objects_assemble_into_a_valid_config_on_any_node() {
             "the Secret the speaker's Role may read"
         );
     }
-    let key_file = |secret: &str, r: &ipam_watch::crd::SecretKeyRef| {
+    let key_file = |secret: &str, r: &podcidr_api::SecretKeyRef| {
         PathBuf::from(format!("/run/podcidr-bgp/keys/{secret}/{}", r.key))
     };
     let assembled = assemble(config, &selection.peers, &|_, r| key_file(&r.name, r))
@@ -149,7 +149,7 @@ fn crds_and_example_objects_carry_the_annotations_gitops_tools_read_to_never_pru
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
             for d in docs.iter().filter(|d| !d.is_null()) {
                 let a = &d["metadata"]["annotations"];
-                for (key, value) in ipam_watch::crd::KEEP_ANNOTATIONS {
+                for (key, value) in podcidr_api::KEEP_ANNOTATIONS {
                     assert_eq!(
                         a[*key], *value,
                         "{name}: {} {}",

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::cli::liveness::LeaseInput;
-use ipam_watch::crd::{RefusedCidr, RouteReport};
+use podcidr_api::{RefusedCidr, RouteReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// 2026-01-01T00:16:40Z.
@@ -210,7 +210,7 @@ fn guard_refusal_and_unsynced_source_explain_not_announced() {
 fn a_cidr_held_by_the_forwarding_gate_is_not_announced_and_says_why() {
     let mut rep = report(&[], vec![peer("tor1", "Established", &[])], FRESH);
     rep.allocated = vec![P.into()];
-    rep.held.push(ipam_watch::crd::HeldCidr {
+    rep.held.push(podcidr_api::HeldCidr {
         cidr: P.into(),
         reason: "no-route".into(),
     });

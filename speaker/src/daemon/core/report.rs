@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bgp_proto::message::attribute::{format_community, format_large_community};
 use bgp_proto::session::{NotificationRecord, SessionStatus, State};
 use bgp_proto::{Asn, Family};
-use ipam_watch::crd::{
+use podcidr_api::{
     ConfigReport, HeldCidr, MAX_REPORTED_ROUTES, NotificationReport, ObjectGeneration,
     ObjectNotApplied, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
 };

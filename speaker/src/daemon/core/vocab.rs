@@ -10,7 +10,7 @@ use std::time::Duration;
 use bgp_proto::session::SessionEvent;
 use bgp_proto::session::{BfdInput, RouteSet, SessionConfig, SessionStatus, StopReason};
 use bgp_proto::transport::TtlSecurity;
-use ipam_watch::crd::SpeakerReport;
+use podcidr_api::SpeakerReport;
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use podcidr_config::{Config, LogConfig, PeerAddress, PeerConfig, SourceConfig};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use ipam_watch::crd::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};

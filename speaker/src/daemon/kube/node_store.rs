@@ -161,7 +161,7 @@ impl<K: kube::Resource + Clone> NodeStore<K> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use ipam_watch::crd::BGPPeer;
+    use podcidr_api::BGPPeer;
     use kube::runtime::watcher::{self, Event};
     use tokio::time::{Duration, Instant};
 

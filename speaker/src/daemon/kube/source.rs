@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_watch::crd::OBJECT_FILE_SOURCE_DIR;
+use podcidr_api::OBJECT_FILE_SOURCE_DIR;
 use ipam_watch::source::{
     CiliumNodeSource, DesiredSet, FileSource, IpamCrdSource, NodeEvents, NodeSpecSource,
     PodCidrSource,

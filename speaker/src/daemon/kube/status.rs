@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use ipam_watch::crd::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
+use podcidr_api::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};

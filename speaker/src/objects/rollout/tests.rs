@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use ipam_watch::crd::{
+use podcidr_api::{
     BGPPeer, ConfigObjectStatus, ConfigReport, ObjectGeneration, PeerReport, RolloutStatus,
     SpeakerReport, rollout_state,
 };

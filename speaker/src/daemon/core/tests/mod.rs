@@ -709,7 +709,7 @@ fn cni_reload_rewrites_without_touching_sessions() {
     assert!(resets(&out).is_empty() && stops(&out).is_empty());
 }
 
-fn publish_report(out: &[Effect]) -> &ipam_watch::crd::SpeakerReport {
+fn publish_report(out: &[Effect]) -> &podcidr_api::SpeakerReport {
     out.iter()
         .find_map(|e| match e {
             Effect::Publish { report, .. } => Some(&**report),
@@ -718,7 +718,7 @@ fn publish_report(out: &[Effect]) -> &ipam_watch::crd::SpeakerReport {
         .expect("a publish")
 }
 
-fn transition(r: &ipam_watch::crd::SpeakerReport, type_: &str) -> i64 {
+fn transition(r: &podcidr_api::SpeakerReport, type_: &str) -> i64 {
     r.conditions
         .iter()
         .find(|c| c.type_ == type_)

@@ -66,12 +66,12 @@ fn events(out: &[Effect]) -> Vec<(&'static str, &str)> {
         .collect()
 }
 
-fn rendered(core: &Core) -> ipam_watch::crd::SpeakerReport {
+fn rendered(core: &Core) -> podcidr_api::SpeakerReport {
     core.report_inputs().render(1_700_000_000)
 }
 
 fn condition<'a>(
-    r: &'a ipam_watch::crd::SpeakerReport,
+    r: &'a podcidr_api::SpeakerReport,
     type_: &str,
 ) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
     r.conditions

@@ -2,17 +2,17 @@
 //! CRD the apiserver accepts. Regenerate with:
 //!
 //! ```sh
-//! UPDATE_CRDS=1 cargo test -p ipam-watch --test quick crds_in_sync
+//! UPDATE_CRDS=1 cargo test -p podcidr-api --test quick crds_in_sync
 //! ```
 
 use std::path::PathBuf;
 
-use ipam_watch::crd::{crd_files, crds_yaml};
+use podcidr_api::{crd_files, crds_yaml};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 
-const REGENERATE: &str = "UPDATE_CRDS=1 cargo test -p ipam-watch --test quick crds_in_sync";
+const REGENERATE: &str = "UPDATE_CRDS=1 cargo test -p podcidr-api --test quick crds_in_sync";
 
 fn crd_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
@@ -71,7 +71,7 @@ fn deploy_crds_match_the_rust_types() {
         let actual = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             actual == *expected,
-            "{} is out of date with ipam-watch/src/crd.rs; regenerate with: {REGENERATE}",
+            "{} is out of date with api/src/lib.rs; regenerate with: {REGENERATE}",
             path.display()
         );
     }
@@ -332,9 +332,9 @@ fn pool_status_counts_per_family() {
 
 #[test]
 fn node_pod_cidr_is_named_after_and_owned_by_its_node() {
-    use ipam_watch::crd::{NodePodCIDR, NodePodCIDRSpec};
+    use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
     use k8s_openapi::api::core::v1::Node;
-    use kube::api::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let node = Node {
         metadata: ObjectMeta {
             name: Some("node-a".into()),
@@ -452,7 +452,7 @@ fn every_string_list_and_map_of_every_crd_is_bounded() {
         }
     }
     let mut unbounded = Vec::new();
-    for crd in ipam_watch::crd::crds() {
+    for crd in podcidr_api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         for v in &crd.spec.versions {
             let s = v

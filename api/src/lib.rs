@@ -1,9 +1,14 @@
-//! Custom resources (group `podcidr.io`, version `v1alpha1`): `PodCIDRPool` and `NodePodCIDR`
-//! for IPAM, and `NodeBGPStatus`, the speaker's published report.
+//! Every custom resource of podcidr-bgp, types only (no client, no runtime): what `deploy/crds/`
+//! is generated from ([`crds`]), and what the allocator, the speakers and the CLI read and write.
+//!
+//! - group `podcidr.io`, version `v1alpha1`: `PodCIDRPool` and `NodePodCIDR` for IPAM (this
+//!   file), and `NodeBGPStatus`, the speaker's published report (`speaker.rs`);
+//! - group `bgp.podcidr.io`, version `v1beta1`: the configuration kinds `BGPSpeakerConfig` and
+//!   `BGPPeer`, with their CEL rules (`config.rs`).
 //!
 //! CIDRs are kept as strings in the types: one bad value must not make the whole object
 //! undecodable (the watcher would fail for every object); parsing and reporting happen in
-//! [`crate::source`] and the allocator.
+//! ipam-watch's sources and the allocator.
 
 mod config;
 mod schema;
@@ -28,7 +33,8 @@ pub use speaker::{
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
-use kube::{CustomResource, CustomResourceExt, Resource};
+use kube_core::{CustomResourceExt, Resource};
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +108,7 @@ impl std::fmt::Display for AllocatedReason {
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "podcidr.io",
     version = "v1alpha1",
     kind = "PodCIDRPool",
@@ -251,6 +258,7 @@ pub struct FamilyUsage {
     CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema,
 )]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "podcidr.io",
     version = "v1alpha1",
     kind = "NodePodCIDR",
@@ -361,8 +369,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// Header of each generated file under `deploy/crds/`.
-pub const GENERATED_HEADER: &str = "# Generated from ipam-watch/src/crd.rs; do not edit.\n\
-     # Regenerate: UPDATE_CRDS=1 cargo test -p ipam-watch --test quick crds_in_sync\n";
+pub const GENERATED_HEADER: &str = "# Generated from api/src/lib.rs; do not edit.\n\
+     # Regenerate: UPDATE_CRDS=1 cargo test -p podcidr-api --test quick crds_in_sync\n";
 
 /// All CRDs as one multi-document YAML string (`kubectl apply -f -` ready).
 pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {

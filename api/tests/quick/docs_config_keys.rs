@@ -39,7 +39,7 @@ fn paths(prefix: &str, p: &JSONSchemaProps, out: &mut BTreeMap<String, bool>) {
 
 fn schema_fields() -> BTreeMap<(String, String), bool> {
     let mut out = BTreeMap::new();
-    for crd in ipam_watch::crd::crds() {
+    for crd in podcidr_api::crds() {
         let kind = crd.spec.names.kind.clone();
         if !KINDS.contains(&kind.as_str()) {
             continue;

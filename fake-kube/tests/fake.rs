@@ -2,7 +2,7 @@
 //! also injects faults and records requests. Nothing to install. Run it with
 //! `scripts/test.sh fake`; each module is one former test file, tests keep their names.
 //!
-//! Crate: `tests/fake-kube`. What each tier needs: docs/architecture.md, "Test tiers".
+//! Crate: `fake-kube`. What each tier needs: docs/architecture.md, "Test tiers".
 
 #[path = "common/mod.rs"]
 mod common;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -162,6 +162,7 @@ fn asn_ranges(_: &mut SchemaGenerator) -> Schema {
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "bgp.podcidr.io",
     version = "v1beta1",
     kind = "BGPSpeakerConfig",
@@ -465,6 +466,7 @@ pub enum LogLevelSpec {
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "bgp.podcidr.io",
     version = "v1beta1",
     kind = "BGPPeer",

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,7 @@ fn is_zero(n: &u64) -> bool {
 #[allow(clippy::duplicated_attributes)] // see PodCIDRPoolSpec
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "podcidr.io",
     version = "v1alpha1",
     kind = "NodeBGPStatus",
