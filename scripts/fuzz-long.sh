@@ -18,7 +18,8 @@ fi
 bash scripts/fuzz.sh seed-only
 
 rows=()
-for target in $(cargo fuzz list); do
+# TARGETS="a b" runs only those (a run for new targets).
+for target in ${TARGETS:-$(cargo fuzz list)}; do
   corpus=fuzz/corpus/$target
   seeds=fuzz/seeds/$target
   mkdir -p "$seeds"

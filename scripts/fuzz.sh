@@ -20,6 +20,12 @@ seed() {
   python3 - "$dir" <<'PY'
 import pathlib, sys
 out = pathlib.Path(sys.argv[1])
+if out.name in ("config_objects", "pod_cidr_file", "netlink_dump"):
+    # Their inputs are not BGP messages: only their own seeds (fuzz/seeds/<target>/: the
+    # shipped example objects as JSON, pod-CIDR files, rtnetlink dump buffers).
+    for f in sorted((pathlib.Path("fuzz/seeds") / out.name).iterdir()):
+        (out / f"seed-{f.name}").write_bytes(f.read_bytes())
+    sys.exit(0)
 if out.name == "config_file":
     for f in sorted(pathlib.Path("deploy/examples").glob("*.yaml")):
         (out / f"example-{f.stem}").write_bytes(f.read_bytes())

@@ -92,8 +92,7 @@ pub(super) fn attributes(b: &[u8]) -> Vec<(u16, &[u8])> {
 }
 
 /// The messages of type `kind` in one `recv` buffer, each parsed by `parse`, and whether the
-/// dump ended there (the tests' view of [`dump_parsed`]).
-#[cfg(test)]
+/// dump ended there (the tests' and the fuzzer's view of [`dump_parsed`]).
 pub(super) fn walk_parsed<T, I: IntoIterator<Item = T>>(
     buf: &[u8],
     kind: u16,

@@ -27,8 +27,8 @@ pub struct Neighbor {
     pub router: bool,
 }
 
-/// What one buffer of a dump held (the tests' view of [`netlink::walk`] with this parser).
-#[cfg(test)]
+/// What one buffer of a dump held (the tests' and the fuzzer's view of [`netlink::walk`] with
+/// this parser).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct DumpChunk {
     pub neighbors: Vec<Neighbor>,
@@ -38,7 +38,6 @@ pub struct DumpChunk {
 
 /// Parses one `recv` buffer of an RTM_GETNEIGH dump (host byte order, as the kernel
 /// writes it). Errors name what was malformed; an NLMSG_ERROR is returned as the errno.
-#[cfg(test)]
 pub fn parse_dump(buf: &[u8]) -> Result<DumpChunk, io::Error> {
     let (neighbors, done) = netlink::walk_parsed(buf, RTM_NEWNEIGH, parse_neighbor)?;
     Ok(DumpChunk { neighbors, done })

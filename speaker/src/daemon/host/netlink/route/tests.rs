@@ -272,3 +272,27 @@ fn main_table_routes_of_every_type_with_destination_device_and_next_hops_rtnetli
     assert_eq!(routes[2].dst, None, "a default route has no RTA_DST");
     assert_eq!(routes[2].via, Some("fd00:18:1::1".parse().unwrap()));
 }
+
+/// Found by the `netlink_dump` fuzz target: an IPv4 route of prefix length 116 without a
+/// destination was read as a route. The kernel writes a destination of the message's own
+/// family whenever the prefix length is not 0, and never a length beyond the family's.
+#[test]
+fn a_route_whose_prefix_does_not_fit_its_family_is_not_read_rtnetlink() {
+    let dst = |d: &str| attr(RTA_DST, &ip_bytes(d));
+    let oif = u32_attr(RTA_OIF, 2);
+    let reply = [
+        route(AF_INET, 116, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
+        route(AF_INET, 33, MAIN, RTN_UNICAST, &[dst("198.19.1.0"), oif.clone()]),
+        route(AF_INET, 24, MAIN, RTN_UNICAST, &[dst("fd00:1::"), oif.clone()]),
+        route(AF_INET6, 129, MAIN, RTN_UNICAST, &[dst("fd00:1::"), oif.clone()]),
+        route(7, 0, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
+        // What stays: a /24 and an IPv6 default route.
+        route(AF_INET, 24, MAIN, RTN_UNICAST, &[dst("198.19.1.0"), oif.clone()]),
+        route(AF_INET6, 0, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
+        message(NLMSG_DONE, &0u32.to_ne_bytes()),
+    ]
+    .concat();
+    let routes = parse_main_reply(&reply).unwrap();
+    let kept: Vec<(Option<IpAddr>, u8)> = routes.iter().map(|r| (r.dst, r.dst_len)).collect();
+    assert_eq!(kept, [(Some("198.19.1.0".parse().unwrap()), 24), (None, 0)]);
+}
