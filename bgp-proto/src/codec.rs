@@ -1,8 +1,8 @@
-//! `tokio_util` codec: frames on the BGP header, decodes with the session's negotiated
-//! options. Frames are split off the read buffer without copying.
+//! Framing on the BGP header: splits one message off a read buffer (without copying) and
+//! decodes it with the session's negotiated options; encodes into a write buffer. Pure: the
+//! `tokio_util` codec in `bgp-io` wraps it.
 
 use bytes::BytesMut;
-use tokio_util::codec::{Decoder, Encoder};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::message::{Decoded, HEADER_LEN, Message, WireOptions, decode_message, frame_length};
@@ -17,16 +17,16 @@ pub enum CodecError {
     Encode(#[from] EncodeError),
 }
 
-/// BGP message codec. Update the options after the OPEN exchange with
-/// [`BgpCodec::set_options`] (through `Framed::codec_mut`).
+/// BGP message framing. Update the options after the OPEN exchange with
+/// [`Framer::set_options`].
 #[derive(Debug, Clone, Default)]
-pub struct BgpCodec {
+pub struct Framer {
     opts: WireOptions,
 }
 
-impl BgpCodec {
+impl Framer {
     pub fn new(opts: WireOptions) -> Self {
-        BgpCodec { opts }
+        Framer { opts }
     }
 
     pub fn options(&self) -> &WireOptions {
@@ -36,16 +36,11 @@ impl BgpCodec {
     pub fn set_options(&mut self, opts: WireOptions) {
         self.opts = opts;
     }
-}
-
-impl Decoder for BgpCodec {
-    type Item = Decoded;
-    type Error = CodecError;
 
     /// One message per call; `Ok(None)` until a whole message is buffered. A body error
     /// consumes its frame, so a caller may continue; a header error leaves the stream
     /// unsynchronised.
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Decoded>, CodecError> {
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Decoded>, CodecError> {
         match frame_length(src, self.opts.max_message_len())? {
             None => {
                 src.reserve(HEADER_LEN - src.len());
@@ -61,20 +56,8 @@ impl Decoder for BgpCodec {
             }
         }
     }
-}
 
-impl Encoder<&Message> for BgpCodec {
-    type Error = CodecError;
-
-    fn encode(&mut self, item: &Message, dst: &mut BytesMut) -> Result<(), CodecError> {
-        Ok(item.encode(&self.opts, dst)?)
-    }
-}
-
-impl Encoder<Message> for BgpCodec {
-    type Error = CodecError;
-
-    fn encode(&mut self, item: Message, dst: &mut BytesMut) -> Result<(), CodecError> {
+    pub fn encode(&mut self, item: &Message, dst: &mut BytesMut) -> Result<(), CodecError> {
         Ok(item.encode(&self.opts, dst)?)
     }
 }

@@ -1,5 +1,7 @@
 //! BGP-4 wire format (RFC 4271 and extensions): messages, path attributes, capabilities,
-//! the RFC 7606 error model and a `tokio_util` codec. No Kubernetes, no I/O in the decoder.
+//! the RFC 7606 error model and framing; the session FSM, OPEN negotiation and the
+//! Adj-RIB-Out planner; the BFD packet and session state machine. Pure: no runtime, no
+//! sockets, no clock (the drivers around these machines are in `bgp-io`).
 //!
 //! Decoding never panics: every read is checked ([`reader`]), every failure is a typed
 //! [`DecodeError`] that maps to a NOTIFICATION and an RFC 7606 action through
@@ -17,17 +19,15 @@
 pub mod bfd;
 pub mod builder;
 pub mod codec;
-pub mod collector;
 mod encode_error;
 pub mod error;
 pub mod iana;
 pub mod message;
 pub(crate) mod reader;
 pub mod session;
-pub mod transport;
 pub mod types;
 
-pub use codec::{BgpCodec, CodecError};
+pub use codec::{CodecError, Framer};
 pub use error::{Action, DecodeError, EncodeError, ErrorHandling, error_handling};
 pub use message::attribute::{AsPath, AsSegment, AsSegmentType, AttrValue, PathAttribute};
 pub use message::capability::{Capability, GrFamily, GracefulRestart, LlgrFamily};

@@ -4,29 +4,15 @@
 //!
 //! Crate: `bgp-proto`. What each tier needs: docs/architecture.md, "Test tiers".
 
-#[path = "driver_harness/mod.rs"]
-mod driver_harness;
 #[path = "frames/mod.rs"]
 mod frames;
 #[path = "fsm_harness/mod.rs"]
 mod fsm_harness;
 
-#[path = "quick/bfd_driver.rs"]
-mod bfd_driver;
 #[path = "quick/bfd_packet.rs"]
 mod bfd_packet;
 #[path = "quick/bfd_session.rs"]
 mod bfd_session;
-#[path = "quick/collector.rs"]
-mod collector;
-#[path = "quick/driver.rs"]
-mod driver;
-#[path = "quick/driver_bfd.rs"]
-mod driver_bfd;
-#[path = "quick/driver_collision.rs"]
-mod driver_collision;
-#[path = "quick/driver_limits.rs"]
-mod driver_limits;
 #[path = "quick/errors.rs"]
 mod errors;
 #[path = "quick/fsm_bfd.rs"]
@@ -49,7 +35,5 @@ mod fsm_table;
 mod props;
 #[path = "quick/regressions.rs"]
 mod regressions;
-#[path = "quick/transport.rs"]
-mod transport;
 #[path = "quick/vectors.rs"]
 mod vectors;

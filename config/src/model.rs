@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use std::num::NonZeroU8;
 
-use bgp_proto::transport::TtlSecurity;
+use bgp_proto::session::ttl::TtlSecurity;
 use bgp_proto::{Asn, Family, HoldTime, RouterId};
 use ipnet::IpNet;
 
@@ -385,7 +385,7 @@ impl PeerConfig {
         self.session_type == Some(SessionType::Internal)
     }
 
-    /// The TTL policy of the session's socket (one source of truth: `bgp_proto::transport`):
+    /// The TTL policy of the session's socket (one source of truth: `bgp_proto::session::ttl`):
     /// GTSM sends 255 and requires 254 (RFC 5082); otherwise the multihop TTL for eBGP and
     /// 255 for iBGP.
     pub fn ttl_security(&self) -> TtlSecurity {

@@ -2,14 +2,13 @@
 //! as when the whole buffer arrives at once.
 #![no_main]
 
-use bgp_proto::BgpCodec;
+use bgp_proto::Framer;
 use bgp_proto::message::{Message, WireOptions};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tokio_util::codec::Decoder;
 
 fn run(chunks: &[&[u8]], opts: WireOptions) -> Vec<Message> {
-    let mut codec = BgpCodec::new(opts);
+    let mut codec = Framer::new(opts);
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     for chunk in chunks {

@@ -11,10 +11,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ipam_watch::allocator::{AllocatorMetrics, ConfigObjectLabels, LeaderState, RolloutLabels};
-use podcidr_api::{
-    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
-    rollout_state,
-};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -22,6 +18,10 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
+use podcidr_api::{
+    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
+    rollout_state,
+};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 

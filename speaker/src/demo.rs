@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bgp_proto::collector::{Collector, CollectorConfig, CollectorRib};
+use bgp_io::collector::{Collector, CollectorConfig, CollectorRib};
 use fake_kube::{FakeKube, Gvr};
 use ipam_watch::allocator::{
     self, AllocatorMetrics, AllocatorOptions, Family, LeaseConfig, PodCidrPool,

@@ -11,6 +11,8 @@ mod common;
 mod allocator_cli;
 #[path = "fake/config_rollout.rs"]
 mod config_rollout;
+#[path = "fake/demo.rs"]
+mod demo;
 #[path = "fake/diff_cli.rs"]
 mod diff_cli;
 #[path = "fake/manifests.rs"]
@@ -23,5 +25,3 @@ mod peers_routes_cli;
 mod rollout_gate;
 #[path = "fake/speaker_api.rs"]
 mod speaker_api;
-#[path = "fake/demo.rs"]
-mod demo;

@@ -17,5 +17,7 @@ mod decode_cli;
 mod examples;
 #[path = "quick/logs.rs"]
 mod logs;
+#[path = "quick/pure_cores.rs"]
+mod pure_cores;
 #[path = "quick/supply_chain.rs"]
 mod supply_chain;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Gvr, RequestRecord, Traffic, Verb};
 use integration_tests::TempDir;
 use serde_json::{Value, json};

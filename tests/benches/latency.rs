@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Gvr};
 use ipnet::{IpNet, Ipv4Net};
 use serde_json::json;

@@ -16,7 +16,7 @@ pub use crate::bird_config::{
 };
 use crate::bird_parse::{self, BirdRoute, ProtocolInfo};
 use crate::process::{Daemon, WorkDir, tail};
-use crate::{TestPeerAddr, find_bin, assert_bird, wait_for};
+use crate::{TestPeerAddr, assert_bird, find_bin, wait_for};
 
 /// Which routes [`Bird::routes`] asks for.
 #[derive(Debug, Clone, Default)]

@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 
 use crate::process::{Daemon, WorkDir, run_bounded, tail};
-use crate::{TestPeerAddr, find_bin, net, assert_gobgp, wait_for};
+use crate::{TestPeerAddr, assert_gobgp, find_bin, net, wait_for};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {

@@ -34,8 +34,8 @@ pub mod kustomize;
 pub mod loss;
 pub mod net;
 pub mod netns;
-pub mod skip;
 mod process;
+pub mod skip;
 pub use process::stop_child;
 
 use std::net::{IpAddr, SocketAddr};

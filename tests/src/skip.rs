@@ -216,7 +216,10 @@ mod tests {
         let Decision::Fail(msg) = decide(true, "netns::bfd", "BIRD 2 (`bird`, `birdc`)") else {
             panic!("under CI a missing need must fail the test");
         };
-        assert!(msg.contains("netns::bfd") && msg.contains("BIRD 2"), "{msg}");
+        assert!(
+            msg.contains("netns::bfd") && msg.contains("BIRD 2"),
+            "{msg}"
+        );
         assert!(msg.contains("install-test-deps.sh"), "{msg}");
     }
 

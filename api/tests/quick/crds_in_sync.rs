@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
-use podcidr_api::{crd_files, crds_yaml};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
+use podcidr_api::{crd_files, crds_yaml};
 
 const REGENERATE: &str = "UPDATE_CRDS=1 cargo test -p podcidr-api --test quick crds_in_sync";
 
@@ -332,9 +332,9 @@ fn pool_status_counts_per_family() {
 
 #[test]
 fn node_pod_cidr_is_named_after_and_owned_by_its_node() {
-    use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
     let node = Node {
         metadata: ObjectMeta {
             name: Some("node-a".into()),

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::backoff::{Backoff, Jitter, JitterRng};
 use crate::error::Action;
 use crate::iana::notification::{self as n, cease, fsm as fsm_err};
 use crate::message::capability::GracefulRestart;
@@ -12,7 +13,6 @@ use crate::message::open::Open;
 use crate::message::route_refresh::{RouteRefresh, RouteRefreshSubtype};
 use crate::message::update::Update;
 use crate::message::{Decoded, Message, WireOptions};
-use crate::transport::{Backoff, Jitter, JitterRng};
 use crate::types::Family;
 
 use super::open::{Negotiated, local_open, negotiate};

@@ -1,15 +1,15 @@
 //! A BGP speaker session for an export-only announcer, as a pure state machine
 //! (RFC 4271 §8): [`Session::handle`] takes an [`Input`] and returns [`Output`]s. Timers are
 //! outputs ("arm Hold for 90 s") and inputs ("Hold fired"); there is no clock and no I/O here.
-//! [`driver`] runs it over any `AsyncRead + AsyncWrite`.
+//! `bgp-io`'s driver runs it over any `AsyncRead + AsyncWrite`.
 
-pub mod driver;
+pub mod backoff;
 mod fsm;
 pub mod open;
 pub mod rib_out;
 pub mod route_set;
-mod second_conn;
 mod status;
+pub mod ttl;
 mod update_errors;
 
 use std::ops::RangeInclusive;

@@ -4,13 +4,12 @@
 
 use std::time::Duration;
 
-use bgp_proto::BgpCodec;
+use bgp_proto::Framer;
 use bgp_proto::iana::notification::cease;
 use bgp_proto::message::capability::Capability;
 use bgp_proto::message::{Message, WireOptions};
 use bgp_proto::session::{BfdInput, DownReason, Input, Output, Session, State, Timer};
 use bytes::BytesMut;
-use tokio_util::codec::Encoder;
 
 use crate::fsm_harness;
 use fsm_harness::*;
@@ -49,8 +48,8 @@ fn waiting_for_bfd() -> Session {
 fn bfd_strict_mode_capability_is_code_74_with_no_value_draft_bfd_strict_5() {
     let open = bgp_proto::session::open::local_open(&strict_cfg(), false);
     let mut buf = BytesMut::new();
-    BgpCodec::new(WireOptions::four_octet())
-        .encode(Message::Open(open), &mut buf)
+    Framer::new(WireOptions::four_octet())
+        .encode(&Message::Open(open), &mut buf)
         .unwrap();
     assert!(buf.windows(2).any(|w| w == [74, 0]), "{buf:?}");
     let plain = bgp_proto::session::open::local_open(&cfg(), false);

@@ -8,14 +8,13 @@ use bgp_proto::message::capability::{AddPathFamily, ExtendedNextHopEntry, LlgrFa
 use bgp_proto::message::update::{MpReach, MpUnreach};
 use bgp_proto::message::{Message, WireOptions, decode_message, decode_stream};
 use bgp_proto::{
-    AsPath, AsSegment, AsSegmentType, Asn, BgpCodec, Capability, Family, GrFamily, GracefulRestart,
+    AsPath, AsSegment, AsSegmentType, Asn, Capability, Family, Framer, GrFamily, GracefulRestart,
     HoldTime, MpNextHop, MpNlri, Notification, Open, PathAttribute, RouteRefresh, RouterId, Update,
     builder,
 };
 use bytes::BytesMut;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use proptest::prelude::*;
-use tokio_util::codec::Decoder;
 
 fn v4net() -> impl Strategy<Value = Ipv4Net> {
     (any::<u32>(), 0u8..=32).prop_map(|(a, l)| Ipv4Net::new(Ipv4Addr::from(a), l).unwrap().trunc())
@@ -353,7 +352,7 @@ proptest! {
         let mut points: Vec<usize> = cuts.iter().map(|c| c.index(stream.len() + 1)).collect();
         points.push(stream.len());
         points.sort_unstable();
-        let mut codec = BgpCodec::new(opts);
+        let mut codec = Framer::new(opts);
         let mut buf = BytesMut::new();
         let mut out = Vec::new();
         let mut from = 0;

@@ -19,9 +19,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use podcidr_api::{PeerReport, SpeakerReport};
 use ipam_watch::source::SourceKind;
 use ipnet::IpNet;
+use podcidr_api::{PeerReport, SpeakerReport};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 

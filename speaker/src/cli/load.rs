@@ -6,7 +6,6 @@ use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use podcidr_api::{NodeBGPStatusSpec, NodePodCIDR, SpeakerReport};
 use ipam_watch::source::{
     InvalidReason, NodeCidrs, SourceKind, cilium_node_resource, desired_from_cilium_node,
     desired_from_node, desired_from_node_pod_cidr,
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
+use podcidr_api::{NodeBGPStatusSpec, NodePodCIDR, SpeakerReport};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podcidr_api::{
     ConfigObjectStatus, NodeBGPStatus, RolloutStatus, config_condition, rollout_state,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::objects::rollout::{self, NodeProgress, Rollout, Step};
 use crate::objects::status::{NodeLabels, Verdict};

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Gvr, Verb};
 use podcidr_config::Config;
 use serde_json::{Value, json};

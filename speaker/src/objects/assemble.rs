@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use podcidr_config::{Config, ConfigError};
 use serde_json::{Map, Value};
 

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use serde_json::Value;
 
 use super::{Objects, assemble_specs, select};

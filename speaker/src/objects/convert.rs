@@ -4,8 +4,8 @@
 //! reported with the flag that replaces it; a `passwordFile` becomes a reference to a key of
 //! the MD5 Secret, which the operator creates from the file (its key is never read here).
 
-use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec};
 use kube::api::ObjectMeta;
+use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec};
 use serde_json::{Map, Value};
 
 use super::assemble::ASN_FROM_KEYS;

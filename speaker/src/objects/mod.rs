@@ -17,8 +17,8 @@ pub use select::{Conflict, NodeSelection, ObjectKind, endpoint_key, select};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use podcidr_api::{BGPPeer, BGPSpeakerConfig};
 use kube::ResourceExt;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig};
 
 /// The configuration objects of the cluster, as listed, and those a speaker still runs
 /// after they left the listing.

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::ResourceExt;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use podcidr_config::Config;
 
 use super::rollout::Rollout;

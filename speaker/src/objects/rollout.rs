@@ -21,8 +21,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use podcidr_api::{ObjectGeneration, RolloutSpec, RolloutStatus, SpeakerReport, rollout_state};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use podcidr_api::{ObjectGeneration, RolloutSpec, RolloutStatus, SpeakerReport, rollout_state};
 
 use super::ObjectKind;
 use super::select::selects;

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{Selector, SelectorExt};
+use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig};
 
 use super::Objects;
 

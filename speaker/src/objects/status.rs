@@ -9,12 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
 use podcidr_api::{
     BGPPeer, BGPSpeakerConfig, ConfigObjectStatus, RolloutStatus, SecretKeyRef, config_condition,
     rollout_state,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::ResourceExt;
 
 use super::{ObjectKind, Objects, assemble, select};
 

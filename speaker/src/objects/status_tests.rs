@@ -5,8 +5,8 @@
 use podcidr_api::config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
 use std::collections::BTreeMap;
 
-use podcidr_api::{ConfigObjectStatus, SecretKeyRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use podcidr_api::{ConfigObjectStatus, SecretKeyRef};
 
 use super::status::{KeyProblem, NOT_APPLIED_LIMIT, NodeLabels, Verdict, status, verdicts};
 use super::tests::{SPEC, bgp_peer, labels, speaker_config, with_generation};

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use bgp_proto::collector::{Collector, SessionEnd};
+use bgp_io::collector::{Collector, SessionEnd};
 use common::real_api::{self, ControlPlane, Identity, WAIT, collector, requests_by, runtime};
 use common::{Proc, TempDir, free_port};
 

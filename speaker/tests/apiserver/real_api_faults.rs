@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bgp_proto::collector::{Collector, CollectorConfig, CollectorRib};
+use bgp_io::collector::{Collector, CollectorConfig, CollectorRib};
 use common::real_api::{self, ControlPlane, ControlPlaneOptions, Identity};
 use common::{Proc, TempDir};
 use ipnet::IpNet;

@@ -5,8 +5,8 @@
 //! TCP MD5 and still announces, from `--state-dir`. Without that directory (a new node) it is
 //! not Ready, says why, announces nothing and its gauges show it.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::IpAddr;
 use std::path::Path;

@@ -9,8 +9,8 @@
 //! what only the reader refuses (a community that does not parse) is stored, and the speaker
 //! refuses it, keeps the last good version and says so on its NodeBGPStatus.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::IpAddr;
 

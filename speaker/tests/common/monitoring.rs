@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Gvr};
 use serde_json::{Value, json};
 

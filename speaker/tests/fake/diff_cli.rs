@@ -9,7 +9,7 @@ use common::{BIN, Run, TempDir, nbs, npc, run};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::{FakeKube, Fault, Gvr, Verb};
 use podcidr_api::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use crate::common;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use common::{Proc, TempDir, free_port, http_get, poll};
 use fake_kube::{FakeKube, Gvr, Verb};
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@ use common::{BIN, TempDir, free_port, nbs, run};
 
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use fake_kube::FakeKube;
 use podcidr_api::{PeerReport, RouteReport, SpeakerReport};
 use serde_json::{Value, json};

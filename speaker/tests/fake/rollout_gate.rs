@@ -9,7 +9,7 @@ use crate::common;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig, SessionEnd};
+use bgp_io::collector::{Collector, CollectorConfig, SessionEnd};
 use common::{Proc, TempDir, free_port, http_get, poll};
 use fake_kube::{FakeKube, Gvr};
 use serde_json::{Value, json};

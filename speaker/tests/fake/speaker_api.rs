@@ -7,7 +7,7 @@ use crate::common;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
+use bgp_io::collector::{Collector, CollectorConfig};
 use common::{Proc, TempDir, free_port, http_get, poll};
 use fake_kube::{FakeKube, Gvr};
 use ipnet::IpNet;

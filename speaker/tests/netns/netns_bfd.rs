@@ -5,8 +5,8 @@
 //! strands the BGP session. Skipped with a message where namespaces, BIRD or iptables are
 //! not available.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::time::{Duration, Instant};
 

@@ -6,8 +6,8 @@
 //! `default-gateway` peer whose IPv6 default route BIRD advertises (RA). Pod CIDR
 //! fd00:5::/64. Skipped with a message where namespaces, bird or ip6tables are missing.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -9,8 +9,8 @@
 //! reach it over their default route via the ToR. Addresses: 198.18.0.0/15 and fd00::/8.
 //! Skipped with a message where namespaces, BIRD, ping or the plugins are not available.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -20,9 +20,7 @@ use std::time::Duration;
 use common::{Proc, TempDir};
 use fake_kube::{FakeKube, Gvr};
 use integration_tests::cni::{Attachment, CniRuntime, result_addresses};
-use integration_tests::netns::{
-    Netns, in_ns, ip, ping_within, tcp_listener_in, wire,
-};
+use integration_tests::netns::{Netns, in_ns, ip, ping_within, tcp_listener_in, wire};
 use integration_tests::wait_for;
 use ipam_watch::allocator::PodCidrPool;
 use ipam_watch::allocator::{self, AllocatorMetrics, AllocatorOptions, Family, LeaseConfig};

@@ -5,8 +5,8 @@
 //! BFD on an IPv4 and an IPv6 gateway at once (no localAddress). One speaker config, no
 //! peer address or AS in it. Addresses: 198.18.0.0/15 and fd00::/8 only. Skipped where namespaces are not permitted.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -9,8 +9,8 @@
 //! out of the uplink, towards the ToR: never announced). Addresses: 198.18.0.0/15 only.
 //! Skipped with a message where namespaces, BIRD or the plugins are not available.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,8 +4,8 @@
 //! one node down removes only its routes. Addresses: 198.18.0.0/15 and fd00::/8 only.
 //! Skipped with a message where network namespaces are not permitted.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

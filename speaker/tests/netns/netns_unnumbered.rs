@@ -6,8 +6,8 @@
 //! the speaker logs why. Addresses: 198.18.0.0/15, fd00::/8, fe80::/10 on our own veth.
 //! Skipped with a message where network namespaces are not permitted.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -27,8 +27,8 @@
 //! BIRD reaches a passive peer on port 179. A second test shows the harness catches the
 //! non-root model that shipped before (uid 65532 + `add: [NET_BIND_SERVICE]`).
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{PermissionsExt, chown};
@@ -341,7 +341,6 @@ impl RunModel {
         file
     }
 }
-
 
 /// A speaker under `model` with an MD5 peer (BIRD passive) and a passive peer on port 179
 /// (BIRD connects); returns the speaker and the two routers' views.

@@ -6,12 +6,12 @@ use std::collections::BTreeSet;
 use integration_tests::kustomize;
 use serde_json::{Value, json};
 
+use super::support::*;
 use crate::common::TempDir;
 use crate::common::real_api::{
     AllocatorRun, Call, ControlPlane, admin_get, allocator_identity, calls_by,
     installed_control_plane, list_cr, metric_sum, request_as, wait_for,
 };
-use super::support::*;
 
 #[test]
 fn server_side_apply_by_a_person_and_the_allocators_patches_own_separate_fields() {

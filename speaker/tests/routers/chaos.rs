@@ -11,8 +11,8 @@
 
 #[path = "../chaos/cluster.rs"]
 mod cluster;
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 #[path = "../chaos/faults.rs"]
 mod faults;
 #[path = "../chaos/invariants.rs"]

@@ -2,8 +2,8 @@
 //! (metric, `CNIConfigured` condition, log line) while the routes still go out; once the dir
 //! exists the retry writes the conflist.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

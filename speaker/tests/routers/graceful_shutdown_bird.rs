@@ -2,8 +2,8 @@
 //! re-announces its routes with GRACEFUL_SHUTDOWN (65535:0), BIRD's import filter lowers
 //! their preference (RFC 8326 §4, the filter in docs/tor.md), and the Cease follows.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::IpAddr;
 use std::time::Duration;

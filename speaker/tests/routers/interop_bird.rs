@@ -1,8 +1,8 @@
 //! The speaker against BIRD 2 (Debian package, started by the test on loopback), with
 //! assertions on what BIRD itself reports.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;

@@ -3,8 +3,8 @@
 //! not advertise it, and their tests show the RFC 4724 close). On loopback, FRR standalone
 //! (`integration_tests::frr`).
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

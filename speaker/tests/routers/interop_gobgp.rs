@@ -2,8 +2,8 @@
 //! GoBGP itself reports. GoBGP drops IPv4 routes whose next hop is in 127/8, so the test
 //! announces next hops from 198.18.0.0/15 and 2001:db8::/32.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;

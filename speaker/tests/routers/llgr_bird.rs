@@ -2,8 +2,8 @@
 //! started by the test on loopback): a speaker down past its restart time leaves its routes at
 //! BIRD as LLGR_STALE, and fresh ones replace them when it returns.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

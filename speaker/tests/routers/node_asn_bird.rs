@@ -4,8 +4,8 @@
 //! value resets the session with the new AS. Also through the Node: a cordoned node's routes
 //! carry GRACEFUL_SHUTDOWN (RFC 8326) until it is uncordoned.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! itself reports the session Established, 200 after; a peer nothing answers for holds
 //! readiness back only until `--ready-peer-grace` has passed.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};

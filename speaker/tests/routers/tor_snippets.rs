@@ -7,8 +7,8 @@
 //! excludes (a /25 and a /80 inside the pools), with MD5 and GTSM on where the snippet has
 //! them.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};

@@ -10,8 +10,8 @@
 //! election) was denied and nodes went NotReady. Kubernetes 1.20 (the real API server of the
 //! test suite) has no admission policies, so this is proven here, with a CEL evaluator.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::sync::Arc;
 

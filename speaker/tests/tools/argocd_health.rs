@@ -9,9 +9,9 @@ use integration_tests::skip::Need;
 use std::path::PathBuf;
 use std::process::Command;
 
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, RolloutStatus, SecretKeyRef, rollout_state};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, RolloutStatus, SecretKeyRef, rollout_state};
 use podcidr_bgp::objects::status::{KeyProblem, NodeLabels, status, verdicts};
 use podcidr_bgp::objects::{ObjectKind, Objects};
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! metric an expression names is exported by the binaries: scraped from a running speaker and
 //! allocator, not from a list. The component ships it as a ConfigMap Grafana's sidecar loads.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -15,8 +15,8 @@
 //! byte-identity tests need neither. The last test installs the chart into the newest real API
 //! server of the suite and uninstalls it.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

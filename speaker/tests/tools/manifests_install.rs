@@ -4,8 +4,8 @@
 //! only where they are written, user roles for the built-in `view`/`edit`, an allocator that
 //! tolerates node trouble and can roll out on one node as on three).
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use common::TempDir;
 use common::kustomize::*;

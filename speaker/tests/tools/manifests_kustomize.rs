@@ -6,8 +6,8 @@
 //! layout. Without kubectl the test is skipped with a message on a developer machine and
 //! fails under CI (`CI` set), so a missing tool never passes silently there.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::collections::BTreeSet;
 

@@ -3,8 +3,8 @@
 //! nodes only, an allocator that can start before any pod network exists, and the admission
 //! policy removable for clusters that turn admission policies off.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use common::TempDir;
 use common::kustomize::*;

@@ -8,8 +8,8 @@
 //! (prometheus-operator's, in components/monitoring) are named below and checked for their
 //! apiVersion only.
 
-use integration_tests::skip::Need;
 use crate::common;
+use integration_tests::skip::Need;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -7,8 +7,8 @@ use integration_tests::skip::Need;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use bgp_proto::bfd::driver::BfdTransport;
-use bgp_proto::bfd::udp::UdpTransport;
+use bgp_io::bfd::driver::BfdTransport;
+use bgp_io::bfd::udp::UdpTransport;
 use integration_tests::netns::{Netns, in_netns};
 
 #[test]

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::cli::liveness::LeaseInput;
-use podcidr_api::{RefusedCidr, RouteReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use podcidr_api::{RefusedCidr, RouteReport};
 
 /// 2026-01-01T00:16:40Z.
 const NOW: i64 = 1_767_225_600 + 1000;

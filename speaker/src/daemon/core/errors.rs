@@ -84,7 +84,7 @@ pub enum KeyProblem {
     Read(#[from] podcidr_config::Md5KeyError),
     /// Read, but not a key TCP MD5 accepts (RFC 2385: 1 to 80 bytes).
     #[error(transparent)]
-    Invalid(#[from] bgp_proto::transport::TransportError),
+    Invalid(#[from] bgp_io::transport::TransportError),
 }
 
 /// Why the node's conflist was not written.

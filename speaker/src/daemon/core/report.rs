@@ -7,11 +7,11 @@ use std::sync::Arc;
 use bgp_proto::message::attribute::{format_community, format_large_community};
 use bgp_proto::session::{NotificationRecord, SessionStatus, State};
 use bgp_proto::{Asn, Family};
+use ipam_watch::source::DesiredSet;
 use podcidr_api::{
     ConfigReport, HeldCidr, MAX_REPORTED_ROUTES, NotificationReport, ObjectGeneration,
     ObjectNotApplied, PeerReport, RefusedCidr, RouteReport, SpeakerReport,
 };
-use ipam_watch::source::DesiredSet;
 
 use super::ConfigOrigin;
 use crate::objects::{NodeConfig, ObjectKind, ObjectRef};

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bgp_io::transport::TtlSecurity;
 use bgp_proto::session::SessionEvent;
 use bgp_proto::session::{BfdInput, RouteSet, SessionConfig, SessionStatus, StopReason};
-use bgp_proto::transport::TtlSecurity;
-use podcidr_api::SpeakerReport;
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
+use podcidr_api::SpeakerReport;
 use podcidr_config::{Config, LogConfig, PeerAddress, PeerConfig, SourceConfig};
 
 use super::bfd_gate::GateAction;

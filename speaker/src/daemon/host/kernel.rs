@@ -74,7 +74,7 @@ fn neighbours(interfaces: &BTreeSet<String>) -> BTreeMap<String, Option<Ipv6Addr
     interfaces
         .iter()
         .map(|name| {
-            let found = bgp_proto::transport::interface_index(name)
+            let found = bgp_io::transport::interface_index(name)
                 .ok()
                 .and_then(|index| neigh::pick_peer(&table, index));
             (name.clone(), found)

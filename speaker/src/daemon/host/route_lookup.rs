@@ -12,7 +12,7 @@ pub fn peer_source(peer: &PeerAddress) -> Option<IpAddr> {
     match peer {
         PeerAddress::Fixed(dst) => route_source(*dst),
         PeerAddress::Interface { name, peer } => {
-            let index = bgp_proto::transport::interface_index(name).ok()?;
+            let index = bgp_io::transport::interface_index(name).ok()?;
             let dst = peer.unwrap_or(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
             source_towards(SocketAddrV6::new(dst, 179, 0, index).into())
         }

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
+use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;

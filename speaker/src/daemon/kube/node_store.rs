@@ -161,8 +161,8 @@ impl<K: kube::Resource + Clone> NodeStore<K> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use podcidr_api::BGPPeer;
     use kube::runtime::watcher::{self, Event};
+    use podcidr_api::BGPPeer;
     use tokio::time::{Duration, Instant};
 
     use super::NodeStore;

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use podcidr_api::OBJECT_FILE_SOURCE_DIR;
 use ipam_watch::source::{
     CiliumNodeSource, DesiredSet, FileSource, IpamCrdSource, NodeEvents, NodeSpecSource,
     PodCidrSource,
 };
 use kube::Client;
+use podcidr_api::OBJECT_FILE_SOURCE_DIR;
 use podcidr_config::SourceConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

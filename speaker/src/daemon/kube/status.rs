@@ -3,10 +3,10 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use podcidr_api::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
+use podcidr_api::{NodeBGPStatus, NodeBGPStatusSpec, SpeakerReport};
 
 /// Field manager for server-side apply (and the reporting controller of our Events).
 pub const FIELD_MANAGER: &str = super::events::REPORTER;

@@ -5,12 +5,12 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use bgp_proto::bfd::driver::{self, BfdTask, StopMode};
+use bgp_io::bfd::driver::{self, BfdTask, StopMode};
 
-use bgp_proto::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
+use bgp_io::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
+use bgp_io::driver::SessionEvent;
+use bgp_io::transport::interface_index;
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig};
-use bgp_proto::session::driver::SessionEvent;
-use bgp_proto::transport::interface_index;
 use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
-use bgp_proto::session::driver::{Connector, TcpConnector};
-use bgp_proto::transport::Md5Key;
+use bgp_io::driver::{Connector, TcpConnector};
+use bgp_io::transport::Md5Key;
 use podcidr_config::PeerConfig;
 use tokio::net::TcpStream;
 
@@ -67,7 +67,7 @@ impl Connector for KeyFileConnector {
                 |e: io::Error| -> Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>> {
                     Box::pin(async move { Err(e) })
                 };
-            let index = match bgp_proto::transport::interface_index(name) {
+            let index = match bgp_io::transport::interface_index(name) {
                 Ok(index) => index,
                 Err(e) => return fail(io::Error::new(e.kind(), format!("interface {name}: {e}"))),
             };

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::transport::{Accepted, BgpListener, ListenOptions, Md5Key, PassivePeer};
+use bgp_io::transport::{Accepted, BgpListener, ListenOptions, Md5Key, PassivePeer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -39,7 +39,7 @@ pub enum ListenerError {
     #[error("cannot listen on {local}: {source}")]
     Bind {
         local: SocketAddr,
-        source: bgp_proto::transport::TransportError,
+        source: bgp_io::transport::TransportError,
     },
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -197,7 +197,7 @@ const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 enum ListenerInput {
-    Accepted(Result<Accepted, bgp_proto::transport::TransportError>),
+    Accepted(Result<Accepted, bgp_io::transport::TransportError>),
     Specs(Option<PeersAndKeys>),
     Recheck,
 }

@@ -6,9 +6,9 @@ use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::session::driver::{self, SessionEvent, SessionTask, TcpConnector};
+use bgp_io::driver::{self, SessionEvent, SessionTask, TcpConnector};
+use bgp_io::transport::ConnectOptions;
 use bgp_proto::session::{BfdInput, RouteSet, Session, SessionStatus, StopReason};
-use bgp_proto::transport::ConnectOptions;
 use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -20,7 +20,7 @@ mod listeners;
 mod refusals;
 
 use bfd::BfdHandle;
-use bgp_proto::bfd::driver::StopMode;
+use bgp_io::bfd::driver::StopMode;
 #[cfg(test)]
 use connector::read_key;
 pub use connector::{KeyFileConnector, check_keys};

@@ -6,8 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bgp_io::transport::{ConnectOptions, TtlSecurity, connect};
 use bgp_proto::session::StopReason;
-use bgp_proto::transport::{ConnectOptions, TtlSecurity, connect};
 use podcidr_config::Config;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -67,7 +67,7 @@ async fn reaches_a_session(from: IpAddr, to: SocketAddr, md5: Option<&[u8]>) -> 
     // A plain TTL: a GTSM client would drop the listener's single-hop SYN-ACK.
     let mut opts = ConnectOptions::new(TtlSecurity::Ttl(std::num::NonZeroU8::MAX));
     opts.source = Some(from);
-    opts.md5 = md5.map(|k| bgp_proto::transport::Md5Key::new(k.to_vec()).unwrap());
+    opts.md5 = md5.map(|k| bgp_io::transport::Md5Key::new(k.to_vec()).unwrap());
     opts.connect_timeout = Duration::from_secs(1);
     let mut stream: TcpStream = match connect(to, &opts).await {
         Ok(s) => s,
@@ -168,8 +168,8 @@ async fn rotated_md5_key_reaches_the_listener_without_a_config_change() {
 
 #[tokio::test]
 async fn active_session_reads_the_key_file_at_each_connect() {
-    use bgp_proto::session::driver::Connector;
-    use bgp_proto::transport::{BgpListener, ListenOptions, Md5Key, PassivePeer};
+    use bgp_io::driver::Connector;
+    use bgp_io::transport::{BgpListener, ListenOptions, Md5Key, PassivePeer};
     let dir = integration_tests::TempDir::new("md5-connect");
     let key = dir.0.join("key");
     std::fs::write(&key, "old-key\n").unwrap();
@@ -190,7 +190,7 @@ async fn active_session_reads_the_key_file_at_each_connect() {
         peer: "tor".into(),
         key_file: Some(key.clone()),
         interface: None,
-        tcp: bgp_proto::session::driver::TcpConnector {
+        tcp: bgp_io::driver::TcpConnector {
             peer: router.local_addr(),
             options,
         },
@@ -221,7 +221,7 @@ fn an_oversized_key_file_is_a_clear_error_naming_the_peer() {
 /// writes, and so its stop, hang until send-hold expiry (minutes).
 struct StuckPipe(Option<tokio::io::DuplexStream>);
 
-impl bgp_proto::session::driver::Connector for StuckPipe {
+impl bgp_io::driver::Connector for StuckPipe {
     type Stream = tokio::io::DuplexStream;
     fn connect(
         &mut self,
@@ -240,7 +240,7 @@ impl bgp_proto::session::driver::Connector for StuckPipe {
 /// termination grace period, so the kubelet's SIGKILL came before the process could exit.
 #[tokio::test(start_paused = true)]
 async fn three_stuck_peers_are_stopped_together_within_one_bound() {
-    use bgp_proto::session::driver;
+    use bgp_io::driver;
     use bgp_proto::session::{Session, SessionConfig, State};
     use bgp_proto::{Asn, RouterId};
 
@@ -287,7 +287,7 @@ fn interface_connector(interface: &str) -> KeyFileConnector {
         peer: "tor".into(),
         key_file: None,
         interface: Some(interface.into()),
-        tcp: bgp_proto::session::driver::TcpConnector {
+        tcp: bgp_io::driver::TcpConnector {
             peer: "[fe80::1]:179".parse().unwrap(),
             options: ConnectOptions::new(TtlSecurity::Gtsm),
         },
@@ -296,7 +296,7 @@ fn interface_connector(interface: &str) -> KeyFileConnector {
 
 #[tokio::test]
 async fn interface_peer_on_a_missing_interface_fails_naming_it_rfc4007() {
-    use bgp_proto::session::driver::Connector;
+    use bgp_io::driver::Connector;
     let err = interface_connector("podcidr-none0")
         .connect()
         .await

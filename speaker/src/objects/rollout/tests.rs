@@ -1,10 +1,10 @@
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podcidr_api::{
     BGPPeer, ConfigObjectStatus, ConfigReport, ObjectGeneration, PeerReport, RolloutStatus,
     SpeakerReport, rollout_state,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::objects::tests::{ALL_SECRETS, SPEC, bgp_peer, labels, speaker_config, with_generation};

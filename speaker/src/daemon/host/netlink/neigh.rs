@@ -180,7 +180,7 @@ mod tests {
     fn dump_of_this_namespace_succeeds() {
         // The reader against the real kernel: loopback has no link-local neighbors.
         let neighbors = dump().unwrap();
-        let lo = bgp_proto::transport::interface_index("lo").unwrap();
+        let lo = bgp_io::transport::interface_index("lo").unwrap();
         assert_eq!(pick_peer(&neighbors, lo), None);
     }
 }

@@ -282,12 +282,36 @@ fn a_route_whose_prefix_does_not_fit_its_family_is_not_read_rtnetlink() {
     let oif = u32_attr(RTA_OIF, 2);
     let reply = [
         route(AF_INET, 116, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
-        route(AF_INET, 33, MAIN, RTN_UNICAST, &[dst("198.19.1.0"), oif.clone()]),
-        route(AF_INET, 24, MAIN, RTN_UNICAST, &[dst("fd00:1::"), oif.clone()]),
-        route(AF_INET6, 129, MAIN, RTN_UNICAST, &[dst("fd00:1::"), oif.clone()]),
+        route(
+            AF_INET,
+            33,
+            MAIN,
+            RTN_UNICAST,
+            &[dst("198.19.1.0"), oif.clone()],
+        ),
+        route(
+            AF_INET,
+            24,
+            MAIN,
+            RTN_UNICAST,
+            &[dst("fd00:1::"), oif.clone()],
+        ),
+        route(
+            AF_INET6,
+            129,
+            MAIN,
+            RTN_UNICAST,
+            &[dst("fd00:1::"), oif.clone()],
+        ),
         route(7, 0, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
         // What stays: a /24 and an IPv6 default route.
-        route(AF_INET, 24, MAIN, RTN_UNICAST, &[dst("198.19.1.0"), oif.clone()]),
+        route(
+            AF_INET,
+            24,
+            MAIN,
+            RTN_UNICAST,
+            &[dst("198.19.1.0"), oif.clone()],
+        ),
         route(AF_INET6, 0, MAIN, RTN_UNICAST, std::slice::from_ref(&oif)),
         message(NLMSG_DONE, &0u32.to_ne_bytes()),
     ]

@@ -8,6 +8,9 @@
 //! bounded in bytes (`SessionConfig::send_queue_limit`): passing the bound counts as send
 //! hold timer expiry.
 
+mod second_conn;
+mod update_window;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
@@ -23,17 +26,18 @@ use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
-use crate::codec::{BgpCodec, CodecError};
-use crate::error::DecodeError;
-use crate::message::{Message, WireOptions};
-use crate::types::Family;
+use crate::codec::BgpCodec;
+use bgp_proto::codec::CodecError;
+use bgp_proto::error::DecodeError;
+use bgp_proto::message::{Message, WireOptions};
+use bgp_proto::types::Family;
 
-use super::rib_out::RouteSet;
-use super::second_conn::{SecondConnection, SecondEvent, close_second, second_event};
-use super::status::{NotificationRecord, SessionStatus};
-pub use super::update_errors::UPDATE_ERROR_EVENT_INTERVAL;
-use super::update_errors::{Summary, UpdateErrorWindow};
-use super::{BfdInput, Input, Output, Session, State, StopReason, Timer};
+use bgp_proto::session::rib_out::RouteSet;
+use bgp_proto::session::{BfdInput, Input, Output, Session, State, StopReason, Timer};
+use bgp_proto::session::{NotificationRecord, SessionStatus};
+use second_conn::{SecondConnection, SecondEvent, close_second, second_event};
+pub use update_window::UPDATE_ERROR_EVENT_INTERVAL;
+use update_window::{Summary, UpdateErrorWindow};
 
 /// Opens the TCP (or test) connection for active sessions.
 pub trait Connector: Send + 'static {
@@ -47,7 +51,7 @@ pub trait Connector: Send + 'static {
     }
 }
 
-pub use super::status::SessionEvent;
+pub use bgp_proto::session::SessionEvent;
 
 /// What the owner of a [`SessionTask`] asks of it.
 #[derive(Debug)]
@@ -446,7 +450,7 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    fn on_frame(&mut self, frame: Option<Result<crate::message::Decoded, CodecError>>) {
+    fn on_frame(&mut self, frame: Option<Result<bgp_proto::message::Decoded, CodecError>>) {
         match frame {
             Some(Ok(decoded)) => {
                 let len = decoded.length;
@@ -658,7 +662,7 @@ impl<C: Connector> Driver<C> {
             }
             st.peer_bfd_strict = peer_strict;
             if !st.adj_rib_out.0.same_snapshot(rib) {
-                st.adj_rib_out = super::status::RibSnapshot(rib.clone());
+                st.adj_rib_out = bgp_proto::session::RibSnapshot(rib.clone());
             }
             st.advertised = advertised;
             st.negotiated = negotiated;
@@ -708,7 +712,7 @@ async fn recv_incoming<S>(rx: &mut Option<mpsc::Receiver<S>>) -> Option<S> {
 }
 
 enum ConnEvent {
-    Frame(Option<Result<crate::message::Decoded, CodecError>>),
+    Frame(Option<Result<bgp_proto::message::Decoded, CodecError>>),
     Writer(Option<WriterEvent>),
     Drained,
 }

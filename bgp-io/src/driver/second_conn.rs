@@ -9,9 +9,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, Wr
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
-use crate::codec::{BgpCodec, CodecError};
-use crate::message::notification::Notification;
-use crate::message::{Decoded, Message, WireOptions};
+use crate::codec::BgpCodec;
+use bgp_proto::codec::CodecError;
+use bgp_proto::message::notification::Notification;
+use bgp_proto::message::{Decoded, Message, WireOptions};
 
 /// RFC 4271 §8.2.2's "large value" for the hold timer before an OPEN: a second connection
 /// that sends nothing is closed after this.

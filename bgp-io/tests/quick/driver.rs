@@ -5,10 +5,11 @@ use std::io;
 use std::pin::Pin;
 use std::time::Duration;
 
+use bgp_io::BgpCodec;
+use bgp_io::driver::{self, Connector};
 use bgp_proto::message::{Message, WireOptions};
-use bgp_proto::session::driver::{self, Connector};
 use bgp_proto::session::{Session, SessionConfig, State, StopReason};
-use bgp_proto::{BgpCodec, ErrorCode, Family, Update};
+use bgp_proto::{ErrorCode, Family, Update};
 use futures::{SinkExt, StreamExt};
 use ipnet::IpNet;
 use tokio::io::DuplexStream;
@@ -371,7 +372,7 @@ async fn set_connect_retry_reaches_a_running_session() {
 /// told a listener subscribed at spawn about every step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_subscribed_at_spawn_hear_every_transition_of_a_fast_session() {
-    use bgp_proto::session::driver::SessionEvent;
+    use bgp_io::driver::SessionEvent;
     let (tx, mut peers) = mpsc::unbounded_channel();
     let (events, mut heard) = tokio::sync::broadcast::channel(256);
     let (_routes, rx) = watch::channel(Some(routes(&["198.18.1.0/24"])));

@@ -8,11 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bgp_io::BgpCodec;
+use bgp_io::driver::{self, Connector, SessionTask};
 use bgp_proto::message::capability::Capability;
 use bgp_proto::message::{Message, WireOptions};
-use bgp_proto::session::driver::{self, Connector, SessionTask};
 use bgp_proto::session::{RouteAttributes, RouteSet, Session, SessionConfig, SessionStatus, State};
-use bgp_proto::{Asn, BgpCodec, Family, HoldTime, Open, RouterId};
+use bgp_proto::{Asn, Family, HoldTime, Open, RouterId};
 use futures::{SinkExt, StreamExt};
 use ipnet::IpNet;
 use tokio::io::DuplexStream;

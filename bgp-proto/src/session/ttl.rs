@@ -1,13 +1,7 @@
-//! GTSM (RFC 5082) and eBGP multihop TTL through `IP_TTL`/`IP_MINTTL` and
-//! `IPV6_UNICAST_HOPS`/`IPV6_MINHOPCOUNT`.
+//! How a BGP session uses the IP TTL / IPv6 hop limit: GTSM (RFC 5082) or a plain TTL for
+//! eBGP multihop and iBGP. The policy only; `bgp-io`'s transport puts it on the socket.
 
-use std::io;
 use std::num::NonZeroU8;
-use std::os::fd::{AsFd, BorrowedFd};
-
-use super::error::TransportError;
-use super::sys;
-use super::{Family, socket_family};
 
 /// TTL every GTSM speaker sends with.
 pub const GTSM_SEND_TTL: u8 = 255;
@@ -44,11 +38,11 @@ impl TtlSecurity {
         gtsm: bool,
         multihop_ttl: Option<u8>,
         ibgp: bool,
-    ) -> Result<Self, TransportError> {
+    ) -> Result<Self, TtlConfigError> {
         match (gtsm, multihop_ttl) {
-            (_, Some(0)) => Err(TransportError::ZeroTtl),
+            (_, Some(0)) => Err(TtlConfigError::ZeroTtl),
             (true, None | Some(1)) => Ok(Self::Gtsm),
-            (true, Some(ttl)) => Err(TransportError::GtsmWithMultihop { ttl }),
+            (true, Some(ttl)) => Err(TtlConfigError::GtsmWithMultihop { ttl }),
             (false, Some(ttl)) => Ok(NonZeroU8::new(ttl).map_or(Self::EBGP_DEFAULT, Self::Ttl)),
             (false, None) if ibgp => Ok(Self::IBGP_DEFAULT),
             (false, None) => Ok(Self::EBGP_DEFAULT),
@@ -80,60 +74,15 @@ impl TtlSecurity {
     }
 }
 
-/// Sets send and minimum TTL. IPv6 sockets get the IPv4 options as well, because a
-/// dual-stack socket carries IPv4 peers as v4-mapped addresses under the IPv4 rules.
-/// On error returns the name of the option that failed.
-pub(super) fn apply(
-    fd: BorrowedFd<'_>,
-    family: Family,
-    ttl: TtlSecurity,
-) -> Result<(), (&'static str, io::Error)> {
-    let send = libc::c_int::from(ttl.send_ttl());
-    let min = libc::c_int::from(ttl.min_ttl());
-    let set = |level, name, label: &'static str, value: libc::c_int| {
-        sys::setsockopt(fd, level, name, &value).map_err(|e| (label, e))
-    };
-    set(libc::IPPROTO_IP, libc::IP_TTL, "IP_TTL", send)?;
-    set(libc::IPPROTO_IP, libc::IP_MINTTL, "IP_MINTTL", min)?;
-    if family == Family::V6 {
-        set(
-            libc::IPPROTO_IPV6,
-            libc::IPV6_UNICAST_HOPS,
-            "IPV6_UNICAST_HOPS",
-            send,
-        )?;
-        set(
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MINHOPCOUNT,
-            "IPV6_MINHOPCOUNT",
-            min,
-        )?;
-    }
-    Ok(())
-}
-
-/// Effective send TTL (IPv4) or unicast hop limit (IPv6) of a socket, stream or listener.
-pub fn ttl(sock: &impl AsFd) -> io::Result<u8> {
-    let fd = sock.as_fd();
-    let value = match socket_family(fd)? {
-        Family::V4 => sys::getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TTL)?,
-        Family::V6 => sys::getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS)?,
-    };
-    to_u8(value)
-}
-
-/// Effective minimum accepted TTL (`IP_MINTTL`) or hop limit (`IPV6_MINHOPCOUNT`); 0 = none.
-pub fn min_ttl(sock: &impl AsFd) -> io::Result<u8> {
-    let fd = sock.as_fd();
-    let value = match socket_family(fd)? {
-        Family::V4 => sys::getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MINTTL)?,
-        Family::V6 => sys::getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MINHOPCOUNT)?,
-    };
-    to_u8(value)
-}
-
-fn to_u8(value: libc::c_int) -> io::Result<u8> {
-    u8::try_from(value).map_err(|_| io::Error::other(format!("TTL {value} out of range")))
+/// A TTL policy that cannot be configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TtlConfigError {
+    /// RFC 5082 GTSM as configured here assumes a directly connected peer.
+    #[error("GTSM and eBGP multihop (TTL {ttl}) are mutually exclusive")]
+    GtsmWithMultihop { ttl: u8 },
+    /// A TTL / hop limit of 0 would never leave the host.
+    #[error("TTL must be 1..=255, got 0")]
+    ZeroTtl,
 }
 
 #[cfg(test)]
@@ -150,7 +99,7 @@ mod tests {
     fn gtsm_and_multihop_are_mutually_exclusive_rfc5082() {
         assert!(matches!(
             TtlSecurity::from_config(true, Some(2), false),
-            Err(TransportError::GtsmWithMultihop { ttl: 2 })
+            Err(TtlConfigError::GtsmWithMultihop { ttl: 2 })
         ));
         // A "multihop" of 1 is just a direct peer.
         assert_eq!(
@@ -173,7 +122,7 @@ mod tests {
         assert_eq!(multihop.send_ttl(), 3);
         assert!(matches!(
             TtlSecurity::from_config(false, Some(0), false),
-            Err(TransportError::ZeroTtl)
+            Err(TtlConfigError::ZeroTtl)
         ));
     }
 }

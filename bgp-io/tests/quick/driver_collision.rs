@@ -4,12 +4,13 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use bgp_io::BgpCodec;
+use bgp_io::driver;
 use bgp_proto::iana::notification::{CEASE, cease};
 use bgp_proto::message::capability::Capability;
 use bgp_proto::message::{Message, WireOptions};
-use bgp_proto::session::driver;
 use bgp_proto::session::{Session, State};
-use bgp_proto::{Asn, BgpCodec, Family, HoldTime, Open, RouterId};
+use bgp_proto::{Asn, Family, HoldTime, Open, RouterId};
 use futures::{SinkExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio_util::codec::Framed;

@@ -4,10 +4,10 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bgp_proto::collector::{Collector, CollectorConfig};
-use bgp_proto::session::driver::{self, TcpConnector};
+use bgp_io::collector::{Collector, CollectorConfig};
+use bgp_io::driver::{self, TcpConnector};
+use bgp_io::transport::{ConnectOptions, TtlSecurity};
 use bgp_proto::session::{RouteAttributes, RouteSet, Session, SessionConfig, StopReason};
-use bgp_proto::transport::{ConnectOptions, TtlSecurity};
 use bgp_proto::{Asn, Family, RouterId};
 use ipnet::IpNet;
 use tokio::sync::watch;

@@ -60,7 +60,7 @@ async fn bfd_down_accepts_the_peers_connection_meanwhile_rfc5882_3_2() {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let (_routes, routes_rx) = tokio::sync::watch::channel(Some(routes(&["198.18.1.0/24"])));
     let (never, _unused) = tokio::sync::mpsc::unbounded_channel();
-    let task = bgp_proto::session::driver::spawn(
+    let task = bgp_io::driver::spawn(
         bgp_proto::session::Session::new(c),
         DuplexConnector {
             peers: never,
@@ -74,7 +74,7 @@ async fn bfd_down_accepts_the_peers_connection_meanwhile_rfc5882_3_2() {
         tx.send(ours).await.unwrap();
         tokio_util::codec::Framed::new(
             theirs,
-            bgp_proto::BgpCodec::new(bgp_proto::message::WireOptions::four_octet()),
+            bgp_io::BgpCodec::new(bgp_proto::message::WireOptions::four_octet()),
         )
     };
     let mut peer = connect(tx.clone()).await;

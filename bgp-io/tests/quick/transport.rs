@@ -6,9 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU8;
 use std::time::Duration;
 
-use bgp_proto::transport::{
+use bgp_io::transport::{
     Accepted, BgpListener, CS6_TOS, ConnectOptions, ListenOptions, Md5Key, PassivePeer,
-    TransportError, TtlSecurity, connect, min_ttl, traffic_class, ttl,
+    TransportError, TtlConfigError, TtlSecurity, connect, min_ttl, traffic_class, ttl,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -436,7 +436,7 @@ async fn accepted_socket_gets_its_own_peers_ttl_policy_rfc5082() {
 async fn gtsm_with_multihop_is_rejected_rfc5082() {
     let err = TtlSecurity::from_config(true, Some(2), false).unwrap_err();
     assert!(
-        matches!(err, TransportError::GtsmWithMultihop { ttl: 2 }),
+        matches!(err, TtlConfigError::GtsmWithMultihop { ttl: 2 }),
         "{err}"
     );
 }

@@ -5,9 +5,9 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use bgp_io::driver::{SessionEvent, UPDATE_ERROR_EVENT_INTERVAL};
 use bgp_proto::message::Message;
 use bgp_proto::message::attribute::{AsPath, AttrValue, PathAttribute};
-use bgp_proto::session::driver::{SessionEvent, UPDATE_ERROR_EVENT_INTERVAL};
 use bgp_proto::session::{SessionConfig, State};
 use bgp_proto::{ErrorCode, Family, RouteRefresh, Update};
 use futures::{SinkExt, StreamExt};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bgp_proto::bfd::driver::{self, BfdEvent, BfdTask, BfdTransport, Datagram, StopMode};
+use bgp_io::bfd::driver::{self, BfdEvent, BfdTask, BfdTransport, Datagram, StopMode};
 use bgp_proto::bfd::{BfdSession, BfdSessionConfig, BfdState, Diag};
 use tokio::sync::{broadcast, mpsc};
 
@@ -262,7 +262,7 @@ async fn packets_from_another_address_are_dropped_rfc5881_4() {
 /// set on send and read back from each datagram on receive.
 #[tokio::test]
 async fn udp_transport_on_loopback_comes_up_with_ttl_255_rfc5881_5() {
-    use bgp_proto::bfd::udp::UdpTransport;
+    use bgp_io::bfd::udp::UdpTransport;
     let (a_ip, b_ip) = (addr("127.0.0.61"), addr("127.0.0.62"));
     let ta = UdpTransport::bind(Some(a_ip), b_ip).unwrap();
     let tb = UdpTransport::bind(Some(b_ip), a_ip).unwrap();
@@ -281,7 +281,7 @@ async fn udp_transport_on_loopback_comes_up_with_ttl_255_rfc5881_5() {
 
 #[tokio::test]
 async fn udp_transport_sends_with_dscp_cs6_network_control_rfc4594() {
-    use bgp_proto::bfd::udp::UdpTransport;
+    use bgp_io::bfd::udp::UdpTransport;
     for (local, peer) in [("127.0.0.63", "127.0.0.64"), ("::1", "::1")] {
         let t = UdpTransport::bind(Some(addr(local)), addr(peer)).unwrap();
         assert_eq!(t.traffic_class().unwrap(), 0xC0, "{local}");
@@ -383,7 +383,7 @@ async fn handover_keeps_the_peer_up_across_a_restart() {
 /// datagram to the session of its source.
 #[tokio::test]
 async fn two_sessions_share_one_local_control_port_rfc5881_4() {
-    use bgp_proto::bfd::udp::UdpTransport;
+    use bgp_io::bfd::udp::UdpTransport;
     let node = addr("127.0.0.71");
     let (tor1, tor2) = (addr("127.0.0.72"), addr("127.0.0.73"));
     let mut events = Vec::new();
@@ -446,7 +446,7 @@ impl BfdTransport for PortSpy {
 /// peer knows (RFC 5881 §4: one port for the life of a session), and the peer stays Up.
 #[tokio::test]
 async fn handover_keeps_the_source_port_rfc5881_4() {
-    use bgp_proto::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
+    use bgp_io::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
     let (a_ip, b_ip) = (addr("127.0.0.91"), addr("127.0.0.92"));
     let sock = std::net::UdpSocket::bind((b_ip, 3784)).unwrap();
     sock.set_ttl(255).unwrap();
@@ -603,7 +603,7 @@ async fn admin_down_lasts_a_detection_time_rfc5880_6_8_16() {
 /// the session cannot tell its packets from another uplink's neighbour with the same address.
 #[tokio::test]
 async fn link_local_peer_needs_its_interface_rfc4007_6() {
-    use bgp_proto::bfd::udp::{SourcePort, UdpTransport};
+    use bgp_io::bfd::udp::{SourcePort, UdpTransport};
     let err = UdpTransport::bind_with(None, addr("fe80::1"), 0, SourcePort::Any).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("needs its interface"), "{err}");

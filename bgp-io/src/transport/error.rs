@@ -50,12 +50,6 @@ pub enum TransportError {
     /// TCP MD5 keys are 1..=80 bytes (`TCP_MD5SIG_MAXKEYLEN`).
     #[error("TCP MD5 key must be 1..=80 bytes, got {len}")]
     InvalidMd5Key { len: usize },
-    /// RFC 5082 GTSM as configured here assumes a directly connected peer.
-    #[error("GTSM and eBGP multihop (TTL {ttl}) are mutually exclusive")]
-    GtsmWithMultihop { ttl: u8 },
-    /// A TTL / hop limit of 0 would never leave the host.
-    #[error("TTL must be 1..=255, got 0")]
-    ZeroTtl,
     /// Local and peer addresses belong to different families.
     #[error("address family mismatch: {local} cannot talk to {peer}")]
     FamilyMismatch { local: IpAddr, peer: IpAddr },

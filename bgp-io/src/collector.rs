@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use tokio_util::codec::Framed;
 
 use crate::codec::BgpCodec;
-use crate::message::capability::Capability;
-use crate::message::update::Update;
-use crate::message::{Message, WireOptions};
-use crate::types::{Asn, Family, HoldTime, RouterId};
+use bgp_proto::message::capability::Capability;
+use bgp_proto::message::update::Update;
+use bgp_proto::message::{Message, WireOptions};
+use bgp_proto::types::{Asn, Family, HoldTime, RouterId};
 
 /// One route as the collector learned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub type CollectorRib = BTreeMap<Ipv4Addr, PeerTable>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionEnd {
     pub id: Ipv4Addr,
-    pub notification: Option<crate::message::notification::Notification>,
+    pub notification: Option<bgp_proto::message::notification::Notification>,
     pub routes: BTreeMap<IpNet, CollectedRoute>,
 }
 
@@ -199,7 +199,7 @@ fn apply(table: &mut PeerTable, u: &Update, opts: &WireOptions) {
         .attributes
         .iter()
         .find_map(|a| match &a.value {
-            crate::message::attribute::AttrValue::Communities(c) => Some(c.clone()),
+            bgp_proto::message::attribute::AttrValue::Communities(c) => Some(c.clone()),
             _ => None,
         })
         .unwrap_or_default();
@@ -238,7 +238,7 @@ async fn serve(
         Capability::multiprotocol(Family::IPV6_UNICAST),
         Capability::RouteRefresh,
     ];
-    let open = crate::message::open::Open::new(cfg.asn, cfg.hold_time, cfg.router_id, caps);
+    let open = bgp_proto::message::open::Open::new(cfg.asn, cfg.hold_time, cfg.router_id, caps);
     if framed.send(Message::Open(open)).await.is_err()
         || framed.send(Message::Keepalive).await.is_err()
     {

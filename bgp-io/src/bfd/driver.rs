@@ -12,10 +12,10 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 
-use super::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
-use super::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
-use super::timers;
-pub use super::{BfdEvent, StopMode};
+use bgp_proto::bfd::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
+use bgp_proto::bfd::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
+use bgp_proto::bfd::timers;
+pub use bgp_proto::bfd::{BfdEvent, StopMode};
 
 /// Upper bound on how long a planned stop repeats AdminDown (RFC 5880 §6.8.16 asks for a
 /// Detection Time's worth, which a large multiplier makes minutes long).

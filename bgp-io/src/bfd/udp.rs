@@ -17,9 +17,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use super::driver::{BfdTransport, Datagram};
-use super::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
 use crate::transport::dscp;
 use crate::transport::sys::setsockopt;
+use bgp_proto::bfd::packet::{CONTROL_PORT, SINGLE_HOP_TTL, SOURCE_PORTS};
 
 /// Attempts at a free random source port before giving up.
 const SOURCE_PORT_ATTEMPTS: usize = 64;

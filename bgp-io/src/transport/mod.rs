@@ -6,7 +6,6 @@
 //! signature and TTL. RFC 4271 §6.8 collision detection is the session layer's job: both
 //! an outgoing and an accepted stream for the same peer can come out of here.
 
-mod backoff;
 mod connect;
 pub(crate) mod dscp;
 mod error;
@@ -18,7 +17,7 @@ mod ttl;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-pub use backoff::{Backoff, Jitter, JitterRng};
+pub use bgp_proto::session::backoff::{Backoff, Jitter, JitterRng};
 pub use connect::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT, connect};
 pub use dscp::{CS6_TOS, traffic_class};
 pub use error::TransportError;
@@ -26,7 +25,8 @@ pub use listen::{Accepted, BgpListener, ListenOptions, PassivePeer};
 pub use md5::{MD5_MAX_KEY_LEN, Md5Key};
 pub use sys::interface_index;
 pub use ttl::{
-    EBGP_DEFAULT_TTL, GTSM_MIN_TTL, GTSM_SEND_TTL, IBGP_DEFAULT_TTL, TtlSecurity, min_ttl, ttl,
+    EBGP_DEFAULT_TTL, GTSM_MIN_TTL, GTSM_SEND_TTL, IBGP_DEFAULT_TTL, TtlConfigError, TtlSecurity,
+    min_ttl, ttl,
 };
 
 /// Address family of a socket.

@@ -1,0 +1,5 @@
+//! BFD over UDP (RFC 5880, 5881): the driver that runs `bgp_proto::bfd::BfdSession` in a
+//! task, and the UDP transport with the single-hop TTL 255 check.
+
+pub mod driver;
+pub mod udp;
