@@ -101,8 +101,8 @@ pub fn condition_true(s: Option<&PodCIDRPoolStatus>, type_: &str) -> bool {
 mod tests {
     use super::*;
     use crate::allocator::{Allocator, AllocatorConfig};
-    use podcidr_api::PodCIDRPoolSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    use podcidr_api::PodCIDRPoolSpec;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

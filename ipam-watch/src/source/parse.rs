@@ -193,9 +193,9 @@ fn unparseable(value: &Value) -> NodeCidrs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use podcidr_api::NodePodCIDRSpec;
     use k8s_openapi::api::core::v1::NodeSpec;
     use kube::api::{ApiResource, ObjectMeta};
+    use podcidr_api::NodePodCIDRSpec;
     use serde_json::json;
 
     fn net(s: &str) -> IpNet {
@@ -343,8 +343,8 @@ mod tests {
     }
 
     fn conflicted(observed: Option<i64>, generation: Option<i64>) -> NodePodCIDR {
-        use podcidr_api::NodePodCIDRStatus;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        use podcidr_api::NodePodCIDRStatus;
         let mut object = NodePodCIDR::new(
             "node-a",
             NodePodCIDRSpec {

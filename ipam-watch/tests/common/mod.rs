@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
 use ipam_watch::source::DesiredSet;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use kube::api::ObjectMeta;
+use podcidr_api::{NodePodCIDR, NodePodCIDRSpec};
 use tokio::sync::watch;
 
 pub fn net(s: &str) -> IpNet {

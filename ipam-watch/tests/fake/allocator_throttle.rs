@@ -19,9 +19,9 @@ use ipam_watch::allocator::{
     AllocatorMetrics, AllocatorOptions, ApiClients, ApiLimits, LeaseConfig, NodeUid, PodCidr,
     PodCidrPool, RecordSpec, run,
 };
-use podcidr_api::NodePodCIDR;
 use kube::Client;
 use kube::client::Body;
+use podcidr_api::NodePodCIDR;
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout};
 use tower_test::mock::{self, Handle, SendResponse};

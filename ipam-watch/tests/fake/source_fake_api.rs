@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use fake_kube::{FakeKube, Gvr};
 use futures::StreamExt;
-use podcidr_api::NodePodCIDR;
 use ipam_watch::source::{DesiredSet, IpamCrdSource, PodCidrSource, node_scope};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
+use podcidr_api::NodePodCIDR;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::timeout;

@@ -9,7 +9,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use podcidr_api::NodePodCIDR;
 use ipam_watch::source::{
     ClusterSet, DesiredSet, InvalidCidr, InvalidReason, NodeEvents, SourceMismatch, View,
     desired_from_node, desired_from_node_pod_cidr, run_cluster, run_node,
@@ -17,6 +16,7 @@ use ipam_watch::source::{
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::{self, Event};
+use podcidr_api::NodePodCIDR;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
