@@ -44,6 +44,26 @@ pub const GROUP: &str = "podcidr.io";
 pub const VERSION: &str = "v1alpha1";
 
 /// Condition types and reasons written to `status.conditions`.
+/// What the speakers, the allocator and the CLI agree on besides the kinds' schemas: one
+/// definition each, so a subcommand never reads another's module for them.
+pub mod contract {
+    use std::time::Duration;
+
+    /// Label on every speaker Lease: `diff` lists Leases by it.
+    pub const LEASE_LABEL: &str = "podcidr.io/speaker-lease";
+
+    /// The namespace of the Secrets `BGPPeer.spec.passwordSecretRef` names when the speaker's
+    /// own namespace is not known (the shipped install's).
+    pub const DEFAULT_SECRET_NAMESPACE: &str = "podcidr-system";
+
+    /// With nothing changed a speaker re-writes its `NodeBGPStatus` this often: an
+    /// `updatedAt` much older than this, beside a live Lease, is a speaker whose status writes
+    /// do not land (`diff` calls it stale after twice this). Liveness is the Lease's job, not
+    /// this (a status write per node per minute was 80-170 writes/s into etcd at 5,000
+    /// nodes, for nothing that changed).
+    pub const STATUS_REFRESH: Duration = Duration::from_secs(3600);
+}
+
 pub mod condition {
     /// `PodCIDRPool`: the pool is valid and allocatable.
     pub const READY: &str = "Ready";

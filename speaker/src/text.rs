@@ -25,3 +25,11 @@ pub fn human_secs(s: u64) -> String {
 pub fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
+
+/// Unix seconds as an RFC 3339 timestamp, UTC (the epoch for what does not fit), as the API
+/// writes times and as every table and report shows them.
+pub fn rfc3339(unix: u64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(i64::try_from(unix).unwrap_or(0))
+        .unwrap_or_default()
+        .to_string()
+}

@@ -29,7 +29,7 @@ use super::liveness::{LeaseInput, Liveness, classify};
 
 /// Default for `--stale-after`: two status refreshes (a speaker re-writes an unchanged status
 /// every hour; its Lease, not this, says whether it runs).
-pub const DEFAULT_STALE_AFTER_SECS: u64 = 2 * crate::daemon::core::STATUS_REFRESH.as_secs();
+pub const DEFAULT_STALE_AFTER_SECS: u64 = 2 * podcidr_api::contract::STATUS_REFRESH.as_secs();
 
 /// The verdict of one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

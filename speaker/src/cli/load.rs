@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use super::DiffOptions;
 use super::diff::{DiffInput, NodeInput};
 use super::liveness::LeaseInput;
-use crate::daemon::LEASE_LABEL;
+use podcidr_api::contract::LEASE_LABEL;
 
 /// Why the API could not be read. `Display` is the message for stderr.
 #[derive(Debug, thiserror::Error)]

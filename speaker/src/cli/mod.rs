@@ -162,7 +162,7 @@ pub fn unix_now() -> i64 {
 }
 
 pub fn rfc3339(unix: i64) -> String {
-    crate::daemon::core::report::rfc3339(u64::try_from(unix).unwrap_or(0))
+    crate::text::rfc3339(u64::try_from(unix).unwrap_or(0))
 }
 
 /// Lists everything `diff` needs through `client` and compares it now.

@@ -27,12 +27,9 @@ use core::errors::ConfigError;
 
 use crate::process::{self, Signals};
 pub use kube::config_objects::ObjectSettings;
-pub use kube::lease::LEASE_LABEL;
 pub use run::{RunOptions, Speaker};
 
-/// The namespace of the Secrets `BGPPeer.spec.passwordSecretRef` names when the pod's
-/// namespace is not known.
-pub const DEFAULT_SECRET_NAMESPACE: &str = "podcidr-system";
+use podcidr_api::contract::DEFAULT_SECRET_NAMESPACE;
 
 #[derive(Debug, clap::Args)]
 pub struct SpeakerArgs {

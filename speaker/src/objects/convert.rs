@@ -13,7 +13,7 @@ use super::assemble::ASN_FROM_KEYS;
 /// The Secret the shipped speaker Role may read (deploy/speaker/rbac.yaml); one key per peer.
 pub const MD5_SECRET: &str = "podcidr-bgp-md5";
 /// The namespace the shipped speakers run in, where that Secret lives.
-pub const MD5_SECRET_NAMESPACE: &str = crate::daemon::DEFAULT_SECRET_NAMESPACE;
+pub const MD5_SECRET_NAMESPACE: &str = podcidr_api::contract::DEFAULT_SECRET_NAMESPACE;
 
 /// A file key no object holds, and what replaces it.
 #[derive(Debug, Clone, PartialEq, Eq)]

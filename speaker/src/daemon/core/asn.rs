@@ -1,12 +1,11 @@
-//! The node's local AS (issue 16 part 2) and RFC 8326 graceful shutdown, as core decisions:
-//! which AS this node speaks with and what happens when it cannot be resolved, and when
-//! every route carries GRACEFUL_SHUTDOWN (a final stop's wait, a cordoned Node).
+//! The node's local AS, as core decisions: which AS this node speaks with, what happens when
+//! it cannot be resolved, and the AS an `asn: auto` peer's OPEN named.
 
-use std::borrow::Cow;
+use std::collections::BTreeMap;
 
-use podcidr_config::{
-    Community, Config, NodeAsnError, NodeMeta, PeerChanges, PeerConfig, ResolvedAsn, diff_peers,
-};
+use bgp_proto::session::SessionStatus;
+
+use podcidr_config::{Config, NodeAsnError, NodeMeta, PeerConfig, ResolvedAsn};
 
 use super::{Core, Effect, EventReason, Notice};
 
@@ -50,23 +49,6 @@ impl Core {
         view.ok()
     }
 
-    /// What a reload changes for this node's peers (an unresolvable AS counts as no peers),
-    /// and the new config as it applies to the node.
-    pub(super) fn reload_views(&self, new: &Config) -> (PeerChanges, NodeView) {
-        let without_peers = |c: &Config| Config {
-            peers: Vec::new(),
-            ..c.clone()
-        };
-        let old_view = self
-            .node_view(&self.config)
-            .map_or_else(|_| without_peers(&self.config), |v| v.0);
-        let new_view = self.node_view(new);
-        let new_node = new_view
-            .as_ref()
-            .map_or_else(|_| without_peers(new), |v| v.0.clone());
-        (diff_peers(&old_view, &new_node), new_view)
-    }
-
     /// Records the node's AS; a change is a log line, and an error (or its end) an Event.
     pub(super) fn record_asn(&mut self, out: &mut Vec<Effect>, now: AsnResolution) {
         if self.node_asn.as_ref() == Some(&now) {
@@ -103,34 +85,32 @@ impl Core {
         }
     }
 
-    /// RFC 8326: during a final stop's wait, and while the Node is cordoned (when
-    /// `gracefulShutdown.onCordon`), every route carries GRACEFUL_SHUTDOWN.
-    pub(super) fn graceful_shutdown_active(&self) -> bool {
-        self.final_wait || (self.config.graceful_shutdown.on_cordon && self.node().unschedulable)
-    }
-
-    /// The peer config routes are built from: the peer's communities, plus 65535:0 while
-    /// graceful shutdown is active.
-    pub(super) fn announce_config<'a>(&self, cfg: &'a PeerConfig) -> Cow<'a, PeerConfig> {
-        let gshut = Community::GRACEFUL_SHUTDOWN;
-        if !self.graceful_shutdown_active() || cfg.communities.contains(&gshut) {
-            return Cow::Borrowed(cfg);
+    /// `asn: auto` peers whose negotiated AS is new since the last tick.
+    pub(super) fn learned_asns(
+        &self,
+        out: &mut Vec<Effect>,
+        now: &BTreeMap<String, SessionStatus>,
+    ) {
+        let asn = |s: Option<&SessionStatus>| s?.negotiated.as_ref().map(|n| n.peer_asn.0);
+        for p in self
+            .peers
+            .values()
+            .filter(|p| p.config.asn.fixed().is_none())
+        {
+            let name = &p.config.name;
+            let Some(learned) = asn(now.get(name)) else {
+                continue;
+            };
+            let address = p.config.address.clone();
+            if asn(self.statuses.get(name)) != Some(learned) {
+                out.push(Effect::Notice(Notice::PeerAsLearned {
+                    peer: name.clone(),
+                    address,
+                    asn: learned,
+                    // The node's AS (label, annotation, override), as in PeerStarted.
+                    local_asn: self.identity.map_or(self.config.asn.0, |i| i.asn.0),
+                }));
+            }
         }
-        let mut cfg = cfg.clone();
-        cfg.communities.push(gshut);
-        Cow::Owned(cfg)
-    }
-
-    /// A final stop: with a wait configured and sessions to warn, re-announce every route
-    /// with GRACEFUL_SHUTDOWN and ask the loop to wait; `true` when it does.
-    pub(super) fn begin_final_wait(&mut self, out: &mut Vec<Effect>) -> bool {
-        let wait = self.config.graceful_shutdown.wait;
-        if self.final_wait || wait.is_zero() || self.peers.is_empty() {
-            return false;
-        }
-        self.final_wait = true;
-        self.push_routes(out);
-        out.push(Effect::GracefulShutdownWait(wait));
-        true
     }
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use bgp_proto::bfd::StopMode;
 use bgp_proto::bfd::{BfdState, Diag};
 use bgp_proto::session::{BfdInput, StopReason};
+use podcidr_config::{BfdConfig, PeerConfig};
+
+use super::{Effect, Notice};
 
 /// What the gate tells the BGP session after a BFD state change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +61,52 @@ pub fn stop_mode(reason: &StopReason, restart_time: u16) -> StopMode {
             StopMode::Handover(Duration::from_secs(u64::from(restart_time.max(1))))
         }
         _ => StopMode::AdminDown,
+    }
+}
+
+/// A peer's BFD in the core: its state changes through the gate, and a reload that changes a
+/// running peer's `bfd`. BFD runs beside the BGP session, so neither new timers (a Poll
+/// Sequence, RFC 5880 §6.8.3) nor BFD on or off resets BGP; a change of strict mode does
+/// (capability 74 is in the OPEN): config's diff makes that a reset.
+impl super::Core {
+    /// The BFD gate (RFC 5882 §3.2): every state change goes to the BGP session as a
+    /// [`GateAction`]; a failure resets it (Cease/BFD Down), nothing holds it down.
+    pub(super) fn bfd_state_changed(
+        &mut self,
+        out: &mut Vec<Effect>,
+        peer: &str,
+        (from, to, diag, remote_state): (BfdState, BfdState, Diag, BfdState),
+    ) {
+        if !self.peers.contains_key(peer) {
+            return;
+        }
+        let gate = gate_action(from, to, diag, remote_state);
+        if let Some(g) = gate {
+            out.push(Effect::Bfd {
+                name: peer.to_owned(),
+                input: g.input(),
+            });
+        }
+        out.push(Effect::Notice(Notice::BfdStateChanged {
+            peer: peer.to_owned(),
+            from,
+            to,
+            diag,
+            gate,
+        }));
+    }
+
+    /// `before`: the peer's `bfd` in the running config.
+    pub(super) fn bfd_reconfigured(
+        &mut self,
+        out: &mut Vec<Effect>,
+        cfg: &PeerConfig,
+        before: Option<BfdConfig>,
+    ) {
+        if before == cfg.bfd {
+            return;
+        }
+        out.push(Effect::SetBfd(Box::new(cfg.clone())));
     }
 }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use bgp_proto::Asn;
 use bgp_proto::bfd::BfdEvent;
-use bgp_proto::bfd::{BfdState, Diag};
 use bgp_proto::session::SessionEvent;
 use bgp_proto::session::{RouteSet, SessionStatus, StopReason};
 use ipam_watch::source::DesiredSet;
@@ -27,11 +26,8 @@ use node::NodeFacts;
 use routes::PeerRefusal;
 use session_setup::LocalIdentity;
 
-/// With nothing changed the report is re-written this often: an `updatedAt` much older than
-/// this, beside a live Lease, is a speaker whose status writes do not land. Liveness is the
-/// Lease's job, not this (a status write per node per minute was 80-170 writes/s into etcd
-/// at 5,000 nodes, for nothing that changed).
-pub const STATUS_REFRESH: Duration = Duration::from_secs(3600);
+/// With nothing changed the report is re-written this often (the contract `diff` reads it by).
+pub use podcidr_api::contract::STATUS_REFRESH;
 /// The node's Lease (`coordination.k8s.io/v1`, named after the node) is renewed this often:
 /// one small write per node per minute, 83 writes/s at 5,000 nodes.
 pub const LEASE_RENEW: Duration = Duration::from_secs(60);
@@ -44,13 +40,13 @@ pub use vocab::*;
 
 mod asn;
 pub mod bfd_gate;
-mod bfd_reload;
 pub mod cni;
 pub mod departure;
 pub mod errors;
 pub mod forwarding;
 pub mod gateways;
 mod gating;
+mod graceful_shutdown;
 pub mod guard;
 pub mod kernel;
 pub mod node;
@@ -61,6 +57,7 @@ mod peers;
 mod publishing;
 pub mod readiness;
 pub mod refused_now;
+mod reload;
 pub mod report;
 pub mod routes;
 pub mod session_setup;
@@ -614,145 +611,6 @@ impl Core {
             }
         }
         self.unresolved = now;
-    }
-
-    fn apply_config(
-        &mut self,
-        out: &mut Vec<Effect>,
-        new: Config,
-        node_name: String,
-        why: &'static str,
-    ) {
-        let (changes, new_view) = self.reload_views(&new);
-        let old = std::mem::replace(&mut self.config, new);
-        if changes.settings.log {
-            out.push(Effect::SetLog(self.config.log));
-        }
-        if old.admin.listen != self.config.admin.listen {
-            out.push(Effect::Notice(Notice::NeedsRestart("admin.listen")));
-        }
-        if old.admin.metrics_listen != self.config.admin.metrics_listen {
-            out.push(Effect::Notice(Notice::NeedsRestart("admin.metricsListen")));
-        }
-        let node_changed = node_name != self.node_name;
-        if node_changed {
-            // A different Node: its labels, addresses and source. Sessions and announced
-            // routes stay until the new Node is known and its source is ready.
-            self.node_name = node_name.clone();
-            // The new node's Lease is renewed at the next tick; the old one expires.
-            self.lease.renewed = None;
-            self.lease.failed = None;
-            self.lease_owner = None;
-            // The new source watches the new Node; until it is seen, `node` is the old one.
-            self.node_renamed = watches_node(self.api, &self.config);
-        }
-        if node_changed || old.source != self.config.source {
-            out.push(Effect::RestartSource {
-                source: self.config.source.clone(),
-                node: node_name,
-            });
-            // The old source's set stays announced until the new one is ready.
-            self.desired = Arc::new(DesiredSet {
-                ready: false,
-                ..(*self.desired).clone()
-            });
-        }
-        if self.node.is_none() && !watches_node(self.api, &self.config) {
-            // Objects mode started with no source; a `file` source has no Node to wait for.
-            self.node = Some(NodeFacts::default());
-        }
-        let mut reset = 0;
-        let mut updated = 0;
-        if !self.started_once {
-            // Nothing started yet (objects mode starts unconfigured): the first peers start
-            // as a restarted process's do, and the reload's diff is moot.
-            if self.node.is_some() {
-                self.reconcile_peers(out);
-            }
-            out.push(Effect::Notice(Notice::ReloadApplied {
-                why,
-                added: self.peers.len(),
-                removed: 0,
-                reset: 0,
-                updated: 0,
-            }));
-            self.regard(out);
-            self.plan_cni(out);
-            return;
-        }
-        let view = self
-            .node
-            .is_some()
-            .then(|| self.apply_node_view(out, new_view))
-            .flatten();
-        if let Some((node_config, resolved)) = &view {
-            for name in &changes.removed {
-                self.remove_peer(out, name, "removed from the config");
-            }
-            let identity = self.resolve_identity(resolved.asn);
-            let identity_changed = identity != self.identity;
-            if let Some(identity) = identity {
-                self.identity = Some(identity);
-                let by_name = |names: &[String]| -> Vec<PeerConfig> {
-                    names
-                        .iter()
-                        .filter_map(|n| node_config.peer(n).cloned())
-                        .collect()
-                };
-                let (changed, added, kept_updated, unchanged) = (
-                    by_name(&changes.changed),
-                    by_name(&changes.added),
-                    by_name(&changes.updated),
-                    by_name(&changes.unchanged),
-                );
-                for cfg in &changed {
-                    self.reset_peer(out, cfg, identity);
-                    reset += 1;
-                }
-                if identity_changed {
-                    // A derived router ID can change without `settings.identity`.
-                    for cfg in kept_updated.iter().chain(&unchanged) {
-                        self.reset_peer(out, cfg, identity);
-                        reset += 1;
-                    }
-                }
-                for cfg in &added {
-                    self.add_peer(out, cfg, identity, false);
-                }
-                for cfg in &kept_updated {
-                    if identity_changed {
-                        continue;
-                    }
-                    updated += 1;
-                    let before = self.peers.get(&cfg.name).map(|p| p.config.connect_retry);
-                    let bfd_before = self.peers.get(&cfg.name).and_then(|p| p.config.bfd);
-                    if let Some(p) = self.peers.get_mut(&cfg.name) {
-                        p.config = cfg.clone();
-                    }
-                    self.bfd_reconfigured(out, cfg, bfd_before);
-                    if before != Some(cfg.connect_retry) {
-                        out.push(Effect::SetConnectRetry {
-                            name: cfg.name.clone(),
-                            base: cfg.connect_retry.base,
-                            max: cfg.connect_retry.max,
-                        });
-                    }
-                }
-            } else {
-                out.push(Effect::Notice(Notice::NoRouterId));
-            }
-            self.sync_listeners(out);
-        }
-        out.push(Effect::Notice(Notice::ReloadApplied {
-            why,
-            added: changes.added.len(),
-            removed: changes.removed.len(),
-            reset,
-            updated,
-        }));
-        // Guard and attributes with the new settings (allowedPrefixes, nextHop, peers).
-        self.regard(out);
-        self.plan_cni(out);
     }
 
     fn on_tick(

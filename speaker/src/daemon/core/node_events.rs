@@ -1,49 +1,18 @@
 //! Which occurrences become Kubernetes Events about the Node ([`Effect::KubeEvent`]): a
 //! session reaching or leaving Established, a source mismatch beginning or ending, each new
-//! guard refusal; and the AS an `asn: auto` peer's OPEN named. Pure, like the rest of the core; how often they are written is the
-//! publisher's (`kube_events.rs`).
-
-use std::collections::BTreeMap;
+//! guard refusal. Pure, like the rest of the core; how often they are written is the
+//! publisher's (`kube/events.rs`).
 
 use bgp_proto::session::SessionEvent;
-use bgp_proto::session::{DownReason, SessionStatus, State};
+use bgp_proto::session::{DownReason, State};
 
-use super::{Core, Effect, EventReason, GuardRefusal, NodeEvent, Notice};
+use super::{Core, Effect, EventReason, GuardRefusal, NodeEvent};
 
 /// New guard refusals that get an Event of their own per guard pass; beyond these, one
 /// Event says how many more (a source object full of bad values is not an Event storm).
 pub const REFUSAL_EVENTS: usize = 8;
 
 impl Core {
-    /// `asn: auto` peers whose negotiated AS is new since the last tick.
-    pub(super) fn learned_asns(
-        &self,
-        out: &mut Vec<Effect>,
-        now: &BTreeMap<String, SessionStatus>,
-    ) {
-        let asn = |s: Option<&SessionStatus>| s?.negotiated.as_ref().map(|n| n.peer_asn.0);
-        for p in self
-            .peers
-            .values()
-            .filter(|p| p.config.asn.fixed().is_none())
-        {
-            let name = &p.config.name;
-            let Some(learned) = asn(now.get(name)) else {
-                continue;
-            };
-            let address = p.config.address.clone();
-            if asn(self.statuses.get(name)) != Some(learned) {
-                out.push(Effect::Notice(Notice::PeerAsLearned {
-                    peer: name.clone(),
-                    address,
-                    asn: learned,
-                    // The node's AS (label, annotation, override), as in PeerStarted.
-                    local_asn: self.identity.map_or(self.config.asn.0, |i| i.asn.0),
-                }));
-            }
-        }
-    }
-
     /// A session reaching or leaving Established becomes an Event on the Node.
     pub(super) fn session_event(&self, out: &mut Vec<Effect>, peer: &str, ev: &SessionEvent) {
         let SessionEvent::StateChanged { from, to, reason } = ev else {

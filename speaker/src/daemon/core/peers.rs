@@ -28,33 +28,6 @@ impl Core {
         out.push(Effect::StartPeer(Box::new(setup)));
     }
 
-    /// The BFD gate (RFC 5882 §3.2): every state change goes to the BGP session as a
-    /// [`GateAction`]; a failure resets it (Cease/BFD Down), nothing holds it down.
-    pub(super) fn bfd_state_changed(
-        &mut self,
-        out: &mut Vec<Effect>,
-        peer: &str,
-        (from, to, diag, remote_state): (BfdState, BfdState, Diag, BfdState),
-    ) {
-        if !self.peers.contains_key(peer) {
-            return;
-        }
-        let gate = bfd_gate::gate_action(from, to, diag, remote_state);
-        if let Some(g) = gate {
-            out.push(Effect::Bfd {
-                name: peer.to_owned(),
-                input: g.input(),
-            });
-        }
-        out.push(Effect::Notice(Notice::BfdStateChanged {
-            peer: peer.to_owned(),
-            from,
-            to,
-            diag,
-            gate,
-        }));
-    }
-
     pub(super) fn remove_peer(&mut self, out: &mut Vec<Effect>, name: &str, why: &'static str) {
         if self.peers.remove(name).is_some() {
             self.statuses.remove(name);

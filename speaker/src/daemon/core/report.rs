@@ -31,9 +31,7 @@ pub fn timestamp(unix: u64) -> Timestamp {
     Timestamp::from_second(i64::try_from(unix).unwrap_or(0)).unwrap_or_default()
 }
 
-pub fn rfc3339(unix: u64) -> String {
-    timestamp(unix).to_string()
-}
+pub use crate::text::rfc3339;
 
 fn notification(r: &NotificationRecord) -> NotificationReport {
     NotificationReport {

@@ -12,8 +12,7 @@ use kube::{Api, Client};
 
 use super::status::{FIELD_MANAGER, node_owner};
 
-/// Label on every speaker Lease: `diff` lists Leases by it.
-pub const LEASE_LABEL: &str = "podcidr.io/speaker-lease";
+use podcidr_api::contract::LEASE_LABEL;
 
 /// Renews the node's Lease: one server-side apply (it creates the Lease the first time).
 #[derive(Debug)]
