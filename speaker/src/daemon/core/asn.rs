@@ -51,7 +51,7 @@ impl Core {
 
     /// Records the node's AS; a change is a log line, and an error (or its end) an Event.
     pub(super) fn record_asn(&mut self, out: &mut Vec<Effect>, now: AsnResolution) {
-        if self.node_asn.as_ref() == Some(&now) {
+        if self.node.asn.as_ref() == Some(&now) {
             return;
         }
         out.push(Effect::Notice(Notice::LocalAsn(now.clone())));
@@ -62,7 +62,7 @@ impl Core {
                 true,
                 format!("{e}; no BGP session runs on this node until it is fixed"),
             ),
-            Ok(r) if matches!(self.node_asn, Some(Err(_))) => self.asn_event(
+            Ok(r) if matches!(self.node.asn, Some(Err(_))) => self.asn_event(
                 out,
                 EventReason::LocalAsnResolved,
                 false,
@@ -70,7 +70,7 @@ impl Core {
             ),
             Ok(_) => {}
         }
-        self.node_asn = Some(now);
+        self.node.asn = Some(now);
     }
 
     fn asn_event(&self, out: &mut Vec<Effect>, reason: EventReason, warning: bool, note: String) {
@@ -79,7 +79,7 @@ impl Core {
 
     /// Stops every session: nothing is announced with a wrong AS.
     pub(super) fn stop_all_peers(&mut self, out: &mut Vec<Effect>, why: &'static str) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
+        let names: Vec<String> = self.sessions.peers.keys().cloned().collect();
         for name in names {
             self.remove_peer(out, &name, why);
         }
@@ -93,6 +93,7 @@ impl Core {
     ) {
         let asn = |s: Option<&SessionStatus>| s?.negotiated.as_ref().map(|n| n.peer_asn.0);
         for p in self
+            .sessions
             .peers
             .values()
             .filter(|p| p.config.asn.fixed().is_none())
@@ -102,13 +103,13 @@ impl Core {
                 continue;
             };
             let address = p.config.address.clone();
-            if asn(self.statuses.get(name)) != Some(learned) {
+            if asn(self.sessions.statuses.get(name)) != Some(learned) {
                 out.push(Effect::Notice(Notice::PeerAsLearned {
                     peer: name.clone(),
                     address,
                     asn: learned,
                     // The node's AS (label, annotation, override), as in PeerStarted.
-                    local_asn: self.identity.map_or(self.config.asn.0, |i| i.asn.0),
+                    local_asn: self.node.identity.map_or(self.config.asn.0, |i| i.asn.0),
                 }));
             }
         }

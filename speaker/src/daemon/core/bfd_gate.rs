@@ -77,7 +77,7 @@ impl super::Core {
         peer: &str,
         (from, to, diag, remote_state): (BfdState, BfdState, Diag, BfdState),
     ) {
-        if !self.peers.contains_key(peer) {
+        if !self.sessions.peers.contains_key(peer) {
             return;
         }
         let gate = gate_action(from, to, diag, remote_state);

@@ -103,15 +103,15 @@ pub fn departure(node: &NodeFacts, config: &Config) -> Option<Departure> {
 impl Core {
     /// What a stop would be now (`None`: a restart). File mode has no Node: a restart.
     pub(super) fn departure_now(&self) -> Option<Departure> {
-        departure(self.node.as_ref()?, &self.config)
+        departure(self.node.facts.as_ref()?, &self.config)
     }
 
     /// A change in what a stop would be is a log line (an operator sees it before the stop).
     pub(super) fn note_departure(&mut self, out: &mut Vec<Effect>) {
         let now = self.departure_now();
-        if now != self.departure_seen {
+        if now != self.departure.seen {
             out.push(Effect::Notice(Notice::Departure(now.clone())));
-            self.departure_seen = now;
+            self.departure.seen = now;
         }
     }
 
@@ -122,8 +122,9 @@ impl Core {
         if departure.is_some() && self.begin_final_wait(out) {
             return;
         }
-        self.stopping = true;
+        self.departure.stopping = true;
         let stops = self
+            .sessions
             .peers
             .values()
             .map(|p| {
@@ -145,7 +146,7 @@ impl Core {
     /// The first shutdown decides, later ones (the end of the RFC 8326 wait, a second
     /// SIGTERM) keep it.
     fn decide_stop(&mut self, out: &mut Vec<Effect>, forced: bool) -> Option<Departure> {
-        if let Some(decided) = &self.stop_decided {
+        if let Some(decided) = &self.departure.decided {
             return decided.clone();
         }
         let decided = if forced {
@@ -154,7 +155,7 @@ impl Core {
             self.departure_now()
         };
         out.push(Effect::Notice(Notice::Stopping(decided.clone())));
-        self.stop_decided = Some(decided.clone());
+        self.departure.decided = Some(decided.clone());
         decided
     }
 }

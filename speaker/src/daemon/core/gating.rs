@@ -11,10 +11,10 @@ use super::*;
 impl Core {
     /// The CIDRs offered to peers: the guarded set without what the gate holds.
     pub(super) fn forwardable<'a>(&self, g: &'a Guarded) -> Cow<'a, [IpNet]> {
-        if self.fwd_held.is_empty() {
+        if self.announce.fwd_held.is_empty() {
             Cow::Borrowed(&g.announce)
         } else {
-            Cow::Owned(forwarding::released(&g.announce, &self.fwd_held))
+            Cow::Owned(forwarding::released(&g.announce, &self.announce.fwd_held))
         }
     }
 
@@ -27,6 +27,7 @@ impl Core {
             && self.config.cni.enabled
             && !self.cni.settled()
             && self
+                .announce
                 .guarded
                 .as_ref()
                 .is_some_and(|g| !g.announce.is_empty())
@@ -38,7 +39,7 @@ impl Core {
             return false;
         }
         let gate = &self.config.forwarding_gate;
-        let held = match &self.guarded {
+        let held = match &self.announce.guarded {
             Some(g) if gate.enabled => {
                 let uplinks = forwarding::uplinks(&self.kernel.routes, &self.config.peers);
                 let cni = &self.config.cni;
@@ -54,11 +55,11 @@ impl Core {
             }
             _ => Vec::new(),
         };
-        if held == *self.fwd_held {
+        if held == *self.announce.fwd_held {
             return false;
         }
         for h in &held {
-            if !self.fwd_held.contains(h) {
+            if !self.announce.fwd_held.contains(h) {
                 out.push(Effect::Notice(Notice::ForwardingHeld {
                     cidr: h.cidr,
                     reason: h.reason,
@@ -66,21 +67,22 @@ impl Core {
             }
         }
         let announced = |c: &IpNet| {
-            self.guarded
+            self.announce
+                .guarded
                 .as_ref()
                 .is_some_and(|g| g.announce.binary_search(c).is_ok())
         };
-        for h in self.fwd_held.iter() {
+        for h in self.announce.fwd_held.iter() {
             let still = held.binary_search_by(|x| x.cidr.cmp(&h.cidr)).is_ok();
             if !still && announced(&h.cidr) {
                 out.push(Effect::Notice(Notice::ForwardingReleased { cidr: h.cidr }));
             }
         }
         let counts = forwarding::count(&held);
-        if counts != forwarding::count(&self.fwd_held) {
+        if counts != forwarding::count(&self.announce.fwd_held) {
             out.push(Effect::Notice(Notice::HeldNow(Box::new(counts))));
         }
-        self.fwd_held = Arc::new(held);
+        self.announce.fwd_held = Arc::new(held);
         true
     }
 
@@ -89,6 +91,6 @@ impl Core {
         self.config
             .forwarding_gate
             .enabled
-            .then(|| Arc::clone(&self.fwd_held))
+            .then(|| Arc::clone(&self.announce.fwd_held))
     }
 }

@@ -12,7 +12,8 @@ impl Core {
     /// RFC 8326: during a final stop's wait, and while the Node is cordoned (when
     /// `gracefulShutdown.onCordon`), every route carries GRACEFUL_SHUTDOWN.
     pub(super) fn graceful_shutdown_active(&self) -> bool {
-        self.final_wait || (self.config.graceful_shutdown.on_cordon && self.node().unschedulable)
+        self.departure.final_wait
+            || (self.config.graceful_shutdown.on_cordon && self.node().unschedulable)
     }
 
     /// The peer config routes are built from: the peer's communities, plus 65535:0 while
@@ -31,10 +32,10 @@ impl Core {
     /// with GRACEFUL_SHUTDOWN and ask the loop to wait; `true` when it does.
     pub(super) fn begin_final_wait(&mut self, out: &mut Vec<Effect>) -> bool {
         let wait = self.config.graceful_shutdown.wait;
-        if self.final_wait || wait.is_zero() || self.peers.is_empty() {
+        if self.departure.final_wait || wait.is_zero() || self.sessions.peers.is_empty() {
             return false;
         }
-        self.final_wait = true;
+        self.departure.final_wait = true;
         self.push_routes(out);
         out.push(Effect::GracefulShutdownWait(wait));
         true

@@ -103,6 +103,81 @@ impl LeaseState {
     }
 }
 
+/// The Node this process speaks for, as far as it is known.
+#[derive(Debug)]
+struct NodeState {
+    name: String,
+    /// The Node as last seen; `None` until then. File mode has no Node to wait for: known at
+    /// once, without facts.
+    facts: Option<NodeFacts>,
+    /// `facts` describes the Node of the name before a rename (until the new one is seen).
+    renamed: bool,
+    /// The node's local AS, once the Node is known.
+    asn: Option<AsnResolution>,
+    /// Local AS and router ID the sessions run with.
+    identity: Option<LocalIdentity>,
+}
+
+/// What is announced: the source's set, what the guard let through, what the forwarding
+/// gate holds back, and what was last said about refusals and coverage.
+#[derive(Debug)]
+struct AnnounceState {
+    desired: Arc<DesiredSet>,
+    /// The first guarded set; `None` until the source is ready once.
+    guarded: Option<Arc<Guarded>>,
+    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off).
+    fwd_held: Arc<Vec<forwarding::Held>>,
+    refusals_seen: BTreeSet<(String, GuardRefusal)>,
+    /// The counts last sent as [`Notice::RefusedNow`].
+    refused_now: [(&'static str, usize); 8],
+    /// What was last said of the source's CIDRs and how many of them are announced.
+    coverage: Coverage,
+    mismatch_seen: Option<String>,
+}
+
+/// The peers and their sessions, as the core runs them.
+#[derive(Debug)]
+struct Sessions {
+    peers: BTreeMap<String, Peer>,
+    /// Sessions started before this flips are the process's first: they set the R bit.
+    started_once: bool,
+    /// Graceful-restart peers not started yet: the process restarted and has no routes to
+    /// send (see [`Core::holds_for_routes`]). Started with the R bit once released.
+    held: BTreeSet<String>,
+    listeners: ListenerLayout,
+    /// Each session's status as last ticked.
+    statuses: BTreeMap<String, SessionStatus>,
+}
+
+/// What is published to the API: the `NodeBGPStatus`, the Lease, and their outcomes.
+#[derive(Debug, Default)]
+struct Publishing {
+    publish: PublishState,
+    lease: LeaseState,
+    /// The Node UID the Lease was last renewed with (its owner reference).
+    lease_owner: Option<String>,
+    /// Why the last Lease renewal failed (`None` once one succeeds).
+    lease_error: Option<ApiWriteError>,
+    /// When each status condition last changed (for `lastTransitionTime`).
+    transitions: Arc<report::Transitions>,
+}
+
+/// How this process ends: a restart or a departure, and the RFC 8326 wait before it.
+#[derive(Debug, Default)]
+struct DepartureState {
+    stopping: bool,
+    /// A final stop is waiting with GRACEFUL_SHUTDOWN on every route (RFC 8326).
+    final_wait: bool,
+    /// What a stop would be, as last logged (`None`: a restart).
+    seen: Option<departure::Departure>,
+    /// What the first shutdown decided (`Some(None)`: a restart).
+    decided: Option<Option<departure::Departure>>,
+}
+
+/// The core's state, grouped by concept: each group is read and written by the files of its
+/// concept (`asn.rs` and `node.rs` the node, `guard.rs`/`offer.rs`/`forwarding.rs` the
+/// announcement, `peers.rs`/`reload.rs` the sessions, `publishing.rs` and `report.rs` the
+/// publishing, `departure.rs`/`graceful_shutdown.rs` the end).
 #[derive(Debug)]
 pub struct Core {
     /// The config as the operator wrote it.
@@ -110,68 +185,29 @@ pub struct Core {
     /// `written` with every kernel-resolved peer resolved (see [`kernel::resolve`]): what
     /// runs.
     config: Config,
-    /// What the kernel said last: default routes, neighbours, source addresses, routes.
-    kernel: KernelFacts,
-    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off).
-    fwd_held: Arc<Vec<forwarding::Held>>,
-    node_name: String,
-    /// The Node as last seen; `None` until then. File mode has no Node to wait for: known at
-    /// once, without facts.
-    node: Option<NodeFacts>,
-    /// The Node is watched (API present); without it (file mode) the node is known at once.
-    identity: Option<LocalIdentity>,
-    desired: Arc<DesiredSet>,
-    /// The first guarded set; `None` until the source is ready once.
-    guarded: Option<Arc<Guarded>>,
-    peers: BTreeMap<String, Peer>,
-    /// Sessions started before this flips are the process's first: they set the R bit.
-    started_once: bool,
-    /// Graceful-restart peers not started yet: the process restarted and has no routes to
-    /// send (see [`Core::holds_for_routes`]). Started with the R bit once released.
-    held: BTreeSet<String>,
-    /// Monotonic time since the process started (from [`Event::Tick`]).
-    now: Duration,
-    listeners: ListenerLayout,
-    refusals_seen: BTreeSet<(String, GuardRefusal)>,
-    /// The counts last sent as [`Notice::RefusedNow`].
-    refused_now: [(&'static str, usize); 8],
-    /// What was last said of the source's CIDRs and how many of them are announced.
-    coverage: Coverage,
-    mismatch_seen: Option<String>,
-    statuses: BTreeMap<String, SessionStatus>,
-    publish: PublishState,
-    lease: LeaseState,
-    /// The Node UID the Lease was last renewed with (its owner reference).
-    lease_owner: Option<String>,
-    /// `node` describes the Node of the name before a rename (until the new one is seen).
-    node_renamed: bool,
-    /// The API is reachable: status can be published.
-    api: bool,
-    stopping: bool,
-    cni: CniState,
-    /// When each status condition last changed (for `lastTransitionTime`).
-    transitions: Arc<report::Transitions>,
-    /// Peers the kernel could not resolve (`None`: the config has no such peer).
-    unresolved: Option<Vec<Unresolved>>,
-    /// The node's local AS, once the Node is known.
-    node_asn: Option<AsnResolution>,
-    /// A final stop is waiting with GRACEFUL_SHUTDOWN on every route (RFC 8326).
-    final_wait: bool,
-    /// Why the last config reload was rejected (`None` once one is applied).
-    config_rejected: Option<Shared<ConfigError>>,
-    /// Why the last Lease renewal failed (`None` once one succeeds).
-    lease_error: Option<ApiWriteError>,
-    /// Wall-clock seconds at the last tick.
-    unix: u64,
     /// Where the config comes from (a file, or configuration objects and which).
     origin: ConfigOrigin,
+    /// Why the last config reload was rejected (`None` once one is applied).
+    config_rejected: Option<Shared<ConfigError>>,
+    /// Peers the kernel could not resolve (`None`: the config has no such peer).
+    unresolved: Option<Vec<Unresolved>>,
+    /// What the kernel said last: default routes, neighbours, source addresses, routes.
+    kernel: KernelFacts,
+    node: NodeState,
+    announce: AnnounceState,
+    sessions: Sessions,
+    publishing: Publishing,
+    departure: DepartureState,
+    cni: CniState,
+    gate: readiness::GateState,
     /// `--ready-peer-grace` (see [`readiness`]).
     ready_grace: Duration,
-    gate: readiness::GateState,
-    /// What a stop would be, as last logged (`None`: a restart).
-    departure_seen: Option<departure::Departure>,
-    /// What the first shutdown decided (`Some(None)`: a restart).
-    stop_decided: Option<Option<departure::Departure>>,
+    /// The API is reachable: status can be published.
+    api: bool,
+    /// Monotonic time since the process started (from [`Event::Tick`]).
+    now: Duration,
+    /// Wall-clock seconds at the last tick.
+    unix: u64,
 }
 
 impl Core {
@@ -185,42 +221,41 @@ impl Core {
         Core {
             written,
             config,
-            kernel,
-            fwd_held: Arc::default(),
-            node_name,
-            node,
-            identity: None,
-            desired: Arc::new(DesiredSet::default()),
-            guarded: None,
-            peers: BTreeMap::new(),
-            started_once: false,
-            held: BTreeSet::new(),
-            now: Duration::ZERO,
-            listeners: ListenerLayout::new(),
-            refusals_seen: BTreeSet::new(),
-            refused_now: refused_now::count([], []),
-            coverage: Coverage::default(),
-            mismatch_seen: None,
-            statuses: BTreeMap::new(),
-            publish: PublishState::default(),
-            lease: LeaseState::default(),
-            lease_owner: None,
-            node_renamed: false,
-            api,
-            stopping: false,
-            cni: CniState::default(),
-            transitions: Arc::default(),
-            unresolved,
-            node_asn: None,
-            final_wait: false,
-            config_rejected: None,
-            lease_error: None,
-            unix: 0,
             origin: ConfigOrigin::File,
-            ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
+            config_rejected: None,
+            unresolved,
+            kernel,
+            node: NodeState {
+                name: node_name,
+                facts: node,
+                renamed: false,
+                asn: None,
+                identity: None,
+            },
+            announce: AnnounceState {
+                desired: Arc::new(DesiredSet::default()),
+                guarded: None,
+                fwd_held: Arc::default(),
+                refusals_seen: BTreeSet::new(),
+                refused_now: refused_now::count([], []),
+                coverage: Coverage::default(),
+                mismatch_seen: None,
+            },
+            sessions: Sessions {
+                peers: BTreeMap::new(),
+                started_once: false,
+                held: BTreeSet::new(),
+                listeners: ListenerLayout::new(),
+                statuses: BTreeMap::new(),
+            },
+            publishing: Publishing::default(),
+            departure: DepartureState::default(),
+            cni: CniState::default(),
             gate: readiness::GateState::default(),
-            departure_seen: None,
-            stop_decided: None,
+            ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
+            api,
+            now: Duration::ZERO,
+            unix: 0,
         }
     }
 
@@ -244,11 +279,11 @@ impl Core {
 
     /// The core has stopped every session: the process can end.
     pub fn stopped(&self) -> bool {
-        self.stopping
+        self.departure.stopping
     }
 
     pub fn node_name(&self) -> &str {
-        &self.node_name
+        &self.node.name
     }
 
     /// The first effects after start: with no Node to wait for, sessions start now.
@@ -257,7 +292,7 @@ impl Core {
         for p in self.unresolved.iter().flatten() {
             out.push(Effect::Notice(Notice::PeerUnresolved(p.clone())));
         }
-        if self.node.is_some() {
+        if self.node.facts.is_some() {
             self.reconcile_peers(&mut out);
         }
         self.note_refused(&mut out);
@@ -267,18 +302,20 @@ impl Core {
     /// [`Notice::RefusedNow`] when what is refused changed.
     fn note_refused(&mut self, out: &mut Vec<Effect>) {
         let guard = self
+            .announce
             .guarded
             .iter()
             .flat_map(|g| g.refused.iter())
             .map(|r| r.reason);
         let peers = self
+            .sessions
             .peers
             .values()
             .flat_map(|p| p.refused.iter())
             .map(|r| r.1);
         let now = refused_now::count(guard, peers);
-        if now != self.refused_now {
-            self.refused_now = now;
+        if now != self.announce.refused_now {
+            self.announce.refused_now = now;
             out.push(Effect::Notice(Notice::RefusedNow(now)));
         }
     }
@@ -287,15 +324,15 @@ impl Core {
     /// peer changed: a node whose source has CIDRs and that announces none of them is the
     /// failure no per-peer series shows (its peers are gone, not down).
     fn note_coverage(&mut self, out: &mut Vec<Effect>) {
-        let source = if self.desired.ready {
-            &self.desired.cidrs[..]
+        let source = if self.announce.desired.ready {
+            &self.announce.desired.cidrs[..]
         } else {
             &[]
         };
         let announced = source
             .iter()
             .filter(|cidr| {
-                self.peers.values().any(|p| {
+                self.sessions.peers.values().any(|p| {
                     p.routes
                         .as_ref()
                         .is_some_and(|r| r.keys().any(|prefix| cidr.contains(prefix)))
@@ -306,8 +343,8 @@ impl Core {
             source: source.len(),
             announced,
         };
-        if now != self.coverage {
-            self.coverage = now;
+        if now != self.announce.coverage {
+            self.announce.coverage = now;
             out.push(Effect::Notice(Notice::Coverage(now)));
         }
     }
@@ -315,7 +352,7 @@ impl Core {
     /// After every input: what is refused now, readiness and what a stop would be, from the
     /// state it left.
     fn follow_up(&mut self, out: &mut Vec<Effect>) {
-        if self.stopping {
+        if self.departure.stopping {
             return;
         }
         self.note_refused(out);
@@ -326,7 +363,7 @@ impl Core {
 
     /// The Node's facts (empty before it is seen).
     fn node(&self) -> &NodeFacts {
-        self.node.as_ref().unwrap_or(&node::UNKNOWN)
+        self.node.facts.as_ref().unwrap_or(&node::UNKNOWN)
     }
 
     pub fn handle(&mut self, event: Event) -> Vec<Effect> {
@@ -337,7 +374,7 @@ impl Core {
 
     fn handle_event(&mut self, event: Event) -> Vec<Effect> {
         let mut out = Vec::new();
-        if self.stopping {
+        if self.departure.stopping {
             return out;
         }
         match event {
@@ -360,7 +397,7 @@ impl Core {
                 out.push(Effect::Notice(Notice::ReloadRejected { why, error }));
             }
             Event::Session(peer, ev) => {
-                if !self.peers.contains_key(&peer) {
+                if !self.sessions.peers.contains_key(&peer) {
                     return out;
                 }
                 if let SessionEvent::Bfd(BfdEvent::StateChanged {
@@ -386,9 +423,9 @@ impl Core {
                 at,
                 result,
             } => {
-                self.publish.in_flight = false;
+                self.publishing.publish.in_flight = false;
                 if result.is_ok() {
-                    self.publish.last = Some((fingerprint, at));
+                    self.publishing.publish.last = Some((fingerprint, at));
                 }
                 out.push(Effect::Notice(Notice::StatusWritten {
                     unix: self.unix,
@@ -401,20 +438,20 @@ impl Core {
                 unix,
                 result,
             } => {
-                self.lease.in_flight = false;
-                if node != self.node_name {
+                self.publishing.lease.in_flight = false;
+                if node != self.node.name {
                     // The old node's Lease, from before a rename: it expires on its own.
                     return out;
                 }
                 match &result {
-                    Ok(()) => self.lease.renewed = Some(at),
+                    Ok(()) => self.publishing.lease.renewed = Some(at),
                     Err(_) => {
-                        self.lease.failed = Some(at);
+                        self.publishing.lease.failed = Some(at);
                         // Not written: the owner reference is not there either.
-                        self.lease_owner = None;
+                        self.publishing.lease_owner = None;
                     }
                 }
-                self.lease_error = result.as_ref().err().cloned();
+                self.publishing.lease_error = result.as_ref().err().cloned();
                 out.push(Effect::Notice(Notice::LeaseRenewed { unix, result }));
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
@@ -429,9 +466,9 @@ impl Core {
         out.push(Effect::SetReady(self.ready(&desired)));
         // A set without facts (the Node not seen yet, a file source) keeps what is known.
         let node_changed = match &desired.node {
-            Some(f) if self.node.as_ref() != Some(f) => {
-                self.node = Some(f.clone());
-                self.node_renamed = false;
+            Some(f) if self.node.facts.as_ref() != Some(f) => {
+                self.node.facts = Some(f.clone());
+                self.node.renamed = false;
                 true
             }
             _ => false,
@@ -440,12 +477,12 @@ impl Core {
             .mismatch
             .as_ref()
             .map(|m| format!("{:?} vs Node.spec.podCIDRs {:?}", m.chosen, m.node_spec));
-        if mismatch != self.mismatch_seen {
+        if mismatch != self.announce.mismatch_seen {
             out.push(Effect::Notice(Notice::Mismatch(mismatch.clone())));
             self.mismatch_event(out, &mismatch);
-            self.mismatch_seen = mismatch;
+            self.announce.mismatch_seen = mismatch;
         }
-        self.desired = desired;
+        self.announce.desired = desired;
         if node_changed {
             self.reconcile_peers(out);
         }
@@ -458,7 +495,10 @@ impl Core {
     /// Re-runs the guard on the current desired set; a set that is not ready changes nothing
     /// (the last guarded set stays announced): `false` then.
     fn regard(&mut self, out: &mut Vec<Effect>) -> bool {
-        let Some(g) = guard(&self.desired, &GuardPolicy::from_config(&self.config)) else {
+        let Some(g) = guard(
+            &self.announce.desired,
+            &GuardPolicy::from_config(&self.config),
+        ) else {
             return false;
         };
         let now: BTreeSet<(String, GuardRefusal)> = g
@@ -466,7 +506,8 @@ impl Core {
             .iter()
             .map(|r| (r.value.clone(), r.reason))
             .collect();
-        let new: Vec<&(String, GuardRefusal)> = now.difference(&self.refusals_seen).collect();
+        let new: Vec<&(String, GuardRefusal)> =
+            now.difference(&self.announce.refusals_seen).collect();
         for (cidr, reason) in &new {
             out.push(Effect::Notice(Notice::GuardRefused {
                 cidr: cidr.clone(),
@@ -474,10 +515,10 @@ impl Core {
             }));
         }
         self.refusal_events(out, &new);
-        self.refusals_seen = now;
+        self.announce.refusals_seen = now;
         // The same verdict keeps its Arc: peers' routes are rebuilt only when it changes.
-        if self.guarded.as_deref() != Some(&g) {
-            self.guarded = Some(Arc::new(g));
+        if self.announce.guarded.as_deref() != Some(&g) {
+            self.announce.guarded = Some(Arc::new(g));
         }
         self.regate(out);
         self.push_routes(out);
@@ -488,7 +529,10 @@ impl Core {
 
     /// The conflist follows the guarded set: pods get addresses only from announced CIDRs.
     fn plan_cni(&mut self, out: &mut Vec<Effect>) {
-        if let Some(file) = self.cni.plan(&self.config.cni, self.guarded.as_deref()) {
+        if let Some(file) = self
+            .cni
+            .plan(&self.config.cni, self.announce.guarded.as_deref())
+        {
             out.push(Effect::WriteCni(file));
         }
     }
@@ -542,7 +586,7 @@ impl Core {
     fn setup(&self, cfg: &PeerConfig, identity: LocalIdentity, restarting: bool) -> PeerSetup {
         PeerSetup {
             config: cfg.clone(),
-            node_name: self.node_name.clone(),
+            node_name: self.node.name.clone(),
             identity,
             restarting: restarting && cfg.graceful_restart.enabled,
             routes: self.routes_for(cfg).map(|(set, _)| set),
@@ -589,10 +633,10 @@ impl Core {
             self.apply_config(
                 out,
                 resolved,
-                self.node_name.clone(),
+                self.node.name.clone(),
                 "default route changed",
             );
-        } else if self.node.is_some() {
+        } else if self.node.facts.is_some() {
             self.reconcile_peers(out);
             self.push_routes(out);
         }
@@ -622,10 +666,10 @@ impl Core {
     ) {
         self.learned_asns(out, &statuses);
         self.gate.observe(&statuses);
-        self.statuses = statuses;
+        self.sessions.statuses = statuses;
         self.now = now;
         self.unix = unix;
-        if !self.held.is_empty() {
+        if !self.sessions.held.is_empty() {
             self.release_held(out);
         }
         self.cni.set_now(now);
@@ -635,7 +679,8 @@ impl Core {
             self.plan_cni(out);
         }
         out.push(Effect::Notice(Notice::SessionMetrics(
-            self.statuses
+            self.sessions
+                .statuses
                 .iter()
                 .map(|(n, s)| (n.clone(), s.clone()))
                 .collect(),

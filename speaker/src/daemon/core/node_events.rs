@@ -18,7 +18,7 @@ impl Core {
         let SessionEvent::StateChanged { from, to, reason } = ev else {
             return;
         };
-        let Some(cfg) = self.peers.get(peer).map(|p| &p.config) else {
+        let Some(cfg) = self.sessions.peers.get(peer).map(|p| &p.config) else {
             return;
         };
         let who = format!("{peer} ({}, AS {})", cfg.address, cfg.asn);
@@ -43,7 +43,7 @@ impl Core {
     /// values change is still the same one: no Event.
     pub(super) fn mismatch_event(&self, out: &mut Vec<Effect>, now: &Option<String>) {
         let source = self.config.source.kind();
-        let (reason, warning, note) = match (&self.mismatch_seen, now) {
+        let (reason, warning, note) = match (&self.announce.mismatch_seen, now) {
             (None, Some(text)) => (
                 EventReason::SourceMismatch,
                 true,
@@ -102,7 +102,7 @@ impl Core {
             return;
         }
         out.push(Effect::KubeEvent(Box::new(NodeEvent {
-            node: self.node_name.clone(),
+            node: self.node.name.clone(),
             node_uid: self.owner_uid(),
             reason,
             warning,

@@ -18,7 +18,11 @@ impl Core {
 
     /// The routes one peer gets now, or `None` before the first guarded set.
     pub(super) fn routes_for(&self, cfg: &PeerConfig) -> Option<PeerRoutes> {
-        let g = self.guarded.as_ref().filter(|_| !self.gate_pending())?;
+        let g = self
+            .announce
+            .guarded
+            .as_ref()
+            .filter(|_| !self.gate_pending())?;
         let source = |a: &PeerAddress| self.kernel.source(a);
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
         let announce = self.forwardable(g);
@@ -27,20 +31,20 @@ impl Core {
     }
 
     pub(super) fn push_routes(&mut self, out: &mut Vec<Effect>) {
-        let names: Vec<String> = self.peers.keys().cloned().collect();
+        let names: Vec<String> = self.sessions.peers.keys().cloned().collect();
         for name in names {
             self.push_peer_routes(out, &name);
         }
     }
 
     pub(super) fn push_peer_routes(&mut self, out: &mut Vec<Effect>, name: &str) {
-        let Some(cfg) = self.peers.get(name).map(|p| p.config.clone()) else {
+        let Some(cfg) = self.sessions.peers.get(name).map(|p| p.config.clone()) else {
             return;
         };
         let Some((set, refused)) = self.routes_for(&cfg) else {
             return;
         };
-        let Some(peer) = self.peers.get_mut(name) else {
+        let Some(peer) = self.sessions.peers.get_mut(name) else {
             return;
         };
         // Both lists are sorted by prefix: new refusals by binary search, not a scan.

@@ -51,10 +51,10 @@ impl Core {
             ConfigOrigin::Objects(Some(c)) => problems(c),
             _ => BTreeSet::new(),
         };
-        let was_ready = self.ready(&self.desired);
+        let was_ready = self.ready(&self.announce.desired);
         self.origin = origin;
-        if self.ready(&self.desired) != was_ready {
-            out.push(Effect::SetReady(self.ready(&self.desired)));
+        if self.ready(&self.announce.desired) != was_ready {
+            out.push(Effect::SetReady(self.ready(&self.announce.desired)));
         }
         let ConfigOrigin::Objects(Some(now)) = &self.origin else {
             return;

@@ -16,7 +16,7 @@ impl Core {
             .routes_for(cfg)
             .map(|(_, r)| r.into())
             .unwrap_or_else(|| Arc::from([]));
-        self.peers.insert(
+        self.sessions.peers.insert(
             cfg.name.clone(),
             Peer {
                 config: cfg.clone(),
@@ -29,8 +29,8 @@ impl Core {
     }
 
     pub(super) fn remove_peer(&mut self, out: &mut Vec<Effect>, name: &str, why: &'static str) {
-        if self.peers.remove(name).is_some() {
-            self.statuses.remove(name);
+        if self.sessions.peers.remove(name).is_some() {
+            self.sessions.statuses.remove(name);
             out.push(Effect::Notice(Notice::PeerStopped {
                 peer: name.to_owned(),
                 why,
@@ -51,7 +51,7 @@ impl Core {
             return;
         };
         let Some(identity) = self.resolve_identity(resolved.asn) else {
-            if self.identity.is_none() {
+            if self.node.identity.is_none() {
                 out.push(Effect::Notice(Notice::NoRouterId));
             }
             return;
@@ -59,6 +59,7 @@ impl Core {
         let wanted: Vec<PeerConfig> = node_config.peers;
         let names: BTreeSet<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
         let gone: Vec<String> = self
+            .sessions
             .peers
             .keys()
             .filter(|n| !names.contains(n.as_str()))
@@ -67,13 +68,13 @@ impl Core {
         for name in gone {
             self.remove_peer(out, &name, "no longer selects this node");
         }
-        self.held.retain(|n| names.contains(n.as_str()));
-        let identity_changed = self.identity.is_some_and(|i| i != identity);
-        self.identity = Some(identity);
+        self.sessions.held.retain(|n| names.contains(n.as_str()));
+        let identity_changed = self.node.identity.is_some_and(|i| i != identity);
+        self.node.identity = Some(identity);
         for cfg in &wanted {
-            match self.peers.get(&cfg.name) {
+            match self.sessions.peers.get(&cfg.name) {
                 None if self.holds_for_routes(cfg) => {
-                    if self.held.insert(cfg.name.clone()) {
+                    if self.sessions.held.insert(cfg.name.clone()) {
                         out.push(Effect::Notice(Notice::PeerHeld {
                             peer: cfg.name.clone(),
                             at_most: hold_bound(cfg),
@@ -81,7 +82,8 @@ impl Core {
                     }
                 }
                 None => {
-                    let restarting = !self.started_once || self.held.remove(&cfg.name);
+                    let restarting =
+                        !self.sessions.started_once || self.sessions.held.remove(&cfg.name);
                     self.add_peer(out, cfg, identity, restarting);
                 }
                 Some(_) if identity_changed => {
@@ -93,7 +95,7 @@ impl Core {
         // A node waiting for its configuration objects has started nothing yet: its first
         // peers are still the process's first (R bit, held for routes).
         if self.config.source != SourceConfig::Unconfigured {
-            self.started_once = true;
+            self.sessions.started_once = true;
         }
         self.sync_listeners(out);
     }
@@ -105,8 +107,8 @@ impl Core {
     /// reconnects before the peer's restart timer drops the routes anyway.
     pub(super) fn holds_for_routes(&self, cfg: &PeerConfig) -> bool {
         cfg.graceful_restart.enabled
-            && (self.guarded.is_none() || self.gate_pending())
-            && (!self.started_once || self.held.contains(&cfg.name))
+            && (self.announce.guarded.is_none() || self.gate_pending())
+            && (!self.sessions.started_once || self.sessions.held.contains(&cfg.name))
             && self.now < hold_bound(cfg)
     }
 
@@ -115,7 +117,7 @@ impl Core {
         let ended = self
             .peers_for_node()
             .iter()
-            .any(|cfg| self.held.contains(&cfg.name) && !self.holds_for_routes(cfg));
+            .any(|cfg| self.sessions.held.contains(&cfg.name) && !self.holds_for_routes(cfg));
         if ended {
             self.reconcile_peers(out);
         }
@@ -127,16 +129,16 @@ impl Core {
         cfg: &PeerConfig,
         identity: LocalIdentity,
     ) {
-        if self.held.contains(&cfg.name) {
+        if self.sessions.held.contains(&cfg.name) {
             // Not started yet: it starts with the config and identity of its release.
             return;
         }
         let setup = self.setup(cfg, identity, false);
-        if let Some(p) = self.peers.get_mut(&cfg.name) {
+        if let Some(p) = self.sessions.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
             p.routes = setup.routes.clone();
         }
-        self.statuses.remove(&cfg.name);
+        self.sessions.statuses.remove(&cfg.name);
         out.push(peer_started(cfg, identity));
         out.push(Effect::ResetPeer(Box::new(setup)));
     }
@@ -144,6 +146,7 @@ impl Core {
     pub(super) fn layout(&self) -> ListenerLayout {
         let mut layout = ListenerLayout::new();
         for p in self
+            .sessions
             .peers
             .values()
             .map(|p| &p.config)
@@ -175,8 +178,8 @@ impl Core {
 
     pub(super) fn sync_listeners(&mut self, out: &mut Vec<Effect>) {
         let layout = self.layout();
-        if layout != self.listeners {
-            self.listeners = layout.clone();
+        if layout != self.sessions.listeners {
+            self.sessions.listeners = layout.clone();
             out.push(Effect::SetListeners(layout));
         }
     }

@@ -12,7 +12,7 @@ impl Core {
     /// After a rename, `node` still describes the old Node until the new one is seen: no
     /// owner then, rather than the wrong one (its garbage collection would take ours).
     pub(super) fn owner_uid(&self) -> Option<String> {
-        self.node().uid.clone().filter(|_| !self.node_renamed)
+        self.node().uid.clone().filter(|_| !self.node.renamed)
     }
 
     /// The Lease says "this speaker runs": renewed every [`LEASE_RENEW`] (a failure retried
@@ -25,14 +25,14 @@ impl Core {
             return;
         }
         let uid = self.owner_uid();
-        let owner_changed = uid.is_some() && uid != self.lease_owner;
-        if !self.lease.due(now, owner_changed) {
+        let owner_changed = uid.is_some() && uid != self.publishing.lease_owner;
+        if !self.publishing.lease.due(now, owner_changed) {
             return;
         }
-        self.lease.in_flight = true;
-        self.lease_owner = uid.clone();
+        self.publishing.lease.in_flight = true;
+        self.publishing.lease_owner = uid.clone();
         out.push(Effect::RenewLease {
-            node: self.node_name.clone(),
+            node: self.node.name.clone(),
             node_uid: uid,
             duration: LEASE_DURATION,
             unix,
@@ -42,10 +42,11 @@ impl Core {
 
     pub fn report_inputs(&self) -> ReportInputs {
         let peers = self
+            .sessions
             .peers
             .values()
             .filter_map(|p| {
-                let status = self.statuses.get(&p.config.name)?.clone();
+                let status = self.sessions.statuses.get(&p.config.name)?.clone();
                 Some(PeerInput {
                     config: p.config.clone(),
                     refused: Arc::clone(&p.refused),
@@ -53,7 +54,7 @@ impl Core {
                 })
             })
             .collect();
-        let (local_asn, local_asn_source, asn_error) = match &self.node_asn {
+        let (local_asn, local_asn_source, asn_error) = match &self.node.asn {
             Some(Ok(r)) => (Some(r.asn), r.origin.to_string(), None),
             Some(Err(e)) => (None, String::new(), Some(e.clone())),
             None => (None, String::new(), None),
@@ -64,17 +65,18 @@ impl Core {
             local_asn_resolved: local_asn.is_some(),
             local_asn_source,
             asn_error,
-            desired: Arc::clone(&self.desired),
-            guarded: self.guarded.clone(),
+            desired: Arc::clone(&self.announce.desired),
+            guarded: self.announce.guarded.clone(),
             held: self.gate_report(),
             peers,
             cni: self
                 .cni
-                .condition(&self.config.cni, self.guarded.as_deref()),
-            transitions: Arc::clone(&self.transitions),
+                .condition(&self.config.cni, self.announce.guarded.as_deref()),
+            transitions: Arc::clone(&self.publishing.transitions),
             unresolved: self.unresolved.clone(),
             config_rejected: self.config_rejected.clone(),
-            lease: (self.api && self.config.status.publish).then(|| self.lease_error.clone()),
+            lease: (self.api && self.config.status.publish)
+                .then(|| self.publishing.lease_error.clone()),
             origin: self.origin.clone(),
         }
     }
@@ -93,32 +95,38 @@ impl Core {
         // Before its configuration objects are known a node has nothing true to say.
         if !self.api
             || !self.config.status.publish
-            || self.publish.in_flight
+            || self.publishing.publish.in_flight
             || self.origin.waiting()
         {
             return;
         }
         let since = |t: Option<Duration>| t.map(|t| now.saturating_sub(t));
-        if since(self.publish.rendered_at).is_some_and(|a| a < self.config.status.min_interval) {
+        if since(self.publishing.publish.rendered_at)
+            .is_some_and(|a| a < self.config.status.min_interval)
+        {
             return;
         }
-        self.publish.rendered_at = Some(now);
+        self.publishing.publish.rendered_at = Some(now);
         let mut report = inputs.render(unix);
         report::stamp_transitions(
             &mut report.conditions,
-            Arc::make_mut(&mut self.transitions),
+            Arc::make_mut(&mut self.publishing.transitions),
             unix,
         );
         let fingerprint = report::content_fingerprint(&report);
-        let age = since(self.publish.last.map(|(_, at)| at));
-        let changed = self.publish.last.is_none_or(|(f, _)| f != fingerprint);
+        let age = since(self.publishing.publish.last.map(|(_, at)| at));
+        let changed = self
+            .publishing
+            .publish
+            .last
+            .is_none_or(|(f, _)| f != fingerprint);
         if !changed && age.is_some_and(|a| a < STATUS_REFRESH) {
             return;
         }
         report.updated_at = report::rfc3339(unix);
-        self.publish.in_flight = true;
+        self.publishing.publish.in_flight = true;
         out.push(Effect::Publish {
-            node: self.node_name.clone(),
+            node: self.node.name.clone(),
             report: Box::new(report),
             fingerprint,
             node_uid: self.owner_uid(),

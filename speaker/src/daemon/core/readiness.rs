@@ -93,13 +93,13 @@ impl Core {
                 "configuration objects select this node but cannot run here and have no last good version: {why}"
             ));
         }
-        if !self.ready(&self.desired) {
+        if !self.ready(&self.announce.desired) {
             return Readiness::not("pod-CIDR source not synced yet".into());
         }
         if self.gate.passed {
             return Readiness::ready();
         }
-        if self.node.is_none() {
+        if self.node.facts.is_none() {
             return Readiness::not("the Node has not been seen yet".into());
         }
         let grace_over = self.now >= self.ready_grace;

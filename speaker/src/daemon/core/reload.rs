@@ -28,16 +28,17 @@ impl Core {
         let old = std::mem::replace(&mut self.config, new);
         self.process_settings(out, &old, &changes);
         self.follow_node(out, &old, node_name);
-        if self.node.is_none() && !watches_node(self.api, &self.config) {
+        if self.node.facts.is_none() && !watches_node(self.api, &self.config) {
             // Objects mode started with no source; a `file` source has no Node to wait for.
-            self.node = Some(NodeFacts::default());
+            self.node.facts = Some(NodeFacts::default());
         }
-        if !self.started_once {
+        if !self.sessions.started_once {
             self.first_peers(out, why);
             return;
         }
         let view = self
             .node
+            .facts
             .is_some()
             .then(|| self.apply_node_view(out, new_view))
             .flatten();
@@ -75,17 +76,17 @@ impl Core {
     /// A different Node or a different source: the source restarts; what it announced stays
     /// until the new one is ready.
     fn follow_node(&mut self, out: &mut Vec<Effect>, old: &Config, node_name: String) {
-        let node_changed = node_name != self.node_name;
+        let node_changed = node_name != self.node.name;
         if node_changed {
             // A different Node: its labels, addresses and source. Sessions and announced
             // routes stay until the new Node is known and its source is ready.
-            self.node_name = node_name.clone();
+            self.node.name = node_name.clone();
             // The new node's Lease is renewed at the next tick; the old one expires.
-            self.lease.renewed = None;
-            self.lease.failed = None;
-            self.lease_owner = None;
+            self.publishing.lease.renewed = None;
+            self.publishing.lease.failed = None;
+            self.publishing.lease_owner = None;
             // The new source watches the new Node; until it is seen, `node` is the old one.
-            self.node_renamed = watches_node(self.api, &self.config);
+            self.node.renamed = watches_node(self.api, &self.config);
         }
         if node_changed || old.source != self.config.source {
             out.push(Effect::RestartSource {
@@ -93,9 +94,9 @@ impl Core {
                 node: node_name,
             });
             // The old source's set stays announced until the new one is ready.
-            self.desired = Arc::new(DesiredSet {
+            self.announce.desired = Arc::new(DesiredSet {
                 ready: false,
-                ..(*self.desired).clone()
+                ..(*self.announce.desired).clone()
             });
         }
     }
@@ -103,12 +104,12 @@ impl Core {
     /// Nothing started yet (objects mode starts unconfigured): the first peers start as a
     /// restarted process's do, and the reload's diff is moot.
     fn first_peers(&mut self, out: &mut Vec<Effect>, why: &'static str) {
-        if self.node.is_some() {
+        if self.node.facts.is_some() {
             self.reconcile_peers(out);
         }
         out.push(Effect::Notice(Notice::ReloadApplied {
             why,
-            added: self.peers.len(),
+            added: self.sessions.peers.len(),
             removed: 0,
             reset: 0,
             updated: 0,
@@ -130,13 +131,13 @@ impl Core {
             self.remove_peer(out, name, "removed from the config");
         }
         let identity = self.resolve_identity(asn);
-        let identity_changed = identity != self.identity;
+        let identity_changed = identity != self.node.identity;
         let Some(identity) = identity else {
             out.push(Effect::Notice(Notice::NoRouterId));
             self.sync_listeners(out);
             return applied;
         };
-        self.identity = Some(identity);
+        self.node.identity = Some(identity);
         let by_name = |names: &[String]| -> Vec<PeerConfig> {
             names
                 .iter()
@@ -176,9 +177,17 @@ impl Core {
     /// A running peer whose changes need no reset: its config replaced, BFD and connect
     /// retry told.
     fn update_peer(&mut self, out: &mut Vec<Effect>, cfg: &PeerConfig) {
-        let before = self.peers.get(&cfg.name).map(|p| p.config.connect_retry);
-        let bfd_before = self.peers.get(&cfg.name).and_then(|p| p.config.bfd);
-        if let Some(p) = self.peers.get_mut(&cfg.name) {
+        let before = self
+            .sessions
+            .peers
+            .get(&cfg.name)
+            .map(|p| p.config.connect_retry);
+        let bfd_before = self
+            .sessions
+            .peers
+            .get(&cfg.name)
+            .and_then(|p| p.config.bfd);
+        if let Some(p) = self.sessions.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
         }
         self.bfd_reconfigured(out, cfg, bfd_before);

@@ -56,7 +56,7 @@ impl Core {
     pub(super) fn node_seen(&self, facts: NodeFacts) -> Event {
         Event::Desired(Arc::new(DesiredSet {
             node: Some(facts),
-            ..(*self.desired).clone()
+            ..(*self.announce.desired).clone()
         }))
     }
 }
