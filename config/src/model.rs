@@ -156,7 +156,28 @@ impl SourceConfig {
     pub fn is_file(&self) -> bool {
         matches!(self, SourceConfig::File { .. })
     }
+
+    /// Every source but `file` reads the Kubernetes API (`none` exists only with
+    /// configuration objects, which read it too). The one place this rule is written: the
+    /// speaker's start, its reloads, the source's start and the core's Node watch ask here.
+    pub fn needs_api(&self) -> bool {
+        !self.is_file()
+    }
+
+    /// `Err` when this source cannot run because there is no Kubernetes API.
+    pub fn check_api(&self, api: bool) -> Result<(), SourceNeedsApi> {
+        if api || !self.needs_api() {
+            Ok(())
+        } else {
+            Err(SourceNeedsApi(self.kind()))
+        }
+    }
 }
+
+/// A source that reads the Kubernetes API, configured where there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("source.kind {0} needs the Kubernetes API")]
+pub struct SourceNeedsApi(pub &'static str);
 
 impl fmt::Display for SourceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -28,6 +28,9 @@ pub enum BfdEvent {
     Dropped { kind: &'static str, detail: String },
     /// Sending failed; the session keeps going (its detection timer decides).
     SendFailed(String),
+    /// The BFD session could not start (its socket), reported by its owner: the BGP session
+    /// runs without BFD, and what that means for it is the owner's core's decision.
+    StartFailed(String),
 }
 
 /// How a session ends.

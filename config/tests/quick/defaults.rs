@@ -361,3 +361,29 @@ fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
         "off unless configured"
     );
 }
+
+/// One rule, asked by the speaker's start, its reloads, the source's start and the core: every
+/// source but `file` reads the Kubernetes API, and without the API it is refused by name.
+#[test]
+fn only_the_file_source_runs_without_the_kubernetes_api() {
+    use podcidr_config::{SourceConfig, SourceNeedsApi};
+    let file = SourceConfig::File {
+        path: "/etc/podcidr/cidrs.yaml".into(),
+    };
+    assert!(!file.needs_api());
+    assert_eq!(file.check_api(false), Ok(()));
+    for (source, kind) in [
+        (SourceConfig::NodeSpec, "node-spec"),
+        (SourceConfig::IpamCrd, "ipam-crd"),
+        (SourceConfig::CiliumNode, "cilium-node"),
+    ] {
+        assert!(source.needs_api(), "{kind}");
+        assert_eq!(source.check_api(true), Ok(()));
+        let err = source.check_api(false).unwrap_err();
+        assert_eq!(err, SourceNeedsApi(kind));
+        assert_eq!(
+            err.to_string(),
+            format!("source.kind {kind} needs the Kubernetes API")
+        );
+    }
+}

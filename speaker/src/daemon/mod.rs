@@ -173,8 +173,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("source.kind {0} needs the Kubernetes API")]
-    SourceNeedsApi(&'static str),
+    #[error(transparent)]
+    SourceNeedsApi(#[from] podcidr_config::SourceNeedsApi),
     #[error("--config-source kubernetes needs the Kubernetes API")]
     ObjectsNeedApi,
 }
@@ -287,7 +287,7 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let log = process::logging::init(&config.log);
-    let needs_api = objects_mode || !config.source.is_file();
+    let needs_api = objects_mode || config.source.needs_api();
     let client = match process::kube_client(args.kubeconfig.as_deref()).await {
         Ok(c) => Some(c),
         Err(e) if !needs_api => {

@@ -518,8 +518,8 @@ impl Speaker {
             Ok(c) => self.opts.overrides(c),
             Err(e) => return rejected(e),
         };
-        if self.client.is_none() && !config.source.is_file() {
-            return rejected(ConfigError::SourceNeedsApi(config.source.kind()));
+        if let Err(e) = config.source.check_api(self.client.is_some()) {
+            return rejected(ConfigError::SourceNeedsApi(e));
         }
         let node_name = match config.resolve_node_name(self.opts.node_name_fallback.clone(), None) {
             Ok(n) => n,
@@ -569,10 +569,9 @@ impl Speaker {
             .iter()
             .filter_map(|e| match e {
                 Effect::StopPeer { name, reason } => Some((name.clone(), reason.clone())),
-                Effect::ResetPeer(setup) => Some((
-                    setup.config.name.clone(),
-                    bgp_proto::session::StopReason::ConfigurationChange,
-                )),
+                Effect::ResetPeer { setup, reason } => {
+                    Some((setup.config.name.clone(), reason.clone()))
+                }
                 _ => None,
             })
             .collect();
@@ -580,7 +579,9 @@ impl Speaker {
         for effect in effects {
             match effect {
                 Effect::StopPeer { .. } => {}
-                Effect::StartPeer(setup) | Effect::ResetPeer(setup) => self.peers.start(&setup),
+                Effect::StartPeer(setup) | Effect::ResetPeer { setup, .. } => {
+                    self.peers.start(&setup)
+                }
                 Effect::Bfd { name, input } => self.peers.bfd(&name, input),
                 Effect::SetBfd(config) => self.peers.set_bfd(&config).await,
                 Effect::SetConnectRetry { name, base, max } => {

@@ -91,6 +91,11 @@ pub fn record(m: &Metrics, notice: Notice) {
             ipv6 = %show_gateways(&routes.ipv6),
             "default routes changed"
         ),
+        Notice::BfdUnavailable { peer, error } => tracing::error!(
+            peer,
+            error = %escape(&error),
+            "BFD not started; failures are detected by the hold timer only"
+        ),
         Notice::BfdStateChanged {
             peer,
             from,
@@ -366,6 +371,8 @@ fn bfd_event(peer: &str, ev: BfdEvent) {
             tracing::debug!(peer, kind, detail = %escape(&detail), "BFD packet dropped");
         }
         BfdEvent::SendFailed(e) => tracing::debug!(peer, error = %e, "BFD send failed"),
+        // Decided in the core (Notice::BfdUnavailable).
+        BfdEvent::StartFailed(_) => {}
     }
 }
 
@@ -541,7 +548,9 @@ mod tests {
             Notice::ReloadRejected {
                 why: "test",
                 error: crate::daemon::core::errors::Shared::new(
-                    crate::daemon::core::errors::ConfigError::SourceNeedsApi("node-spec"),
+                    crate::daemon::core::errors::ConfigError::SourceNeedsApi(
+                        podcidr_config::SourceNeedsApi("node-spec"),
+                    ),
                 ),
             },
         );

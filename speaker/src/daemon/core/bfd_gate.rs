@@ -96,6 +96,21 @@ impl super::Core {
         }));
     }
 
+    /// The peer's BFD session could not start: BGP runs without it, failures detected by the
+    /// hold timer only. A strict-mode session has nothing to wait for (BfdDisabled,
+    /// draft-ietf-idr-bgp-bfd-strict-mode §8.5.1), so it hears Up, as it would from a
+    /// running BFD; and the node says why.
+    pub(super) fn bfd_unavailable(&mut self, out: &mut Vec<Effect>, peer: &str, error: String) {
+        out.push(Effect::Bfd {
+            name: peer.to_owned(),
+            input: BfdInput::Up,
+        });
+        out.push(Effect::Notice(Notice::BfdUnavailable {
+            peer: peer.to_owned(),
+            error,
+        }));
+    }
+
     /// `before`: the peer's `bfd` in the running config.
     pub(super) fn bfd_reconfigured(
         &mut self,

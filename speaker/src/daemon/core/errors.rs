@@ -49,8 +49,8 @@ pub enum ConfigError {
     Invalid(#[from] podcidr_config::ConfigErrors),
     #[error(transparent)]
     Key(#[from] KeyError),
-    #[error("source.kind {0} needs the Kubernetes API")]
-    SourceNeedsApi(&'static str),
+    #[error(transparent)]
+    SourceNeedsApi(podcidr_config::SourceNeedsApi),
     #[error(transparent)]
     NodeName(podcidr_config::ConfigError),
 }

@@ -400,15 +400,21 @@ impl Core {
                 if !self.sessions.peers.contains_key(&peer) {
                     return out;
                 }
-                if let SessionEvent::Bfd(BfdEvent::StateChanged {
-                    from,
-                    to,
-                    diag,
-                    remote_state,
-                }) = ev
-                {
-                    self.bfd_state_changed(&mut out, &peer, (from, to, diag, remote_state));
-                    return out;
+                match ev {
+                    SessionEvent::Bfd(BfdEvent::StateChanged {
+                        from,
+                        to,
+                        diag,
+                        remote_state,
+                    }) => {
+                        self.bfd_state_changed(&mut out, &peer, (from, to, diag, remote_state));
+                        return out;
+                    }
+                    SessionEvent::Bfd(BfdEvent::StartFailed(error)) => {
+                        self.bfd_unavailable(&mut out, &peer, error);
+                        return out;
+                    }
+                    _ => {}
                 }
                 self.session_event(&mut out, &peer, &ev);
                 out.push(Effect::Notice(Notice::Session(peer, ev)));
@@ -710,7 +716,7 @@ fn peer_started(cfg: &PeerConfig, identity: LocalIdentity) -> Effect {
 /// The Node is watched when there is an API and the source is not a file (file mode has no
 /// Node to wait for).
 pub fn watches_node(api: bool, config: &Config) -> bool {
-    api && !config.source.is_file()
+    api && config.source.needs_api()
 }
 
 #[cfg(test)]

@@ -140,7 +140,12 @@ impl Core {
         }
         self.sessions.statuses.remove(&cfg.name);
         out.push(peer_started(cfg, identity));
-        out.push(Effect::ResetPeer(Box::new(setup)));
+        out.push(Effect::ResetPeer {
+            setup: Box::new(setup),
+            // New session settings: RFC 4486 Other Configuration Change (the session sends
+            // it as RFC 8538 allows when both sides can restart gracefully).
+            reason: StopReason::ConfigurationChange,
+        });
     }
 
     pub(super) fn layout(&self) -> ListenerLayout {

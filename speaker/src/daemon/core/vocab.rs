@@ -157,8 +157,12 @@ pub enum Effect {
         name: String,
         reason: StopReason,
     },
-    /// Stop with Cease/Other Configuration Change, then start with the new setup.
-    ResetPeer(Box<PeerSetup>),
+    /// Stop with `reason` (the core's choice: Cease/Other Configuration Change for new
+    /// session settings, sent as RFC 8538 allows), then start with the new setup.
+    ResetPeer {
+        setup: Box<PeerSetup>,
+        reason: StopReason,
+    },
     /// What the BFD session beside it says, for the BGP session (see `bfd_gate`).
     Bfd {
         name: String,
@@ -390,6 +394,11 @@ pub enum Notice {
     Stopping(Option<super::departure::Departure>),
     SessionMetrics(Vec<(String, SessionStatus)>),
     /// A BFD session changed state, and what the gate did with its BGP session.
+    /// The peer's BFD session could not start; BGP runs without it.
+    BfdUnavailable {
+        peer: String,
+        error: String,
+    },
     BfdStateChanged {
         peer: String,
         from: BfdState,

@@ -44,7 +44,11 @@ pub fn start_source(
             let (tx, rx) = watch::channel(Arc::new(DesiredSet::default()));
             return Ok((rx, tokio::spawn(async move { tx.closed().await })));
         }
-        (other, None) => return Err(StartError::SourceNeedsApi(other.kind())),
+        (other, None) => {
+            return Err(StartError::SourceNeedsApi(podcidr_config::SourceNeedsApi(
+                other.kind(),
+            )));
+        }
     };
     let (rx, driver) = match node_events {
         Some(events) => src.watch_node_with(node, events),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bgp_io::driver::{self, SessionEvent, SessionTask, TcpConnector};
 use bgp_io::transport::ConnectOptions;
+use bgp_proto::bfd::BfdEvent;
 use bgp_proto::session::{BfdInput, RouteSet, Session, SessionStatus, StopReason};
 use podcidr_config::{PeerAddress, PeerConfig};
 use tokio::net::TcpStream;
@@ -145,10 +146,8 @@ impl PeerManager {
             None => None,
             Some(Ok(h)) => Some(h),
             Some(Err(e)) => {
-                // The BGP session runs without BFD: detection falls back to the hold timer,
-                // and strict mode has nothing to wait for (BfdDisabled, draft §8.5.1).
-                tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
-                task.bfd(BfdInput::Up);
+                // What BGP does without its BFD is the core's decision (bfd_gate.rs).
+                self.bfd_start_failed(&p.name, e.to_string());
                 None
             }
         };
@@ -180,6 +179,19 @@ impl PeerManager {
         }
     }
 
+    /// Tells the core that a peer's BFD session could not start (off this call: the events
+    /// channel may be full while the loop is busy with this batch of effects).
+    fn bfd_start_failed(&self, peer: &str, error: String) {
+        let events = self.events.clone();
+        let event = (
+            peer.to_owned(),
+            SessionEvent::Bfd(BfdEvent::StartFailed(error)),
+        );
+        tokio::spawn(async move {
+            let _ = events.send(event).await;
+        });
+    }
+
     /// Applies a reloaded `bfd` to a running peer without touching its BGP session: timers
     /// through a Poll (RFC 5880 §6.8.3), or BFD started or stopped (AdminDown) beside it.
     pub async fn set_bfd(&mut self, p: &PeerConfig) {
@@ -191,9 +203,7 @@ impl PeerManager {
             (None, Some(_)) => match bfd::start(p, false, self.events.clone()) {
                 None => {}
                 Some(Ok(b)) => h.bfd = Some(b),
-                Some(Err(e)) => {
-                    tracing::error!(peer = %p.name, error = %e, "BFD not started; failures are detected by the hold timer only");
-                }
+                Some(Err(e)) => self.bfd_start_failed(&p.name, e.to_string()),
             },
             (Some(_), None) => {
                 if let Some(b) = h.bfd.take() {

@@ -58,7 +58,7 @@ fn api_core(c: Config) -> Core {
 fn sessions(out: &[Effect]) -> BTreeMap<String, (u32, bool)> {
     out.iter()
         .filter_map(|e| match e {
-            Effect::StartPeer(s) | Effect::ResetPeer(s) => Some((
+            Effect::StartPeer(s) | Effect::ResetPeer { setup: s, .. } => Some((
                 s.config.name.clone(),
                 (s.session_config().local_asn.0, s.config.is_ibgp()),
             )),

@@ -116,3 +116,23 @@ fn report_says_when_strict_mode_is_not_negotiated_and_since_when_it_waits_draft_
         )
     );
 }
+
+/// BFD that cannot start (its socket) is the core's to decide, not the session executor's:
+/// the BGP session hears Up (strict mode has nothing to wait for: BfdDisabled,
+/// draft-ietf-idr-bgp-bfd-strict-mode §8.5.1), nothing is stopped or reset, and the node
+/// says why.
+#[test]
+fn bfd_that_cannot_start_lets_bgp_run_and_is_reported_draft_bfd_strict_8_5_1() {
+    let (mut core, _) = file_core(config("", BFD_PEER));
+    let out = core.handle(Event::Session(
+        "tor1".into(),
+        SessionEvent::Bfd(BfdEvent::StartFailed("bind 0.0.0.0:3784: in use".into())),
+    ));
+    assert_eq!(bfd_inputs(&out), [&BfdInput::Up]);
+    assert!(untouched(&out));
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Effect::Notice(Notice::BfdUnavailable { peer, error })
+            if peer == "tor1" && error.contains("in use")
+    )));
+}

@@ -68,7 +68,9 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
     let reset: Vec<(&str, String)> = out
         .iter()
         .filter_map(|e| match e {
-            Effect::ResetPeer(s) => Some((s.config.name.as_str(), s.config.address.to_string())),
+            Effect::ResetPeer { setup: s, .. } => {
+                Some((s.config.name.as_str(), s.config.address.to_string()))
+            }
             _ => None,
         })
         .collect();
@@ -93,7 +95,7 @@ fn a_changed_default_gateway_resets_only_that_peer_towards_the_new_gateway() {
         _ => None,
     });
     assert_eq!(stopped, vec!["tor-eth0"]);
-    assert!(!out.iter().any(|e| matches!(e, Effect::ResetPeer(_))));
+    assert!(!out.iter().any(|e| matches!(e, Effect::ResetPeer { .. })));
 }
 
 fn two_uplinks(devs: &[&str]) -> DefaultRoutes {
@@ -120,7 +122,7 @@ fn two_uplinks(devs: &[&str]) -> DefaultRoutes {
 fn touches(out: &[Effect], name: &str) -> Vec<String> {
     out.iter()
         .filter(|e| match e {
-            Effect::StartPeer(s) | Effect::ResetPeer(s) => s.config.name == name,
+            Effect::StartPeer(s) | Effect::ResetPeer { setup: s, .. } => s.config.name == name,
             Effect::StopPeer { name: n, .. } => n == name,
             _ => false,
         })
@@ -301,7 +303,9 @@ fn discovery_without_a_neighbor_says_what_to_do() {
     let started: Vec<String> = out
         .iter()
         .filter_map(|e| match e {
-            Effect::StartPeer(s) | Effect::ResetPeer(s) => Some(s.config.address.to_string()),
+            Effect::StartPeer(s) | Effect::ResetPeer { setup: s, .. } => {
+                Some(s.config.address.to_string())
+            }
             _ => None,
         })
         .collect();
@@ -336,7 +340,9 @@ fn a_pinned_peer_address_ignores_every_neighbour_on_the_link() {
     let started: Vec<String> = out
         .iter()
         .filter_map(|e| match e {
-            Effect::StartPeer(s) | Effect::ResetPeer(s) => Some(s.config.address.to_string()),
+            Effect::StartPeer(s) | Effect::ResetPeer { setup: s, .. } => {
+                Some(s.config.address.to_string())
+            }
             _ => None,
         })
         .collect();

@@ -127,7 +127,7 @@ fn starts(out: &[Effect]) -> Vec<&PeerSetup> {
 fn resets(out: &[Effect]) -> Vec<&PeerSetup> {
     out.iter()
         .filter_map(|e| match e {
-            Effect::ResetPeer(s) => Some(&**s),
+            Effect::ResetPeer { setup: s, .. } => Some(&**s),
             _ => None,
         })
         .collect()
@@ -290,6 +290,27 @@ fn a_reset_session_keeps_the_routes_already_known() {
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].config.name, "tor1");
     assert_eq!(r[0].routes.as_ref().map(|r| r.len()), Some(1));
+}
+
+/// The core chooses the NOTIFICATION of a reset, not the loop that carries it out: new
+/// session settings stop the session with Cease/Other Configuration Change (RFC 4486 §4, sent
+/// as RFC 8538 allows when both sides restart gracefully).
+#[test]
+fn a_reset_for_new_session_settings_stops_with_other_configuration_change_rfc4486_4() {
+    let (mut core, _) = file_core(config("", PEERS));
+    let changed = PEERS.replace(
+        "asn: 65000}\n  - {name: tor2",
+        "asn: 65001}\n  - {name: tor2",
+    );
+    let out = core.handle(reload(config("", &changed)));
+    let reasons: Vec<(&str, &StopReason)> = out
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ResetPeer { setup, reason } => Some((setup.config.name.as_str(), reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, [("tor1", &StopReason::ConfigurationChange)]);
 }
 
 #[test]
@@ -456,7 +477,9 @@ fn rejected_reload_changes_nothing() {
     let (mut core, _) = file_core(config("", PEERS));
     let out = core.handle(Event::ConfigRejected {
         why: "SIGHUP",
-        error: errors::Shared::new(errors::ConfigError::SourceNeedsApi("node-spec")),
+        error: errors::Shared::new(errors::ConfigError::SourceNeedsApi(
+            podcidr_config::SourceNeedsApi("node-spec"),
+        )),
     });
     assert_eq!(out.len(), 1);
     assert!(matches!(
