@@ -59,6 +59,7 @@ mod resource;
 mod router;
 mod selector;
 mod server;
+mod shared;
 mod store;
 mod traffic;
 mod validate;
@@ -83,9 +84,8 @@ pub use selector::{FieldSelector, LabelSelector, Selectors};
 pub use store::{EventType, StoreEvent, TypeInfo};
 pub use traffic::{REQUEST_LOG_CAP, RequestRecord, Traffic};
 
-use server::Shared;
+use shared::{Shared, Signals};
 use store::{DeleteOpts, Scope, Store};
-use watch::Signals;
 
 /// A bounded wait on the fake's state ran out of time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

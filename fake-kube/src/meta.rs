@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Current time as RFC 3339 with second precision (`metav1.Time`).
 pub(crate) fn now_rfc3339() -> String {
@@ -88,6 +88,15 @@ pub(crate) fn finalizers(obj: &Value) -> Vec<&str> {
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
+}
+
+/// An object reduced to its metadata, as the API serves it for a metadata-only request.
+pub(crate) fn partial_object(obj: &Value) -> Value {
+    json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,16 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::store::Scope;
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The main resource: everything but `.status`.
+    Main,
+    /// The `/status` subresource: only `.status`.
+    Status,
+    /// Direct writes from the handle: everything.
+    Whole,
+}
 
 type Path = Vec<String>;
 

@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::faults::{FaultAction, Verb};
-use crate::meta::meta_str;
+use crate::meta::{meta_str, partial_object};
 use crate::ownership;
 use crate::patch::{json_patch, merge_patch};
 use crate::resource::{Target, parse_path};
 use crate::selector::Selectors;
-use crate::server::{Body, Shared};
+use crate::shared::{Body, Shared};
 use crate::store::{DeleteOpts, ObjKey, Scope};
 use crate::traffic::RequestRecord;
 use crate::watch::{WatchRequest, watch_stream};
@@ -197,15 +197,6 @@ fn wants_metadata_only(accept: &str) -> bool {
         let mut params = media.split(';').skip(1).map(str::trim);
         params.any(|p| p == "as=PartialObjectMetadata" || p == "as=PartialObjectMetadataList")
             && media.contains("g=meta.k8s.io")
-    })
-}
-
-/// An object reduced to its metadata, as the API serves it for a metadata-only request.
-pub(crate) fn partial_object(obj: &Value) -> Value {
-    json!({
-        "apiVersion": "meta.k8s.io/v1",
-        "kind": "PartialObjectMetadata",
-        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
     })
 }
 

@@ -1,11 +1,6 @@
 //! The HTTP/1.1 listener and the state shared by every connection.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
-
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -13,25 +8,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::faults::Faults;
 use crate::router;
-use crate::store::Store;
-use crate::traffic::Recorder;
-use crate::watch::Signals;
-
-/// Response body: full JSON documents or a watch stream.
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-/// State shared by the handle and every request.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub store: Store,
-    pub faults: Faults,
-    pub traffic: Recorder,
-    pub signals: watch::Sender<Signals>,
-    pub open_watches: watch::Sender<usize>,
-    pub bookmark_interval: Option<Duration>,
-}
+use crate::shared::{Body, Shared};
 
 /// Serves one connection: HTTP/1.1, or with the `http2` feature HTTP/2 too.
 async fn serve_connection<S>(

@@ -1,6 +1,7 @@
 //! The generic object store: one global resourceVersion counter, a bounded event
 //! history for watches, and the write semantics of the real API server.
 
+pub(crate) use crate::ownership::Scope;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -375,17 +376,6 @@ fn decode_continue(token: &str) -> Option<(u64, ObjKey)> {
     let mut parts = token.splitn(3, ':');
     let rv = parts.next()?.parse().ok()?;
     Some((rv, (parts.next()?.to_owned(), parts.next()?.to_owned())))
-}
-
-/// Which part of an object a write may change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// The main resource: everything but `.status`.
-    Main,
-    /// The `/status` subresource: only `.status`.
-    Status,
-    /// Direct writes from the handle: everything.
-    Whole,
 }
 
 /// Writes through the main resource keep `.status`; writes through `/status` change only it.

@@ -14,18 +14,11 @@ use tokio::time::{Instant, Interval};
 
 use crate::error::ApiError;
 use crate::meta::meta_str;
+use crate::meta::partial_object;
 use crate::resource::Gvr;
 use crate::selector::Selectors;
-use crate::server::Shared;
+use crate::shared::{Shared, Signals};
 use crate::store::{EventType, StoreEvent};
-
-/// Handle-driven signals to every open watch; each field is a generation counter.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Signals {
-    pub drop: u64,
-    pub expire: u64,
-    pub bookmark: u64,
-}
 
 /// A parsed watch request.
 #[derive(Debug, Clone)]
@@ -285,7 +278,7 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
 
 fn object_line(kind: &str, object: &Value, meta_only: bool) -> Bytes {
     if meta_only {
-        event_line(kind, &crate::router::partial_object(object))
+        event_line(kind, &partial_object(object))
     } else {
         event_line(kind, object)
     }
