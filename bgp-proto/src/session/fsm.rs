@@ -1,4 +1,5 @@
-//! The session state machine. One `match` per state; RFC 4271 §8.2.2 event names in comments.
+//! The session state machine: [`Session::handle`] dispatches per input (rustybgp's shape),
+//! each input's handler matching on the state inside; RFC 4271 §8.2.2 event names in comments.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

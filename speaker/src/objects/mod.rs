@@ -6,6 +6,7 @@
 mod assemble;
 pub mod check;
 pub mod convert;
+pub mod key_files;
 mod node_config;
 pub mod rollout;
 mod select;

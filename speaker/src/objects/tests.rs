@@ -754,3 +754,59 @@ fn a_file_source_in_an_object_is_confined_to_its_directory() {
         }
     }
 }
+
+/// The key-file lifecycle is decided purely (the objects task only carries it out): each
+/// running peer's key goes to its file, a file no running peer uses is removed, and a peer
+/// whose Secret cannot be read keeps the file it has.
+#[test]
+fn key_files_follow_the_running_peers_and_a_gone_secret_keeps_its_file() {
+    use super::key_files::key_file_plan;
+    let c = speaker_config("default", "2026-11-01T00:00:00Z", SPEC);
+    let tor1 = bgp_peer(
+        "tor1",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000, passwordSecretRef: {name: md5, key: tor1}}",
+    );
+    let plain = bgp_peer(
+        "tor2",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.2, asn: 65000}",
+    );
+    let objects = Objects::from_lists(vec![c], vec![tor1, plain]);
+    let running = node_config(
+        &objects,
+        &labels(&[]),
+        "node-a",
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    let tor1_file = PathBuf::from("/run/keys/tor1.md5.tor1");
+    let stale = PathBuf::from("/run/keys/gone.md5.gone");
+    let written = [tor1_file.clone(), stale.clone()].into_iter().collect();
+
+    let plan = key_file_plan(&running, |r| Some(r.key.clone().into_bytes()), &written);
+    assert_eq!(plan.write, [(tor1_file.clone(), b"tor1".to_vec())]);
+    assert_eq!(plan.remove, [stale]);
+    assert_eq!(plan.in_use, [tor1_file.clone()].into_iter().collect());
+
+    // The Secret cannot be read now: nothing is written and the file stays.
+    let plan = key_file_plan(&running, |_| None, &plan.in_use);
+    assert!(plan.write.is_empty() && plan.remove.is_empty(), "{plan:?}");
+    assert!(plan.in_use.contains(&tor1_file));
+
+    // The peer is gone from the config: its file is removed.
+    let without = Objects::from_lists(
+        vec![speaker_config("default", "2026-11-01T00:00:00Z", SPEC)],
+        vec![],
+    );
+    let none = node_config(
+        &without,
+        &labels(&[]),
+        "node-a",
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    let plan = key_file_plan(&none, |_| None, &plan.in_use);
+    assert_eq!(plan.remove, [tor1_file]);
+    assert!(plan.in_use.is_empty());
+}

@@ -41,6 +41,7 @@ const CORES: &[&str] = &[
     "speaker/src/objects/select.rs",
     "speaker/src/objects/node_config.rs",
     "speaker/src/objects/rollout.rs",
+    "speaker/src/objects/key_files.rs",
     "ipam-watch/src/allocator/core.rs",
     // The whole wire/FSM crate: its drivers are in bgp-io.
     "bgp-proto/src",

@@ -1,8 +1,11 @@
 //! The speaker's announce core, pure: [`Core::handle`] takes an [`Event`] and returns
 //! [`Effect`]s, as `Session::handle` does for one BGP session. It owns what the process knows
-//! (identity, node name, source readiness, config, the routes offered to each peer) and
-//! decides; the async loop in `mod.rs` only moves events in and carries effects out. No I/O,
-//! no clock, no tokio: times come in with the events, the routing lookup is injected.
+//! (the config, the kernel's facts, the Node, the announcement, the sessions, what was
+//! published, how the process ends: one sub-state per concept) and decides; the loop in
+//! `daemon/run.rs` only moves events in and carries effects out. No I/O, no clock, no tokio:
+//! times and the kernel's facts (routes, neighbours, source addresses) come in with the
+//! events (`speaker/tests/quick/pure_cores.rs` checks). It is not the place for how anything is
+//! done: sockets, API writes and files are the loop's executors'.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

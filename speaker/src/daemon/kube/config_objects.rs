@@ -25,6 +25,7 @@ use super::node_store::NodeStore;
 use super::secret::Md5Secret as Secret;
 pub(crate) use super::store::Store;
 use crate::daemon::host::state_file::{StateFile, write_whole};
+use crate::objects::key_files::key_file_plan;
 use crate::objects::status::KeyProblem;
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
 
@@ -359,27 +360,17 @@ pub fn spawn(
             }
             // The listing is complete here: what no longer exists is not run again.
             last.retain_existing(&objects);
-            let mut in_use = BTreeSet::new();
-            for p in computed.config.iter().flat_map(|c| &c.peers) {
-                let Some(path) = &p.password_file else {
-                    continue;
-                };
-                in_use.insert(path.clone());
-                // The key the running version names (a last good one may name another).
-                let r = computed.key_refs.get(&p.name);
-                // A last good peer whose key is gone goes on with the file it has.
-                let Some(Ok(key)) = r.map(|r| secrets.key(r)) else {
-                    continue;
-                };
-                if let Err(e) = write_key(path, &key) {
+            // What happens to the key files is decided in objects::key_files; done here.
+            let plan = key_file_plan(&computed, |r| secrets.key(r).ok(), &written);
+            for (path, key) in &plan.write {
+                if let Err(e) = write_key(path, key) {
                     tracing::error!(path = %path.display(), error = %e, "cannot write an MD5 key file");
                 }
             }
-            // Keys no running peer uses are not left on the node.
-            for stale in written.difference(&in_use) {
+            for stale in &plan.remove {
                 let _ = std::fs::remove_file(stale);
             }
-            written = in_use;
+            written = plan.in_use;
             tx.send_if_modified(|cur| {
                 let same = cur.as_deref() == Some(&computed);
                 if !same {
