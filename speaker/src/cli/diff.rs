@@ -25,7 +25,7 @@ use podcidr_api::{PeerReport, SpeakerReport};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::liveness::{LeaseInput, Liveness, classify};
+use super::liveness::{LeaseInput, Liveness, SpeakerState, classify};
 
 /// Default for `--stale-after`: two status refreshes (a speaker re-writes an unchanged status
 /// every hour; its Lease, not this, says whether it runs).
@@ -510,34 +510,76 @@ fn node_rows(
     conflicts: &BTreeMap<(usize, IpNet), Vec<ConflictRef>>,
     rows: &mut Vec<DiffRow>,
 ) {
-    let n = &input.nodes[i];
-    let allocated = n.allocated.clone().unwrap_or_default();
-    let node_spec = n.node_spec.clone().unwrap_or_default();
-    let mismatch = input.source != SourceKind::NodeSpec
-        && !node_spec.is_empty()
-        && allocated.iter().collect::<BTreeSet<_>>() != node_spec.iter().collect::<BTreeSet<_>>();
-    let report = n.speaker.as_ref();
-    let speaker = classify(n.lease.as_ref(), report, input.now, input.stale_after_secs);
-    let age = speaker.status_age;
-    // The speaker-derived verdicts cannot be trusted: this one goes first.
-    let doubt = match speaker.liveness {
-        Liveness::Dead => Some((Verdict::SpeakerDead, speaker.detail.clone())),
-        Liveness::Stale => Some((Verdict::StaleStatus, speaker.detail.clone())),
-        Liveness::Live | Liveness::None => None,
-    };
-    // With `node-spec` the "IPAM" view is the Node itself.
-    let ipam = if input.source == SourceKind::NodeSpec {
-        "Node.spec.podCIDRs"
-    } else {
-        "IPAM"
-    };
-    let mismatch_note = format!(
-        "Node.spec.podCIDRs says {}, IPAM says {}",
-        join(&node_spec),
-        join(&allocated)
-    );
-    // `note` trails the verdict reasons (or is the whole detail of an `ok` row).
-    let row = |prefix: &IpNet, verdicts: Vec<(Verdict, String)>, note: Option<String>| {
+    let node = NodeDiff::new(input, i, conflicts);
+    node.allocated_rows(rows);
+    let extra = node.announced_not_allocated(rows);
+    node.node_spec_only_rows(&extra, rows);
+}
+
+/// One node's facts, worked out once for all its rows.
+struct NodeDiff<'a> {
+    input: &'a DiffInput,
+    i: usize,
+    n: &'a NodeInput,
+    conflicts: &'a BTreeMap<(usize, IpNet), Vec<ConflictRef>>,
+    allocated: Vec<IpNet>,
+    node_spec: Vec<IpNet>,
+    /// The Node's own `spec.podCIDRs` disagree with what the source allocated.
+    mismatch: bool,
+    mismatch_note: String,
+    report: Option<&'a SpeakerReport>,
+    speaker: SpeakerState,
+    /// The speaker-derived verdicts cannot be trusted: this one goes first.
+    doubt: Option<(Verdict, String)>,
+}
+
+impl<'a> NodeDiff<'a> {
+    fn new(
+        input: &'a DiffInput,
+        i: usize,
+        conflicts: &'a BTreeMap<(usize, IpNet), Vec<ConflictRef>>,
+    ) -> Self {
+        let n = &input.nodes[i];
+        let allocated = n.allocated.clone().unwrap_or_default();
+        let node_spec = n.node_spec.clone().unwrap_or_default();
+        let mismatch = input.source != SourceKind::NodeSpec
+            && !node_spec.is_empty()
+            && allocated.iter().collect::<BTreeSet<_>>()
+                != node_spec.iter().collect::<BTreeSet<_>>();
+        let mismatch_note = format!(
+            "Node.spec.podCIDRs says {}, IPAM says {}",
+            join(&node_spec),
+            join(&allocated)
+        );
+        let report = n.speaker.as_ref();
+        let speaker = classify(n.lease.as_ref(), report, input.now, input.stale_after_secs);
+        let doubt = match speaker.liveness {
+            Liveness::Dead => Some((Verdict::SpeakerDead, speaker.detail.clone())),
+            Liveness::Stale => Some((Verdict::StaleStatus, speaker.detail.clone())),
+            Liveness::Live | Liveness::None => None,
+        };
+        NodeDiff {
+            input,
+            i,
+            n,
+            conflicts,
+            allocated,
+            node_spec,
+            mismatch,
+            mismatch_note,
+            report,
+            speaker,
+            doubt,
+        }
+    }
+
+    /// A row; `note` trails the verdict reasons (or is the whole detail of an `ok` row).
+    fn row(
+        &self,
+        prefix: &IpNet,
+        verdicts: Vec<(Verdict, String)>,
+        note: Option<String>,
+    ) -> DiffRow {
         let (verdict, also) = match verdicts.split_first() {
             None => (Verdict::Ok, Vec::new()),
             Some(((v, _), rest)) => (*v, rest.iter().map(|(v, _)| *v).collect()),
@@ -548,113 +590,140 @@ fn node_rows(
             .chain(note)
             .collect::<Vec<_>>()
             .join("; ");
+        let report = self.report;
         let peers = report.map(|r| peer_cells(r, prefix)).unwrap_or_default();
         DiffRow {
-            node: n.name.clone(),
+            node: self.n.name.clone(),
             prefix: prefix.to_string(),
             verdict,
             also,
             detail,
-            allocated: strings(&allocated),
-            node_spec: strings(&node_spec),
+            allocated: strings(&self.allocated),
+            node_spec: strings(&self.node_spec),
             announced_to: peers
                 .iter()
                 .filter(|p| p.announced)
                 .map(|p| p.name.clone())
                 .collect(),
             peers,
-            status_age_seconds: age,
-            liveness: speaker.liveness,
-            lease_age_seconds: speaker.lease_age,
-            conflicts_with: conflicts.get(&(i, *prefix)).cloned().unwrap_or_default(),
+            status_age_seconds: self.speaker.status_age,
+            liveness: self.speaker.liveness,
+            lease_age_seconds: self.speaker.lease_age,
+            conflicts_with: self
+                .conflicts
+                .get(&(self.i, *prefix))
+                .cloned()
+                .unwrap_or_default(),
             local_asn: report.and_then(|r| r.local_asn),
             local_asn_source: report
                 .map(|r| r.local_asn_source.clone())
                 .unwrap_or_default(),
         }
-    };
+    }
 
-    for prefix in &allocated {
-        let mut v = Vec::new();
-        if let Some(others) = conflicts.get(&(i, *prefix)) {
-            let list: Vec<String> = others
-                .iter()
-                .map(|c| format!("{} {}", c.node, c.prefix))
-                .collect();
-            v.push((Verdict::Conflict, format!("overlaps {}", list.join(", "))));
-        } else if n.allocator_conflict {
-            v.push((
-                Verdict::Conflict,
-                "the allocator marked it Allocated=False/Conflict".to_owned(),
-            ));
-        }
-        v.extend(doubt.clone());
-        match report {
-            None if doubt.is_none() => v.push((
-                Verdict::NoSpeaker,
-                "no NodeBGPStatus and no Lease for this node (speaker not running, or \
-                 status.publish is false)"
-                    .to_owned(),
-            )),
-            None => {}
-            Some(r) => {
-                if let Some(why) = announce_problem(r, prefix) {
-                    v.push((Verdict::NotAnnounced, why));
+    /// What the source allocated: conflicts, the speaker's doubt, whether it is announced,
+    /// and whether the Node agrees.
+    fn allocated_rows(&self, rows: &mut Vec<DiffRow>) {
+        for prefix in &self.allocated {
+            let mut v = Vec::new();
+            if let Some(others) = self.conflicts.get(&(self.i, *prefix)) {
+                let list: Vec<String> = others
+                    .iter()
+                    .map(|c| format!("{} {}", c.node, c.prefix))
+                    .collect();
+                v.push((Verdict::Conflict, format!("overlaps {}", list.join(", "))));
+            } else if self.n.allocator_conflict {
+                v.push((
+                    Verdict::Conflict,
+                    "the allocator marked it Allocated=False/Conflict".to_owned(),
+                ));
+            }
+            v.extend(self.doubt.clone());
+            match self.report {
+                None if self.doubt.is_none() => v.push((
+                    Verdict::NoSpeaker,
+                    "no NodeBGPStatus and no Lease for this node (speaker not running, or \
+                     status.publish is false)"
+                        .to_owned(),
+                )),
+                None => {}
+                Some(r) => {
+                    if let Some(why) = announce_problem(r, prefix) {
+                        v.push((Verdict::NotAnnounced, why));
+                    }
                 }
             }
+            if self.mismatch && !self.node_spec.contains(prefix) {
+                v.push((Verdict::SourceMismatch, self.mismatch_note.clone()));
+            }
+            let fine = v.iter().all(|(k, _)| *k != Verdict::NotAnnounced);
+            let note = self
+                .report
+                .filter(|_| fine && self.doubt.is_none())
+                .map(|r| announced_note(r, prefix));
+            rows.push(self.row(prefix, v, note));
         }
-        if mismatch && !node_spec.contains(prefix) {
-            v.push((Verdict::SourceMismatch, mismatch_note.clone()));
-        }
-        let fine = v.iter().all(|(k, _)| *k != Verdict::NotAnnounced);
-        let note = report
-            .filter(|_| fine && doubt.is_none())
-            .map(|r| announced_note(r, prefix));
-        rows.push(row(prefix, v, note));
     }
 
-    let mut extra: BTreeSet<IpNet> = BTreeSet::new();
-    if let Some(r) = report {
-        extra.extend(r.announced.iter().filter_map(|a| parse(a)));
-        extra.extend(
-            r.peers
+    /// What the speaker announces that the source did not allocate to this node (whose it
+    /// is, if another node's); returns those prefixes.
+    fn announced_not_allocated(&self, rows: &mut Vec<DiffRow>) -> BTreeSet<IpNet> {
+        let mut extra: BTreeSet<IpNet> = BTreeSet::new();
+        if let Some(r) = self.report {
+            extra.extend(r.announced.iter().filter_map(|a| parse(a)));
+            extra.extend(
+                r.peers
+                    .iter()
+                    .flat_map(|p| &p.routes)
+                    .filter_map(|rt| parse(&rt.prefix)),
+            );
+        }
+        extra.retain(|p| !self.allocated.contains(p));
+        // With `node-spec` the "IPAM" view is the Node itself.
+        let ipam = if self.input.source == SourceKind::NodeSpec {
+            "Node.spec.podCIDRs"
+        } else {
+            "IPAM"
+        };
+        for prefix in &extra {
+            let mut v: Vec<(Verdict, String)> = self.doubt.iter().cloned().collect();
+            let owners: Vec<String> = self
+                .input
+                .nodes
                 .iter()
-                .flat_map(|p| &p.routes)
-                .filter_map(|rt| parse(&rt.prefix)),
-        );
-    }
-    extra.retain(|p| !allocated.contains(p));
-    for prefix in &extra {
-        let mut v: Vec<(Verdict, String)> = doubt.iter().cloned().collect();
-        let owners: Vec<String> = input
-            .nodes
-            .iter()
-            .filter(|o| o.name != n.name)
-            .filter(|o| o.allocated.iter().flatten().any(|q| overlaps(q, prefix)))
-            .map(|o| o.name.clone())
-            .collect();
-        let mut why = format!(
-            "the speaker announces it; {ipam} allocates {}",
-            join(&allocated)
-        );
-        if !owners.is_empty() {
-            why.push_str(&format!(" (it belongs to {})", owners.join(", ")));
+                .filter(|o| o.name != self.n.name)
+                .filter(|o| o.allocated.iter().flatten().any(|q| overlaps(q, prefix)))
+                .map(|o| o.name.clone())
+                .collect();
+            let mut why = format!(
+                "the speaker announces it; {ipam} allocates {}",
+                join(&self.allocated)
+            );
+            if !owners.is_empty() {
+                why.push_str(&format!(" (it belongs to {})", owners.join(", ")));
+            }
+            v.push((Verdict::AnnouncedNotAllocated, why));
+            if self.mismatch && self.node_spec.contains(prefix) {
+                v.push((Verdict::SourceMismatch, self.mismatch_note.clone()));
+            }
+            rows.push(self.row(prefix, v, None));
         }
-        v.push((Verdict::AnnouncedNotAllocated, why));
-        if mismatch && node_spec.contains(prefix) {
-            v.push((Verdict::SourceMismatch, mismatch_note.clone()));
-        }
-        rows.push(row(prefix, v, None));
+        extra
     }
 
-    if mismatch {
-        for prefix in node_spec
+    /// What only the Node's `spec.podCIDRs` names (the classic mismatch).
+    fn node_spec_only_rows(&self, extra: &BTreeSet<IpNet>, rows: &mut Vec<DiffRow>) {
+        if !self.mismatch {
+            return;
+        }
+        for prefix in self
+            .node_spec
             .iter()
-            .filter(|p| !allocated.contains(p) && !extra.contains(p))
+            .filter(|p| !self.allocated.contains(p) && !extra.contains(p))
         {
-            rows.push(row(
+            rows.push(self.row(
                 prefix,
-                vec![(Verdict::SourceMismatch, mismatch_note.clone())],
+                vec![(Verdict::SourceMismatch, self.mismatch_note.clone())],
                 None,
             ));
         }

@@ -3,6 +3,7 @@
 //! the source, status and Lease writes, Kubernetes Events, logs, metrics). It decides nothing
 //! the core could.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,8 @@ use std::time::Duration;
 use bgp_proto::session::SessionEvent;
 use ipam_watch::source::DesiredSet;
 use kube::Client;
-use podcidr_config::Config;
+use podcidr_api::SpeakerReport;
+use podcidr_config::{Config, LogConfig, SourceConfig};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -577,131 +579,162 @@ impl Speaker {
             .collect();
         self.peers.stop(stops).await;
         for effect in effects {
-            match effect {
-                Effect::StopPeer { .. } => {}
-                Effect::StartPeer(setup) | Effect::ResetPeer { setup, .. } => {
-                    self.peers.start(&setup)
-                }
-                Effect::Bfd { name, input } => self.peers.bfd(&name, input),
-                Effect::SetBfd(config) => self.peers.set_bfd(&config).await,
-                Effect::SetConnectRetry { name, base, max } => {
-                    self.peers.set_connect_retry(&name, base, max);
-                }
-                Effect::SetRoutes { name, routes } => self.peers.set_routes(&name, routes),
-                Effect::SetListeners(layout) => {
-                    for e in self.peers.set_listeners(&layout) {
-                        tracing::error!(error = %e, "passive peers cannot be served");
-                    }
-                }
-                Effect::RestartSource { source, node } => {
-                    // Objects mode names no other node: its Node watch serves the source.
-                    let events = self.objects.as_ref().map(|o| node_events(o.node.clone()));
-                    let client = self.client.as_ref();
-                    let from_objects = self.objects.is_some();
-                    match start_source(
-                        &source,
-                        client,
-                        &node,
-                        self.opts.file_poll,
-                        events,
-                        from_objects,
-                    ) {
-                        Ok((rx, task)) => {
-                            self.source_task.abort();
-                            self.desired = rx;
-                            self.source_task = task;
-                            self.source_alive = true;
-                        }
-                        Err(e) => tracing::error!(error = %e, "cannot start the pod-CIDR source"),
-                    }
-                }
-                Effect::SetLog(cfg) => match &self.opts.log {
-                    Some(h) => {
-                        if let Err(e) = h.apply(&cfg) {
-                            tracing::warn!(error = %e, "log settings not applied");
-                        }
-                    }
-                    None => tracing::warn!("log settings are not reloadable in this process"),
-                },
-                Effect::SetReady(ready) => {
-                    self.metrics.source_ready.set(i64::from(ready));
-                }
-                Effect::KeepEstablished(peers) => {
-                    if let Some(file) = &mut self.established_file
-                        && let Err(e) = file.save(&Established { peers })
-                    {
-                        tracing::error!(path = %file.path().display(), error = %e, "cannot keep the Established peers for the next process");
-                    }
-                }
-                Effect::SetReadiness(r) => {
-                    if !r.ready {
-                        tracing::info!(why = %r.why, "not ready");
-                    } else {
-                        tracing::info!("ready");
-                    }
-                    self.admin.set_readiness(r);
-                }
-                Effect::ReportInputs(inputs) => self.admin.set_report_inputs(inputs.0),
-                Effect::Publish {
-                    node,
-                    report,
-                    fingerprint,
-                    node_uid,
-                    at,
-                } => {
-                    let Some(writer) = self.status_writer.clone() else {
-                        continue;
-                    };
-                    let write =
-                        async move { writer.write(&node, node_uid.as_deref(), &report).await };
-                    self.publisher =
-                        Some(self.spawn_write(write, move |result| Event::Published {
-                            fingerprint,
-                            at,
-                            result,
-                        }));
-                }
-                Effect::RenewLease {
-                    node,
-                    node_uid,
-                    duration,
-                    unix,
-                    at,
-                } => {
-                    let Some(writer) = self.lease_writer.clone() else {
-                        continue;
-                    };
-                    let lease = node.clone();
-                    let renew = async move {
-                        writer
-                            .renew(&lease, node_uid.as_deref(), duration, unix)
-                            .await
-                    };
-                    self.lease_task =
-                        Some(self.spawn_write(renew, move |result| Event::LeaseRenewed {
-                            node,
-                            at,
-                            unix,
-                            result,
-                        }));
-                }
-                Effect::StopAll(stops) => self.peers.shutdown(stops).await,
-                Effect::GracefulShutdownWait(wait) => {
-                    tracing::info!(
-                        wait_seconds = wait.as_secs(),
-                        "graceful shutdown (RFC 8326): routes carry GRACEFUL_SHUTDOWN 65535:0 until the Cease"
-                    );
-                    self.final_wait_until = Some(Instant::now() + wait);
-                }
-                Effect::WriteCni(file) => self.spawn_cni_write(file),
-                Effect::KubeEvent(event) => {
-                    if let Some((sink, _)) = &self.kube_events {
-                        sink.send(*event);
-                    }
-                }
-                Effect::Notice(n) => telemetry::record(&self.metrics, n),
-            }
+            self.apply_one(effect).await;
         }
+    }
+
+    /// One effect, to the executor it belongs to: sessions, the source, the API writers,
+    /// the process (log, readiness, metrics), the node's files.
+    async fn apply_one(&mut self, effect: Effect) {
+        match effect {
+            // Stopped with the batch (`apply`).
+            Effect::StopPeer { .. } => {}
+            Effect::StartPeer(setup) | Effect::ResetPeer { setup, .. } => self.peers.start(&setup),
+            Effect::Bfd { name, input } => self.peers.bfd(&name, input),
+            Effect::SetBfd(config) => self.peers.set_bfd(&config).await,
+            Effect::SetConnectRetry { name, base, max } => {
+                self.peers.set_connect_retry(&name, base, max);
+            }
+            Effect::SetRoutes { name, routes } => self.peers.set_routes(&name, routes),
+            Effect::SetListeners(layout) => {
+                for e in self.peers.set_listeners(&layout) {
+                    tracing::error!(error = %e, "passive peers cannot be served");
+                }
+            }
+            Effect::StopAll(stops) => self.peers.shutdown(stops).await,
+            Effect::RestartSource { source, node } => self.restart_source(&source, &node),
+            Effect::SetLog(cfg) => self.set_log(&cfg),
+            Effect::SetReady(ready) => {
+                self.metrics.source_ready.set(i64::from(ready));
+            }
+            Effect::KeepEstablished(peers) => self.keep_established(peers),
+            Effect::SetReadiness(r) => {
+                if r.ready {
+                    tracing::info!("ready");
+                } else {
+                    tracing::info!(why = %r.why, "not ready");
+                }
+                self.admin.set_readiness(r);
+            }
+            Effect::ReportInputs(inputs) => self.admin.set_report_inputs(inputs.0),
+            Effect::Publish {
+                node,
+                report,
+                fingerprint,
+                node_uid,
+                at,
+            } => self.publish(node, report, fingerprint, node_uid, at),
+            Effect::RenewLease {
+                node,
+                node_uid,
+                duration,
+                unix,
+                at,
+            } => self.renew_lease(node, node_uid, duration, unix, at),
+            Effect::GracefulShutdownWait(wait) => {
+                tracing::info!(
+                    wait_seconds = wait.as_secs(),
+                    "graceful shutdown (RFC 8326): routes carry GRACEFUL_SHUTDOWN 65535:0 until the Cease"
+                );
+                self.final_wait_until = Some(Instant::now() + wait);
+            }
+            Effect::WriteCni(file) => self.spawn_cni_write(file),
+            Effect::KubeEvent(event) => {
+                if let Some((sink, _)) = &self.kube_events {
+                    sink.send(*event);
+                }
+            }
+            Effect::Notice(n) => telemetry::record(&self.metrics, n),
+        }
+    }
+
+    /// A new pod-CIDR source replaces the running one once it starts; until then the old
+    /// one's set stays.
+    fn restart_source(&mut self, source: &SourceConfig, node: &str) {
+        // Objects mode names no other node: its Node watch serves the source.
+        let events = self.objects.as_ref().map(|o| node_events(o.node.clone()));
+        let from_objects = self.objects.is_some();
+        match start_source(
+            source,
+            self.client.as_ref(),
+            node,
+            self.opts.file_poll,
+            events,
+            from_objects,
+        ) {
+            Ok((rx, task)) => {
+                self.source_task.abort();
+                self.desired = rx;
+                self.source_task = task;
+                self.source_alive = true;
+            }
+            Err(e) => tracing::error!(error = %e, "cannot start the pod-CIDR source"),
+        }
+    }
+
+    fn set_log(&self, cfg: &LogConfig) {
+        match &self.opts.log {
+            Some(h) => {
+                if let Err(e) = h.apply(cfg) {
+                    tracing::warn!(error = %e, "log settings not applied");
+                }
+            }
+            None => tracing::warn!("log settings are not reloadable in this process"),
+        }
+    }
+
+    fn keep_established(&mut self, peers: BTreeSet<String>) {
+        if let Some(file) = &mut self.established_file
+            && let Err(e) = file.save(&Established { peers })
+        {
+            tracing::error!(path = %file.path().display(), error = %e, "cannot keep the Established peers for the next process");
+        }
+    }
+
+    /// The node's `NodeBGPStatus`, written off the loop.
+    fn publish(
+        &mut self,
+        node: String,
+        report: Box<SpeakerReport>,
+        fingerprint: u64,
+        node_uid: Option<String>,
+        at: Duration,
+    ) {
+        let Some(writer) = self.status_writer.clone() else {
+            return;
+        };
+        let write = async move { writer.write(&node, node_uid.as_deref(), &report).await };
+        self.publisher = Some(self.spawn_write(write, move |result| Event::Published {
+            fingerprint,
+            at,
+            result,
+        }));
+    }
+
+    /// The node's Lease, renewed off the loop.
+    fn renew_lease(
+        &mut self,
+        node: String,
+        node_uid: Option<String>,
+        duration: Duration,
+        unix: u64,
+        at: Duration,
+    ) {
+        let Some(writer) = self.lease_writer.clone() else {
+            return;
+        };
+        let lease = node.clone();
+        let renew = async move {
+            writer
+                .renew(&lease, node_uid.as_deref(), duration, unix)
+                .await
+        };
+        self.lease_task = Some(self.spawn_write(renew, move |result| Event::LeaseRenewed {
+            node,
+            at,
+            unix,
+            result,
+        }));
     }
 
     /// Runs one API write off the loop, bounded by [`PUBLISH_TIMEOUT`]; the core hears the
