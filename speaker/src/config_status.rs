@@ -25,11 +25,11 @@ use podcidr_api::{
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use crate::daemon::kube::config_objects::{SecretWatches, Store, watch_all};
-use crate::daemon::kube::events::cut;
 use crate::objects::rollout::Step;
 use crate::objects::status::{NodeLabels, Verdict, status, verdicts};
 use crate::objects::{ObjectKind, Objects};
+use crate::text::cut;
+use crate::watches::{SecretWatches, Store, watch_all};
 
 mod rollouts;
 
@@ -67,7 +67,7 @@ pub async fn run(
     let mut reports = watch_all(Api::<NodeBGPStatus>::all(client.clone()), all());
     let (secret_tx, mut secret_rx) = mpsc::channel(64);
     let mut secrets = SecretWatches::new(
-        Api::<crate::daemon::kube::secret::Md5Secret>::namespaced(
+        Api::<crate::watches::secret::Md5Secret>::namespaced(
             client.clone(),
             &settings.secret_namespace,
         ),

@@ -17,3 +17,4 @@ pub mod objects;
 pub mod process;
 pub mod text;
 pub mod time;
+pub mod watches;

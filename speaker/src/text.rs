@@ -33,3 +33,12 @@ pub fn rfc3339(unix: u64) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// At most `limit` bytes of `text`, cut at a character boundary.
+pub fn cut(text: &str, limit: usize) -> String {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}

@@ -4,7 +4,7 @@
 //! it at every connection attempt).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use podcidr_api::SecretKeyRef;
 
@@ -41,4 +41,12 @@ pub fn key_file_plan(
     }
     plan.remove = written.difference(&plan.in_use).cloned().collect();
     plan
+}
+
+/// The file a peer's Secret key is written to: `<key_dir>/<secret>/<key>`; `None` for a name
+/// or key that is no path component (the schema refuses them; a file must never be read or
+/// written outside `key_dir` if one gets through).
+pub fn key_path(key_dir: &Path, r: &SecretKeyRef) -> Option<PathBuf> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
+    (plain(&r.name) && plain(&r.key)).then(|| key_dir.join(&r.name).join(&r.key))
 }

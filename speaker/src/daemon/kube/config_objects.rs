@@ -10,24 +10,21 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::stream::{BoxStream, StreamExt};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use futures::stream::StreamExt;
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
-use serde::de::DeserializeOwned;
+use podcidr_api::{BGPPeer, BGPSpeakerConfig};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::node::NodeState;
 use super::node_store::NodeStore;
-use super::secret::Md5Secret as Secret;
-pub(crate) use super::store::Store;
 use crate::daemon::host::state_file::{StateFile, write_whole};
 use crate::objects::key_files::key_file_plan;
-use crate::objects::status::KeyProblem;
+use crate::objects::key_files::key_path;
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
+use crate::watches::{SecretWatches, watch_all};
 
 /// Where the objects' Secrets and the key files are.
 #[derive(Debug, Clone)]
@@ -78,178 +75,6 @@ impl KeptLastGood {
         };
         if let Err(e) = file.save(last) {
             tracing::error!(path = %file.path().display(), error = %e, "cannot keep the last good configuration objects; a restart while one is unusable runs without it");
-        }
-    }
-}
-
-/// The file a peer's Secret key is written to: `<key_dir>/<secret>/<key>`; `None` for a name
-/// or key that is no path component (the schema refuses them; a file must never be read or
-/// written outside `key_dir` if one gets through).
-pub fn key_path(key_dir: &Path, r: &SecretKeyRef) -> Option<PathBuf> {
-    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
-    (plain(&r.name) && plain(&r.key)).then(|| key_dir.join(&r.name).join(&r.key))
-}
-
-pub(crate) fn watch_all<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
-where
-    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, cfg).default_backoff().boxed()
-}
-
-/// What is known of one Secret.
-#[derive(Debug, Clone)]
-enum SecretState {
-    /// Listed: the Secret, or none of that name.
-    Listed(Option<Box<Secret>>),
-    /// Never listed: why (forbidden, unreachable).
-    Unreadable(String),
-}
-
-pub(crate) type SecretEvent = (String, Result<Event<Secret>, watcher::Error>);
-
-/// The watch of one Secret and what it knows.
-struct SecretWatch {
-    task: JoinHandle<()>,
-    /// `None` until listed (or found unreadable).
-    state: Option<SecretState>,
-    relist: Option<Option<Box<Secret>>>,
-}
-
-/// One watch per Secret a selected peer names (field selector on its name).
-pub(crate) struct SecretWatches {
-    api: Api<Secret>,
-    namespace: String,
-    tx: mpsc::Sender<SecretEvent>,
-    watches: BTreeMap<String, SecretWatch>,
-}
-
-impl SecretWatches {
-    pub(crate) fn new(api: Api<Secret>, namespace: String, tx: mpsc::Sender<SecretEvent>) -> Self {
-        SecretWatches {
-            api,
-            namespace,
-            tx,
-            watches: BTreeMap::new(),
-        }
-    }
-
-    /// Watches exactly `names`.
-    pub(crate) fn want(&mut self, names: BTreeSet<String>) {
-        self.watches.retain(|name, w| {
-            let keep = names.contains(name);
-            if !keep {
-                w.task.abort();
-            }
-            keep
-        });
-        for name in names {
-            if self.watches.contains_key(&name) {
-                continue;
-            }
-            let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-            let mut stream = watch_all(self.api.clone(), cfg);
-            let tx = self.tx.clone();
-            let tag = name.clone();
-            let task = tokio::spawn(async move {
-                while let Some(ev) = stream.next().await {
-                    if tx.send((tag.clone(), ev)).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            let w = SecretWatch {
-                task,
-                state: None,
-                relist: None,
-            };
-            self.watches.insert(name, w);
-        }
-    }
-
-    /// Whether anything changed.
-    pub(crate) fn apply(&mut self, (name, ev): SecretEvent) -> bool {
-        let Some(w) = self.watches.get_mut(&name) else {
-            return false;
-        };
-        let next = match ev {
-            Ok(Event::Init) => {
-                w.relist = Some(None);
-                return false;
-            }
-            Ok(Event::InitApply(s)) => {
-                w.relist = Some(Some(Box::new(s)));
-                return false;
-            }
-            Ok(Event::InitDone) => SecretState::Listed(w.relist.take().flatten()),
-            Ok(Event::Apply(s)) => SecretState::Listed(Some(Box::new(s))),
-            Ok(Event::Delete(_)) => SecretState::Listed(None),
-            Err(e) => {
-                tracing::warn!(secret = %name, namespace = %self.namespace, error = %e, "watching a Secret failed; keeping what is known");
-                if w.state.is_some() {
-                    return false;
-                }
-                SecretState::Unreadable(e.to_string())
-            }
-        };
-        w.state = Some(next);
-        true
-    }
-
-    /// Every watched Secret was listed or found unreadable.
-    pub(crate) fn known(&self) -> bool {
-        self.watches.values().all(|w| w.state.is_some())
-    }
-
-    /// The key `r` names, or why it cannot be used.
-    pub(crate) fn key(&self, r: &SecretKeyRef) -> Result<Vec<u8>, KeyProblem> {
-        let ns = &self.namespace;
-        if key_path(Path::new("/"), r).is_none() {
-            return Err(KeyProblem::Invalid(format!(
-                "{:?}/{:?} is not a Secret name and key",
-                r.name, r.key
-            )));
-        }
-        let secret = match self.watches.get(&r.name).and_then(|w| w.state.as_ref()) {
-            None => {
-                return Err(KeyProblem::Missing(format!(
-                    "Secret {ns}/{} is not read yet",
-                    r.name
-                )));
-            }
-            Some(SecretState::Unreadable(e)) => {
-                return Err(KeyProblem::Missing(format!(
-                    "cannot read Secret {ns}/{}: {e}",
-                    r.name
-                )));
-            }
-            Some(SecretState::Listed(None)) => {
-                return Err(KeyProblem::Missing(format!(
-                    "Secret {ns}/{} does not exist",
-                    r.name
-                )));
-            }
-            Some(SecretState::Listed(Some(s))) => s,
-        };
-        let bytes = secret
-            .bytes(&r.key)
-            .ok_or_else(|| {
-                KeyProblem::Missing(format!("Secret {ns}/{} has no key {:?}", r.name, r.key))
-            })?
-            .map_err(|e| KeyProblem::Invalid(format!("Secret {ns}/{}: {e}", r.name)))?;
-        podcidr_config::md5_key_from_bytes(bytes).map_err(|e| {
-            KeyProblem::Invalid(format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
-        })
-    }
-}
-
-impl Drop for SecretWatches {
-    fn drop(&mut self) {
-        for w in self.watches.values() {
-            w.task.abort();
         }
     }
 }

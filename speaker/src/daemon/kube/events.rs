@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::daemon::core::NodeEvent;
 use crate::daemon::metrics::Metrics;
-use crate::daemon::telemetry::escape;
+use crate::text::escape;
 
 /// Events waiting for the publisher; beyond this they are dropped.
 pub const QUEUE: usize = 64;
@@ -132,14 +132,7 @@ pub fn to_api(e: &NodeEvent) -> (Publish, ObjectReference) {
     (publish, regarding)
 }
 
-/// At most `limit` bytes of `text`, cut at a character boundary.
-pub fn cut(text: &str, limit: usize) -> String {
-    let mut end = text.len().min(limit);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
-}
+pub use crate::text::cut;
 
 /// A token bucket per Event: [`BURST`] writes at once, then one per [`REFILL`] (the
 /// allocator's GCRA bucket).

@@ -6,10 +6,8 @@ pub mod events;
 pub mod lease;
 pub mod node;
 mod node_store;
-pub mod secret;
 pub mod source;
 pub mod status;
-mod store;
 
 use super::core::errors::ApiWriteError;
 

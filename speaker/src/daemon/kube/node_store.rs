@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use kube::runtime::watcher::{self, Event};
 use tokio::time::Instant;
 
-use super::store::Store;
 use crate::objects::{ObjectKind, Objects, deletion_allowed};
+use crate::watches::Store;
 
 /// The watch of one config kind as this node runs it: an object that leaves the listing
 /// without `bgp.podcidr.io/allow-delete: "true"` (its CRD deleted, which bypasses the delete

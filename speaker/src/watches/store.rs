@@ -7,14 +7,21 @@ use kube::ResourceExt;
 use kube::runtime::watcher::{self, Event};
 
 /// One watched kind, folded: objects by name, a relist swapped in whole.
-pub(crate) struct Store<K> {
-    pub(crate) objects: BTreeMap<String, K>,
+#[derive(Debug)]
+pub struct Store<K> {
+    pub objects: BTreeMap<String, K>,
     relist: Option<BTreeMap<String, K>>,
-    pub(crate) ready: bool,
+    pub ready: bool,
+}
+
+impl<K: kube::Resource> Default for Store<K> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<K: kube::Resource> Store<K> {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Store {
             objects: BTreeMap::new(),
             relist: None,
@@ -23,7 +30,7 @@ impl<K: kube::Resource> Store<K> {
     }
 
     /// Whether anything changed.
-    pub(crate) fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
+    pub fn apply(&mut self, ev: Result<Event<K>, watcher::Error>, what: &str) -> bool {
         match ev {
             Ok(Event::Init) => {
                 self.relist = Some(BTreeMap::new());
