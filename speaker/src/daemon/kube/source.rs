@@ -13,7 +13,7 @@ use podcidr_config::SourceConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::daemon::StartError;
+use podcidr_config::SourceNeedsApi;
 
 /// The source for `node` and the task that drives it. `node_events`: the speaker's own watch
 /// of the Node, given to a source that reads the Node (one watch for every reader); `None`:
@@ -26,7 +26,7 @@ pub fn start_source(
     file_poll: Duration,
     node_events: Option<NodeEvents>,
     from_objects: bool,
-) -> Result<(watch::Receiver<Arc<DesiredSet>>, JoinHandle<()>), StartError> {
+) -> Result<(watch::Receiver<Arc<DesiredSet>>, JoinHandle<()>), SourceNeedsApi> {
     let src: Box<dyn PodCidrSource> = match (source, client) {
         (SourceConfig::File { path }, _) => {
             let file = FileSource::new(path.clone()).with_interval(file_poll);
@@ -44,11 +44,7 @@ pub fn start_source(
             let (tx, rx) = watch::channel(Arc::new(DesiredSet::default()));
             return Ok((rx, tokio::spawn(async move { tx.closed().await })));
         }
-        (other, None) => {
-            return Err(StartError::SourceNeedsApi(podcidr_config::SourceNeedsApi(
-                other.kind(),
-            )));
-        }
+        (other, None) => return Err(SourceNeedsApi(other.kind())),
     };
     let (rx, driver) = match node_events {
         Some(events) => src.watch_node_with(node, events),
