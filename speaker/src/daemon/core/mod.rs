@@ -338,7 +338,7 @@ impl Core {
                 self.sessions.peers.values().any(|p| {
                     p.routes
                         .as_ref()
-                        .is_some_and(|r| r.keys().any(|prefix| cidr.contains(prefix)))
+                        .is_some_and(|r| r.within(cidr).next().is_some())
                 })
             })
             .count();
