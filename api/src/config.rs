@@ -1,6 +1,7 @@
 //! Configuration as Kubernetes objects (group `bgp.podcidr.io`, version `v1beta1`):
-//! `BGPSpeakerConfig` (what the config file holds at its top level) and `BGPPeer` (one entry
-//! of its `peers`), each selecting nodes by label. Key names and meanings are the file's
+//! `BGPSpeakerConfig` (what the config file holds at its top level), `BGPPeer` (one entry
+//! of its `peers`) and `BGPAdvertisement` (which Service addresses to announce), each
+//! selecting nodes by label. Key names and meanings are the file's
 //! (docs/config.md); the speaker assembles them into the same `Config` the file gives, with
 //! the same validation. The schema enforces what it can (types, enums, ranges, patterns,
 //! required keys); what it cannot (cross-field and cross-object rules) is checked when the
@@ -17,10 +18,12 @@ use serde_json::json;
 
 use super::schema;
 
+mod bgp_advertisement;
 mod bgp_peer;
 mod bgp_speaker_config;
 mod rules;
 
+pub use bgp_advertisement::*;
 pub use bgp_peer::*;
 pub use bgp_speaker_config::*;
 

@@ -4,7 +4,7 @@
 //! - group `podcidr.io`, version `v1alpha1`: `PodCIDRPool` and `NodePodCIDR` for IPAM (this
 //!   file), and `NodeBGPStatus`, the speaker's published report (`node_bgp_status.rs`);
 //! - group `bgp.podcidr.io`, version `v1beta1`: the configuration kinds `BGPSpeakerConfig` and
-//!   `BGPPeer`, with their CEL rules (`config.rs`).
+//!   `BGPPeer`, with their CEL rules (`config.rs`), and `BGPAdvertisement` (Service routes).
 //!
 //! CIDRs are kept as strings in the types: one bad value must not make the whole object
 //! undecodable (the watcher would fail for every object); parsing and reporting happen in
@@ -20,13 +20,13 @@ pub use node_pod_cidr::*;
 pub use pod_cidr_pool::*;
 
 pub use config::{
-    AddressFamilySpec, AsnFromNodeSpec, AsnOverrideSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig,
-    BGPSpeakerConfigSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec,
-    ConfigObjectStatus, ConnectRetrySpec, FamilySpec, ForwardingGateSpec, GracefulRestartSpec,
-    GracefulShutdownSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec,
-    NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, RolloutSpec, RolloutStatus, SecretKeyRef,
-    SourceKindSpec, SourceSpec, StatusSpec, config_condition, object_file_source_path_problem,
-    rollout_state,
+    AddressFamilySpec, AdvertisedAddressSpec, AsnFromNodeSpec, AsnOverrideSpec, BGPAdvertisement,
+    BGPAdvertisementSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec, BfdSpec,
+    CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec, ConfigObjectStatus, ConnectRetrySpec,
+    FamilySpec, ForwardingGateSpec, GracefulRestartSpec, GracefulShutdownSpec, LocalAsnSpec,
+    LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec, NumberOrString,
+    OBJECT_FILE_SOURCE_DIR, OriginSpec, RolloutSpec, RolloutStatus, SecretKeyRef, SourceKindSpec,
+    SourceSpec, StatusSpec, config_condition, object_file_source_path_problem, rollout_state,
 };
 
 pub use node_bgp_status::{
@@ -111,6 +111,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         NodeBGPStatus::crd(),
         BGPSpeakerConfig::crd(),
         BGPPeer::crd(),
+        BGPAdvertisement::crd(),
     ];
     for crd in &mut crds {
         crd.metadata.annotations = Some(keep_annotations());

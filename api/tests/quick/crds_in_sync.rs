@@ -171,7 +171,8 @@ fn generated_yaml_is_a_valid_v1_crd_set() {
             "nodepodcidrs.podcidr.io",
             "nodebgpstatuses.podcidr.io",
             "bgpspeakerconfigs.bgp.podcidr.io",
-            "bgppeers.bgp.podcidr.io"
+            "bgppeers.bgp.podcidr.io",
+            "bgpadvertisements.bgp.podcidr.io"
         ]
     );
     for crd in &crds {
@@ -383,6 +384,7 @@ const RELEASED_STORAGE_VERSIONS: &[(&str, &str)] = &[
     ("nodebgpstatuses.podcidr.io", "v1alpha1"),
     ("bgpspeakerconfigs.bgp.podcidr.io", "v1beta1"),
     ("bgppeers.bgp.podcidr.io", "v1beta1"),
+    ("bgpadvertisements.bgp.podcidr.io", "v1beta1"),
 ];
 
 #[test]
