@@ -1,0 +1,376 @@
+//! The decision: for one node, which Service routes go to which peer with which attributes,
+//! and for every selected address that is not announced, why.
+//!
+//! Rules, in the order they are checked for one address of one Service under one
+//! advertisement (the first that holds is the reason):
+//!
+//! 1. `ipMode: Proxy` load balancer addresses are served by a proxy, never announced;
+//! 2. a node labelled `node.kubernetes.io/exclude-from-external-load-balancers` announces no
+//!    LoadBalancer or ExternalIP address;
+//! 3. the announced prefix (the address, or its aggregate) must lie inside `allowedPrefixes`;
+//! 4. endpoints, chosen as kube-proxy does ([`Endpoints`]): `Cluster` announces from every
+//!    selected node while the Service can be served anywhere; `Local` only from a node that
+//!    serves it. With aggregation, the aggregate follows the `Cluster` rule (every selected
+//!    node, while the Service can be served anywhere) and a `Local` Service adds its host
+//!    route only where it is served: routers prefer the longer prefix, so traffic for the
+//!    address goes only to nodes with a local endpoint while the aggregate stays stable;
+//! 5. the datapath gate (opt-in, `Local` only): the node's service proxy must report a local
+//!    endpoint on the Service's `healthCheckNodePort`;
+//! 6. drain: after the graceful-shutdown period the node withdraws its Service routes, except
+//!    a `Local` Service served here and nowhere else, which stays until another node can
+//!    serve it (withdrawing it would black-hole it). During the period the routes carry
+//!    GRACEFUL_SHUTDOWN (RFC 8326) so routers move traffic away first.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use podcidr_config::{Community, LargeCommunity};
+
+use crate::EXCLUDE_FROM_EXTERNAL_LB_LABEL;
+use crate::advertisement::{AddressKind, Advertisement, Origin};
+use crate::endpoints::Endpoints;
+use crate::service::{ServiceFacts, ServiceKey, TrafficPolicy};
+
+/// Where the node is in a drain (an explicit trigger; never plain cordon).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drain {
+    #[default]
+    No,
+    /// The graceful-shutdown period: routes stay, with GRACEFUL_SHUTDOWN.
+    Announcing,
+    /// After it: routes withdrawn (but see rule 6).
+    Withdrawn,
+}
+
+/// What the node knows about itself.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub drain: Drain,
+    /// With the datapath gate on: per Service, `Ok` when the node's proxy serves it, or why
+    /// it is held (the probe's answer, or the hold-down). `None`: the gate is off.
+    pub datapath: Option<BTreeMap<ServiceKey, Result<(), String>>>,
+}
+
+/// A peer of the node, as advertisements select it.
+#[derive(Debug, Clone, Default)]
+pub struct PeerFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a selected address is not (fully) announced.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    /// `ipMode: Proxy`.
+    ProxyMode,
+    /// The node is excluded from external load balancers.
+    ExcludedNode,
+    /// The prefix is outside `allowedPrefixes`.
+    OutsideAllowList(IpNet),
+    /// No endpoint anywhere is ready (or serving while terminating).
+    NotReady,
+    /// `Local`: no endpoint on this node serves it.
+    NoLocalEndpoint,
+    /// `Local`, datapath gate: the node's proxy does not serve it yet.
+    DatapathNotReady(String),
+    /// The node drains and another node can serve it.
+    Draining,
+    /// The advertisement selects no peer of this node.
+    NoPeer,
+}
+
+impl Reason {
+    /// The short word `diff` and metrics use.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reason::ProxyMode => "ipModeProxy",
+            Reason::ExcludedNode => "excludedNode",
+            Reason::OutsideAllowList(_) => "outsideAllowList",
+            Reason::NotReady => "notReady",
+            Reason::NoLocalEndpoint => "noLocalEndpoint",
+            Reason::DatapathNotReady(_) => "datapathNotReady",
+            Reason::Draining => "draining",
+            Reason::NoPeer => "noPeer",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::ProxyMode => f.write_str("ipMode Proxy: a proxy serves it, not the nodes"),
+            Reason::ExcludedNode => {
+                write!(f, "the node is labelled {EXCLUDE_FROM_EXTERNAL_LB_LABEL}")
+            }
+            Reason::OutsideAllowList(p) => {
+                write!(f, "{p} is outside the advertisement's allowedPrefixes")
+            }
+            Reason::NotReady => f.write_str("no ready endpoint anywhere"),
+            Reason::NoLocalEndpoint => {
+                f.write_str("traffic policy Local and no ready endpoint on this node")
+            }
+            Reason::DatapathNotReady(why) => {
+                write!(f, "the node's service proxy does not serve it yet: {why}")
+            }
+            Reason::Draining => f.write_str("the node drains and another node serves it"),
+            Reason::NoPeer => {
+                f.write_str("the advertisement's peers selector matches no peer of this node")
+            }
+        }
+    }
+}
+
+/// The attributes of one Service route to one peer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Announce {
+    pub origin: Origin,
+    pub communities: Vec<Community>,
+    pub large_communities: Vec<LargeCommunity>,
+    pub local_pref: Option<u32>,
+    /// The advertisements that put it here, by name.
+    pub advertisements: Vec<String>,
+}
+
+impl Announce {
+    /// Two advertisements announcing one prefix to one peer: communities add up, the higher
+    /// LOCAL_PREF wins, and ORIGIN is INCOMPLETE if either asks (the migration setting must
+    /// not be undone by an overlapping object).
+    fn merge(&mut self, other: Announce) {
+        self.communities.extend(other.communities);
+        self.communities.sort();
+        self.communities.dedup();
+        self.large_communities.extend(other.large_communities);
+        self.large_communities.sort();
+        self.large_communities.dedup();
+        self.local_pref = self.local_pref.max(other.local_pref);
+        self.origin = self.origin.max(other.origin);
+        self.advertisements.extend(other.advertisements);
+        self.advertisements.sort();
+        self.advertisements.dedup();
+    }
+}
+
+/// One selected address of one Service under one advertisement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub service: ServiceKey,
+    pub kind: AddressKind,
+    pub address: IpAddr,
+    pub advertisement: String,
+    /// The prefixes announced for it (the host route and/or the aggregate).
+    pub announced: Vec<IpNet>,
+    /// Why it is not announced, or (with `announced` non-empty) why the host route is not.
+    pub held: Option<Reason>,
+    /// The peers that receive it.
+    pub peers: Vec<String>,
+}
+
+/// Everything one node announces for Services, and why not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Peer name → prefix → attributes.
+    pub routes: BTreeMap<String, BTreeMap<IpNet, Announce>>,
+    pub rows: Vec<Row>,
+    /// Whether the routes carry GRACEFUL_SHUTDOWN (the drain's period).
+    pub graceful_shutdown: bool,
+}
+
+impl Plan {
+    /// Rows announced, and rows held, for counts (NodeBGPStatus carries counts, `diff` rows).
+    pub fn counts(&self) -> (usize, usize) {
+        let announced = self.rows.iter().filter(|r| !r.announced.is_empty()).count();
+        (announced, self.rows.len() - announced)
+    }
+}
+
+/// The plan of one node. `services` yields each Service with its endpoints as seen from this
+/// node; advertisements that do not select the node are skipped.
+pub fn plan<'a>(
+    node: &NodeFacts,
+    peers: &[PeerFacts],
+    advertisements: &[Advertisement],
+    services: impl IntoIterator<Item = (&'a ServiceFacts, &'a Endpoints)>,
+) -> Plan {
+    let ads: Vec<(&Advertisement, Vec<String>)> = advertisements
+        .iter()
+        .filter(|a| a.selects_node(&node.labels))
+        .map(|a| {
+            let to = peers
+                .iter()
+                .filter(|p| a.selects_peer(&p.labels))
+                .map(|p| p.name.clone())
+                .collect();
+            (a, to)
+        })
+        .collect();
+    let mut out = Plan {
+        graceful_shutdown: node.drain == Drain::Announcing,
+        ..Plan::default()
+    };
+    if ads.is_empty() {
+        return out;
+    }
+    let excluded = node.labels.contains_key(EXCLUDE_FROM_EXTERNAL_LB_LABEL);
+    for (svc, endpoints) in services {
+        for (ad, to) in &ads {
+            if !selects_service(ad, svc) {
+                continue;
+            }
+            for (kind, address, proxy) in addresses(ad, svc) {
+                let decided = decide(node, excluded, ad, svc, endpoints, kind, address, proxy);
+                let (announced, held) = match decided {
+                    Ok(_) if to.is_empty() => (Vec::new(), Some(Reason::NoPeer)),
+                    Ok((prefixes, held)) => (prefixes, held),
+                    Err(reason) => (Vec::new(), Some(reason)),
+                };
+                for peer in to {
+                    for prefix in &announced {
+                        let mut communities = ad.communities.clone();
+                        if out.graceful_shutdown {
+                            communities.push(Community::GRACEFUL_SHUTDOWN);
+                        }
+                        let attrs = Announce {
+                            origin: ad.origin,
+                            communities,
+                            large_communities: ad.large_communities.clone(),
+                            local_pref: ad.local_pref,
+                            advertisements: vec![ad.name.clone()],
+                        };
+                        let routes = out.routes.entry(peer.clone()).or_default();
+                        match routes.get_mut(prefix) {
+                            Some(existing) => existing.merge(attrs),
+                            None => {
+                                routes.insert(*prefix, attrs);
+                            }
+                        }
+                    }
+                }
+                out.rows.push(Row {
+                    service: svc.key.clone(),
+                    kind,
+                    address,
+                    advertisement: ad.name.clone(),
+                    peers: if announced.is_empty() {
+                        Vec::new()
+                    } else {
+                        to.clone()
+                    },
+                    announced,
+                    held,
+                });
+            }
+        }
+    }
+    out.rows.sort_by(|a, b| {
+        (&a.service, a.kind, a.address, &a.advertisement).cmp(&(
+            &b.service,
+            b.kind,
+            b.address,
+            &b.advertisement,
+        ))
+    });
+    out
+}
+
+fn selects_service(ad: &Advertisement, svc: &ServiceFacts) -> bool {
+    use kube_core::SelectorExt;
+    ad.load_balancer_class == svc.load_balancer_class
+        && ad
+            .service_selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&svc.labels))
+}
+
+/// The Service's addresses of the kinds the advertisement names: (kind, address, ipMode
+/// Proxy). Addresses from migration annotations are LoadBalancer addresses.
+fn addresses(ad: &Advertisement, svc: &ServiceFacts) -> Vec<(AddressKind, IpAddr, bool)> {
+    let mut out = Vec::new();
+    for &kind in &ad.addresses {
+        match kind {
+            AddressKind::LoadBalancerIp if svc.is_load_balancer => {
+                out.extend(
+                    svc.load_balancer_ips
+                        .iter()
+                        .map(|&(ip, proxy)| (kind, ip, proxy)),
+                );
+                for &ip in &svc.annotated_ips {
+                    if !svc.load_balancer_ips.iter().any(|(i, _)| *i == ip) {
+                        out.push((kind, ip, false));
+                    }
+                }
+            }
+            AddressKind::LoadBalancerIp => {}
+            AddressKind::ExternalIp => {
+                out.extend(svc.external_ips.iter().map(|&ip| (kind, ip, false)))
+            }
+            AddressKind::ClusterIp => {
+                out.extend(svc.cluster_ips.iter().map(|&ip| (kind, ip, false)))
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Rules 1-6 for one address: the prefixes to announce and, if not all of them, why.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    node: &NodeFacts,
+    excluded: bool,
+    ad: &Advertisement,
+    svc: &ServiceFacts,
+    endpoints: &Endpoints,
+    kind: AddressKind,
+    address: IpAddr,
+    proxy: bool,
+) -> Result<(Vec<IpNet>, Option<Reason>), Reason> {
+    if proxy {
+        return Err(Reason::ProxyMode);
+    }
+    if excluded && kind.is_external() {
+        return Err(Reason::ExcludedNode);
+    }
+    let host = IpNet::from(address);
+    let aggregate = ad.aggregate(address);
+    if !ad.allows(&aggregate) {
+        return Err(Reason::OutsideAllowList(aggregate));
+    }
+    let policy = if kind.is_external() {
+        svc.external_policy
+    } else {
+        svc.internal_policy
+    };
+    if !endpoints.served_anywhere() {
+        return Err(Reason::NotReady);
+    }
+    let aggregated = aggregate != host;
+    // What the host route needs beyond "served anywhere" (Local only).
+    let host_held = match policy {
+        TrafficPolicy::Cluster => None,
+        TrafficPolicy::Local if !endpoints.served_here() => Some(Reason::NoLocalEndpoint),
+        TrafficPolicy::Local => match node.datapath.as_ref().map(|d| d.get(&svc.key)) {
+            None => None,
+            Some(Some(Ok(()))) => None,
+            Some(Some(Err(why))) => Some(Reason::DatapathNotReady(why.clone())),
+            Some(None) => Some(Reason::DatapathNotReady("not probed yet".into())),
+        },
+    };
+    if node.drain == Drain::Withdrawn {
+        let last_server =
+            policy == TrafficPolicy::Local && host_held.is_none() && !endpoints.served_elsewhere();
+        if !last_server {
+            return Err(Reason::Draining);
+        }
+    }
+    match (aggregated, policy, host_held) {
+        (false, _, None) => Ok((vec![host], None)),
+        (false, _, Some(why)) => Err(why),
+        (true, TrafficPolicy::Cluster, _) => Ok((vec![aggregate], None)),
+        (true, TrafficPolicy::Local, None) => Ok((vec![aggregate, host], None)),
+        (true, TrafficPolicy::Local, Some(why)) => Ok((vec![aggregate], Some(why))),
+    }
+}
