@@ -66,6 +66,29 @@ pub mod contract {
     /// this (a status write per node per minute was 80-170 writes/s into etcd at 5,000
     /// nodes, for nothing that changed).
     pub const STATUS_REFRESH: Duration = Duration::from_secs(3600);
+
+    /// Taints that mark a node for removal, and what each says.
+    pub const REMOVAL_TAINTS: &[(&str, &str)] = &[
+        (
+            "ToBeDeletedByClusterAutoscaler",
+            "the cluster autoscaler is removing it",
+        ),
+        ("karpenter.sh/disrupted", "Karpenter is removing it"),
+        ("karpenter.sh/disruption", "Karpenter is removing it"),
+        (
+            "node.kubernetes.io/out-of-service",
+            "it is out of service (non-graceful node shutdown)",
+        ),
+        (
+            "node.cloudprovider.kubernetes.io/shutdown",
+            "its cloud instance is shut down",
+        ),
+    ];
+
+    /// The taint key or annotation (value `"true"`) that drains a node's Service routes
+    /// (withdrawn after the RFC 8326 wait; sessions and pod CIDRs stay). Read by the speakers
+    /// and `diff --services`.
+    pub const SERVICE_DRAIN_KEY: &str = "podcidr.io/drain-services";
 }
 
 /// Condition types and reasons written to `status.conditions`.

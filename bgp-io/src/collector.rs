@@ -27,6 +27,10 @@ pub struct CollectedRoute {
     pub next_hop: Option<IpAddr>,
     pub as_path: Vec<u32>,
     pub communities: Vec<u32>,
+    /// ORIGIN (RFC 4271 5.1.1), when the UPDATE carried one.
+    pub origin: Option<bgp_proto::message::attribute::Origin>,
+    /// LOCAL_PREF (iBGP), when the UPDATE carried one.
+    pub local_pref: Option<u32>,
     /// When the UPDATE carrying it arrived (for latency measurements).
     pub received_at: Instant,
 }
@@ -203,6 +207,14 @@ fn apply(table: &mut PeerTable, u: &Update, opts: &WireOptions) {
             _ => None,
         })
         .unwrap_or_default();
+    let origin = u.attributes.iter().find_map(|a| match &a.value {
+        bgp_proto::message::attribute::AttrValue::Origin(o) => Some(*o),
+        _ => None,
+    });
+    let local_pref = u.attributes.iter().find_map(|a| match &a.value {
+        bgp_proto::message::attribute::AttrValue::LocalPref(v) => Some(*v),
+        _ => None,
+    });
     let now = Instant::now();
     for p in announced {
         table.routes.insert(
@@ -211,6 +223,8 @@ fn apply(table: &mut PeerTable, u: &Update, opts: &WireOptions) {
                 next_hop,
                 as_path: as_path.clone(),
                 communities: communities.clone(),
+                origin,
+                local_pref,
                 received_at: now,
             },
         );

@@ -27,3 +27,19 @@ pub const SERVICE_NAMESPACE_LABEL: &str = "podcidr.io/service-namespace";
 /// announces no LoadBalancer or ExternalIP address.
 pub const EXCLUDE_FROM_EXTERNAL_LB_LABEL: &str =
     "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// What a speaker knows of the cluster's Services for its node, as its watch task hands it to
+/// the core: every input of [`plan`] but the node's own facts and peers, which the core has.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// Every watched kind has been listed once: before that nothing is withdrawn for lack of
+    /// an object.
+    pub synced: bool,
+    pub advertisements: Vec<Advertisement>,
+    /// `BGPAdvertisement`s that could not be read, with every problem.
+    pub refused: std::collections::BTreeMap<String, Vec<String>>,
+    /// Every Service with an address, with its endpoints as seen from this node.
+    pub services: Vec<(std::sync::Arc<ServiceFacts>, Endpoints)>,
+    /// `BGPPeer` labels by object name, for `spec.peers`.
+    pub peer_labels: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+}

@@ -19,8 +19,8 @@ use kube::runtime::events::{Event as Publish, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use podcidr_api::{
-    BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus, NodeBGPStatus,
-    rollout_state,
+    BGPAdvertisement, BGPPeer, BGPSpeakerConfig, CONFIG_GROUP, CONFIG_VERSION, ConfigObjectStatus,
+    NodeBGPStatus, rollout_state,
 };
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
@@ -61,6 +61,7 @@ pub async fn run(
     let all = watcher::Config::default;
     let mut configs = watch_all(Api::<BGPSpeakerConfig>::all(client.clone()), all());
     let mut peers = watch_all(Api::<BGPPeer>::all(client.clone()), all());
+    let mut advertisements = watch_all(Api::<BGPAdvertisement>::all(client.clone()), all());
     // Labels are all a Node is needed for: metadata only.
     let mut nodes = watch_all(Api::<PartialObjectMeta<Node>>::all(client.clone()), all());
     // Where each node is in a rollout: which generation it runs, which sessions are up.
@@ -76,6 +77,7 @@ pub async fn run(
     );
     let mut config_store: Store<BGPSpeakerConfig> = Store::new();
     let mut peer_store: Store<BGPPeer> = Store::new();
+    let mut ad_store: Store<BGPAdvertisement> = Store::new();
     let mut node_store: Store<PartialObjectMeta<Node>> = Store::new();
     let mut report_store: Store<NodeBGPStatus> = Store::new();
     let writer = Writer::new(client);
@@ -89,6 +91,7 @@ pub async fn run(
         tokio::select! {
             Some(ev) = configs.next() => dirty |= config_store.apply(ev, "BGPSpeakerConfig"),
             Some(ev) = peers.next() => dirty |= peer_store.apply(ev, "BGPPeer"),
+            Some(ev) = advertisements.next() => dirty |= ad_store.apply(ev, "BGPAdvertisement"),
             Some(ev) = nodes.next() => {
                 // Nodes change often (status, heartbeats); only their labels and their
                 // coming and going matter here.
@@ -114,6 +117,8 @@ pub async fn run(
                 let objects = Objects {
                     configs: config_store.objects.clone(),
                     peers: peer_store.objects.clone(),
+                    // Not waited for: a cluster without the kind still gets the others'.
+                    advertisements: ad_store.objects.clone(),
                     ..Objects::default()
                 };
                 secrets.want(referenced(&objects));
@@ -222,6 +227,7 @@ fn count_rollouts(metrics: &AllocatorMetrics, writer: &Writer) {
 struct Writer {
     configs: Api<BGPSpeakerConfig>,
     peers: Api<BGPPeer>,
+    advertisements: Api<BGPAdvertisement>,
     recorder: Recorder,
     /// What this process last wrote on each object, at which generation: its own watch may
     /// not have delivered the write yet (5,000 speakers' watches are served first), and a
@@ -242,6 +248,7 @@ impl Writer {
         Writer {
             configs: Api::all(client.clone()),
             peers: Api::all(client.clone()),
+            advertisements: Api::all(client.clone()),
             recorder: Recorder::new(client, reporter),
             written: std::sync::Mutex::default(),
             rollouts: std::sync::Mutex::default(),
@@ -265,6 +272,7 @@ impl Writer {
             w.retain(|(kind, name), _| match kind {
                 ObjectKind::SpeakerConfig => objects.configs.contains_key(name),
                 ObjectKind::Peer => objects.peers.contains_key(name),
+                ObjectKind::Advertisement => objects.advertisements.contains_key(name),
             });
         }
         for v in pass.verdicts {
@@ -274,6 +282,10 @@ impl Writer {
                     None => continue,
                 },
                 ObjectKind::Peer => match objects.peers.get(&v.name) {
+                    Some(o) => (o.status.as_ref(), regarding(o)),
+                    None => continue,
+                },
+                ObjectKind::Advertisement => match objects.advertisements.get(&v.name) {
                     Some(o) => (o.status.as_ref(), regarding(o)),
                     None => continue,
                 },
@@ -358,6 +370,11 @@ impl Writer {
                     .map(|_| ()),
                 ObjectKind::Peer => self
                     .peers
+                    .patch_status(&v.name, &params, &patch)
+                    .await
+                    .map(|_| ()),
+                ObjectKind::Advertisement => self
+                    .advertisements
                     .patch_status(&v.name, &params, &patch)
                     .await
                     .map(|_| ()),

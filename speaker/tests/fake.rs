@@ -23,5 +23,7 @@ mod node_events;
 mod peers_routes_cli;
 #[path = "fake/rollout_gate.rs"]
 mod rollout_gate;
+#[path = "fake/service_routes.rs"]
+mod service_routes;
 #[path = "fake/speaker_api.rs"]
 mod speaker_api;

@@ -174,9 +174,17 @@ fn aggregation_announces_the_aggregate_everywhere_and_local_host_routes_where_se
                "allowedPrefixes": ["198.51.100.0/24"], "aggregationLengthIPv4": 28}),
     );
     let svc = lb("web", "Local", &["198.51.100.7"]);
-    let here = run(&node("a"), std::slice::from_ref(&agg), &[(svc.clone(), ready(1, 1))]);
+    let here = run(
+        &node("a"),
+        std::slice::from_ref(&agg),
+        &[(svc.clone(), ready(1, 1))],
+    );
     assert_eq!(announced(&here), ["198.51.100.0/28", "198.51.100.7/32"]);
-    let there = run(&node("c"), std::slice::from_ref(&agg), &[(svc.clone(), ready(0, 2))]);
+    let there = run(
+        &node("c"),
+        std::slice::from_ref(&agg),
+        &[(svc.clone(), ready(0, 2))],
+    );
     assert_eq!(
         announced(&there),
         ["198.51.100.0/28"],

@@ -499,6 +499,66 @@ async fn ipam_allocations(
     }
 }
 
+/// Lists what `diff --services` compares: Services, EndpointSlices (those of a Service),
+/// BGPAdvertisements, Nodes, BGPPeers and every speaker report, concurrently, page by page.
+pub async fn load_services(client: &Client) -> Result<super::services::ServicesInput, LoadError> {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use podcidr_api::{BGPAdvertisement, BGPPeer};
+    async fn all<K: Clone + DeserializeOwned + Debug>(
+        api: Api<K>,
+        params: ListParams,
+        what: &'static str,
+        crd: Option<(&'static str, &'static str)>,
+    ) -> Result<Vec<K>, LoadError> {
+        fold_pages(&api, params, Vec::new(), |acc, o| acc.push(o))
+            .await
+            .map_err(api_error(what, crd))
+    }
+    const CONFIG_CRDS: &str = "kubectl apply -k deploy/crds";
+    let (services, slices, advertisements, nodes, peers, reports) = tokio::join!(
+        all(
+            Api::<Service>::all(client.clone()),
+            ListParams::default(),
+            "services",
+            None
+        ),
+        all(
+            Api::<EndpointSlice>::all(client.clone()),
+            ListParams::default().labels("kubernetes.io/service-name"),
+            "endpointslices",
+            None,
+        ),
+        all(
+            Api::<BGPAdvertisement>::all(client.clone()),
+            ListParams::default(),
+            "bgpadvertisements",
+            Some(("BGPAdvertisement", CONFIG_CRDS)),
+        ),
+        all(
+            Api::<Node>::all(client.clone()),
+            ListParams::default(),
+            "nodes",
+            None
+        ),
+        all(
+            Api::<BGPPeer>::all(client.clone()),
+            ListParams::default(),
+            "bgppeers",
+            Some(("BGPPeer", CONFIG_CRDS)),
+        ),
+        speaker_reports(client),
+    );
+    Ok(super::services::ServicesInput {
+        services: services?,
+        slices: slices?,
+        advertisements: advertisements?,
+        nodes: nodes?,
+        peers: peers?,
+        reports: reports?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! [`render::render_table`] / [`render::render_json`] (to a `String`).
 //!
 //! Exit status of `diff`: 0 every row ok, 1 drift found, 2 could not run (reason on stderr).
+//! `diff --services` compares Service routes instead (`services.rs`), with the same exits.
 
 mod admin_client;
 pub mod diff;
@@ -12,6 +13,7 @@ pub mod liveness;
 pub mod load;
 mod peers;
 pub mod render;
+pub mod services;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -110,6 +112,10 @@ pub struct DiffArgs {
     /// there and fake a node's liveness. The speakers' `--lease-namespace`.
     #[arg(long, value_name = "NAMESPACE", default_value = crate::install::SPEAKER_LEASE_NAMESPACE)]
     pub lease_namespace: String,
+    /// Service routes instead of pod CIDRs: per Service address and node, what should be
+    /// announced, what is announced to which peer, and why not.
+    #[arg(long)]
+    pub services: bool,
 }
 
 pub use crate::flags::{parse_duration, parse_millis};
@@ -194,6 +200,9 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail("diff", e),
     };
+    if args.services {
+        return run_diff_services(&args, &client, &url).await;
+    }
     let options = DiffOptions {
         source: args.source.into(),
         stale_after_secs: args.stale_after,
@@ -239,6 +248,44 @@ pub async fn run_diff(args: DiffArgs) -> ExitCode {
     };
     print!("{out}");
     if report.summary().problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+async fn run_diff_services(args: &DiffArgs, client: &Client, url: &str) -> ExitCode {
+    let limit = args.kube.timeout();
+    let input = match tokio::time::timeout(limit, load::load_services(client)).await {
+        Ok(Ok(i)) => i,
+        Ok(Err(e)) => return fail("diff", e.at(url)),
+        Err(_) => return fail("diff", LoadError::Timeout(limit)),
+    };
+    let mut report = services::services_diff(&input);
+    if let Some(node) = &args.node {
+        if !input
+            .nodes
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(node))
+        {
+            return fail("diff", format!("node {node:?} not found"));
+        }
+        report.rows.retain(|r| &r.node == node);
+    }
+    if args.only_problems {
+        report
+            .rows
+            .retain(|r| r.verdict != services::ServiceVerdict::Ok);
+    }
+    let out = match args.output {
+        Output::Json | Output::Yaml => {
+            let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+            args.output.document(json) + "\n"
+        }
+        Output::Table | Output::Wide => services::render_table(&report, args.only_problems),
+    };
+    print!("{out}");
+    if report.problems() == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -59,6 +59,8 @@ impl Rollouts {
         let spec = match v.kind {
             ObjectKind::SpeakerConfig => objects.configs.get(&v.name).map(Rollout::of_config),
             ObjectKind::Peer => objects.peers.get(&v.name).map(Rollout::of_peer),
+            // Service routes change by UPDATE, never by a session reset: nothing to roll out.
+            ObjectKind::Advertisement => None,
         }
         .and_then(|r| r.spec);
         let generation = v.generation.unwrap_or_default();
@@ -126,6 +128,7 @@ impl Rollouts {
         self.baselines.retain(|(kind, name, _), _| match kind {
             ObjectKind::SpeakerConfig => objects.configs.contains_key(name),
             ObjectKind::Peer => objects.peers.contains_key(name),
+            ObjectKind::Advertisement => objects.advertisements.contains_key(name),
         });
     }
 }

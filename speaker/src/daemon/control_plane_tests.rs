@@ -173,11 +173,13 @@ async fn an_idle_speaker_writes_its_status_hourly_and_its_lease_every_minute() {
     );
     assert_eq!(r.fake.writes(), status + lease, "no other writes");
 
-    // Only its own objects: every list and watch carries the field selector.
+    // Only its own objects: every list and watch carries the field selector, but the one of
+    // BGPAdvertisements (cluster-wide, a handful of objects; none here).
     let log = r.fake.request_log();
     let reads: Vec<_> = log
         .iter()
         .filter(|q| matches!(q.verb, Verb::List | Verb::Watch))
+        .filter(|q| q.resource != "bgpadvertisements")
         .collect();
     assert!(!reads.is_empty(), "watches are renewed (timeoutSeconds)");
     for q in &reads {
@@ -304,7 +306,8 @@ async fn diff_calls_a_speaker_whose_lease_expired_dead() {
 }
 
 /// Whatever the source, the speaker lists and watches its own Node and its own IPAM object
-/// only (`fieldSelector=metadata.name=<node>`), never a kind cluster-wide.
+/// only (`fieldSelector=metadata.name=<node>`), never a kind cluster-wide but
+/// BGPAdvertisements: no Service, EndpointSlice or BGPPeer while no BGPAdvertisement exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_source_lists_and_watches_only_its_own_objects() {
     for source in ["node-spec", "ipam-crd", "cilium-node"] {
@@ -317,12 +320,12 @@ async fn every_source_lists_and_watches_only_its_own_objects() {
         let kinds: std::collections::BTreeSet<&str> =
             reads.iter().map(|q| q.resource.as_str()).collect();
         let want: &[&str] = match source {
-            "ipam-crd" => &["nodepodcidrs", "nodes"],
-            "cilium-node" => &["ciliumnodes", "nodes"],
-            _ => &["nodes"],
+            "ipam-crd" => &["bgpadvertisements", "nodepodcidrs", "nodes"],
+            "cilium-node" => &["bgpadvertisements", "ciliumnodes", "nodes"],
+            _ => &["bgpadvertisements", "nodes"],
         };
         assert_eq!(kinds.into_iter().collect::<Vec<_>>(), want, "{source}");
-        for q in &reads {
+        for q in reads.iter().filter(|q| q.resource != "bgpadvertisements") {
             assert_eq!(
                 q.field_selector.as_deref(),
                 Some(format!("metadata.name={ME}").as_str()),

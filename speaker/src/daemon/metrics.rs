@@ -123,6 +123,9 @@ pub struct Metrics {
     /// The source's CIDRs for this node, and how many some peer is offered.
     pub node_source_cidrs: Gauge,
     pub node_announced_cidrs: Gauge,
+    /// Service addresses announced from this node, and those selected but held back.
+    pub service_addresses_announced: Gauge,
+    pub service_addresses_held: Gauge,
     /// Peers the rollout gate excuses although they answer: never Established on this node.
     pub ready_excused_peers: Gauge,
 }
@@ -172,6 +175,8 @@ impl Metrics {
             node_config_cannot_run: Gauge::default(),
             node_source_cidrs: Gauge::default(),
             node_announced_cidrs: Gauge::default(),
+            service_addresses_announced: Gauge::default(),
+            service_addresses_held: Gauge::default(),
             ready_excused_peers: Gauge::default(),
         };
         // Every state from the start (0 with a config file: no objects select the node), so
@@ -339,6 +344,16 @@ impl Metrics {
             "podcidr_node_announced_cidrs",
             "Of podcidr_node_source_cidrs, how many are offered to at least one peer (whatever the session state): 0 with CIDRs in the source is a node announcing nothing",
             m.node_announced_cidrs.clone(),
+        );
+        registry.register(
+            "podcidr_service_addresses_announced",
+            "Service addresses (per BGPAdvertisement) this node announces to at least one peer",
+            m.service_addresses_announced.clone(),
+        );
+        registry.register(
+            "podcidr_service_addresses_held",
+            "Service addresses a BGPAdvertisement selects that this node does not announce (no local endpoint, not ready, outside the allow-list, draining, ...): `podcidr-bgp diff --services` says why",
+            m.service_addresses_held.clone(),
         );
         registry.register(
             "podcidr_ready_excused_peers",

@@ -115,6 +115,9 @@ impl RunOptions {
     }
 }
 
+/// What the Service watch knows, `None` until every kind is listed.
+type ServiceInputs = watch::Receiver<Option<Arc<podcidr_services::Inputs>>>;
+
 /// Objects mode: the speaker's one Node watch and the node's configuration objects.
 struct ObjectsMode {
     node: watch::Receiver<NodeState>,
@@ -161,6 +164,8 @@ pub struct Speaker {
     admin_addr: SocketAddr,
     /// `--config-source kubernetes`.
     objects: Option<ObjectsMode>,
+    /// Services, endpoints and `BGPAdvertisement`s (with an API).
+    service_watch: Option<(ServiceInputs, JoinHandle<()>)>,
     /// The source's latest set (pod CIDRs and the Node's facts, from one watch).
     desired: watch::Receiver<Arc<DesiredSet>>,
     source_task: JoinHandle<()>,
@@ -302,6 +307,9 @@ impl Speaker {
             None => ConfigOrigin::File,
         };
         let (established_file, before) = established_before(opts.state_dir.as_deref(), &node_name);
+        let service_watch = client
+            .as_ref()
+            .map(|c| super::kube::services::spawn(c.clone(), &node_name));
         let core = Core::new(config, node_name, client.is_some(), facts)
             .with_origin(origin)
             .with_ready_grace(opts.ready_peer_grace)
@@ -316,6 +324,7 @@ impl Speaker {
             Arc::new(LeaseWriter::new(c, &namespace, &pod))
         });
         Ok(Speaker {
+            service_watch,
             established_file,
             core,
             opts,
@@ -402,6 +411,7 @@ impl Speaker {
                 }
                 Some((peer, ev)) = self.events.recv() => Event::Session(peer, ev),
                 config = next_objects(&mut self.objects) => self.objects_event(config),
+                inputs = next_services(&mut self.service_watch) => Event::Services(inputs),
                 Some(ev) = self.finished.recv() => {
                     if matches!(ev, Event::Kernel(_)) {
                         self.kernel_reading = false;
@@ -462,6 +472,9 @@ impl Speaker {
         }
         self.source_task.abort();
         for t in self.objects.iter().flat_map(|o| &o.tasks) {
+            t.abort();
+        }
+        if let Some((_, t)) = &self.service_watch {
             t.abort();
         }
         for t in [&self.publisher, &self.lease_task, &self.metrics_task]
@@ -793,6 +806,24 @@ impl Speaker {
 }
 
 /// The next config from the objects; never without objects mode.
+/// The Service watch's next inputs (never without one, or once it stops).
+async fn next_services(
+    watch: &mut Option<(ServiceInputs, JoinHandle<()>)>,
+) -> Arc<podcidr_services::Inputs> {
+    let Some((rx, _)) = watch else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            tracing::error!("the Service watch stopped; keeping the Service routes announced");
+            return std::future::pending().await;
+        }
+        if let Some(inputs) = rx.borrow_and_update().clone() {
+            return inputs;
+        }
+    }
+}
+
 async fn next_objects(objects: &mut Option<ObjectsMode>) -> Arc<NodeConfig> {
     match objects {
         Some(o) => o.next().await,

@@ -209,6 +209,16 @@ pub fn record(m: &Metrics, notice: Notice) {
             m.ready_excused_peers
                 .set(i64::try_from(peers.len()).unwrap_or(i64::MAX));
         }
+        Notice::ServiceRoutes { announced, held } => {
+            tracing::info!(announced, held, "service addresses");
+            m.service_addresses_announced
+                .set(i64::try_from(announced).unwrap_or(i64::MAX));
+            m.service_addresses_held
+                .set(i64::try_from(held).unwrap_or(i64::MAX));
+        }
+        Notice::AdvertisementRefused { name, problems } => {
+            tracing::warn!(advertisement = %name, %problems, "BGPAdvertisement not applied: it cannot be read");
+        }
         Notice::Coverage(c) => {
             if c.source > 0 && c.announced == 0 {
                 tracing::warn!(

@@ -27,6 +27,9 @@ use podcidr_api::{BGPPeer, BGPSpeakerConfig};
 pub struct Objects {
     pub configs: BTreeMap<String, BGPSpeakerConfig>,
     pub peers: BTreeMap<String, BGPPeer>,
+    /// Service routes: read by every speaker for itself, so only the status writer keeps
+    /// them here (for their conditions).
+    pub advertisements: BTreeMap<String, podcidr_api::BGPAdvertisement>,
     /// Of those: gone from the API without [`ALLOW_DELETE`] (their CRD deleted, the delete
     /// guard bypassed). Kept running: nothing is withdrawn by accident.
     pub retained: BTreeSet<(ObjectKind, String)>,

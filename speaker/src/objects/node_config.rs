@@ -341,6 +341,8 @@ fn departing(objects: &Objects, mut out: NodeConfig) -> NodeConfig {
             match r.kind {
                 ObjectKind::SpeakerConfig => gshut_all = true,
                 ObjectKind::Peer => gshut.push(r.name.clone()),
+                // Not part of a node's config: never in `running`.
+                ObjectKind::Advertisement => {}
             }
             out.last_good.push((r, WITHDRAWING.to_owned()));
         } else if objects.retained.contains(&key) {

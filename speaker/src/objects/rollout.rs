@@ -218,6 +218,7 @@ fn entry<'a>(
     match kind {
         ObjectKind::SpeakerConfig => c.speaker_config.as_ref().filter(|g| g.name == name),
         ObjectKind::Peer => c.peers.iter().find(|g| g.name == name),
+        ObjectKind::Advertisement => None,
     }
 }
 
@@ -230,6 +231,7 @@ fn sessions<'a>(
     report.peers.iter().filter(move |p| match kind {
         ObjectKind::SpeakerConfig => true,
         ObjectKind::Peer => p.bgp_peer.as_deref() == Some(name),
+        ObjectKind::Advertisement => false,
     })
 }
 

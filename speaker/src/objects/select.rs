@@ -12,11 +12,13 @@ use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig};
 
 use super::Objects;
 
-/// The two kinds, for messages and references.
+/// The configuration kinds, for messages and references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ObjectKind {
     SpeakerConfig,
     Peer,
+    /// Service routes: read by every speaker, never part of a node's config.
+    Advertisement,
 }
 
 impl ObjectKind {
@@ -24,6 +26,7 @@ impl ObjectKind {
         match self {
             ObjectKind::SpeakerConfig => "BGPSpeakerConfig",
             ObjectKind::Peer => "BGPPeer",
+            ObjectKind::Advertisement => "BGPAdvertisement",
         }
     }
 }

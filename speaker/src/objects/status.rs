@@ -128,6 +128,17 @@ pub fn verdicts(
         let f = found.entry((ObjectKind::Peer, name.clone())).or_default();
         f.key = p.spec.password_secret_ref.as_ref().and_then(key_problem);
     }
+    // An advertisement stands alone: the speakers read it with the rules of
+    // `podcidr_services::Advertisement` (which node, Service and peer it selects is each
+    // speaker's business, reported in its NodeBGPStatus and in `diff --services`).
+    for (name, a) in &objects.advertisements {
+        let f = found
+            .entry((ObjectKind::Advertisement, name.clone()))
+            .or_default();
+        if let Err(problems) = podcidr_services::Advertisement::from_spec(name, &a.spec) {
+            f.invalid = problems;
+        }
+    }
     // Peer with config, and all of a node's peers together, once per distinct combination.
     let mut with_config: BTreeMap<(String, String), Result<(), String>> = BTreeMap::new();
     let mut together: Together = BTreeMap::new();
@@ -228,6 +239,10 @@ pub fn verdicts(
             .peers
             .get(&key.1)
             .and_then(|p| p.metadata.generation),
+        ObjectKind::Advertisement => objects
+            .advertisements
+            .get(&key.1)
+            .and_then(|a| a.metadata.generation),
     };
     found
         .into_iter()
@@ -241,7 +256,11 @@ pub fn verdicts(
 fn verdict((kind, name): Key, generation: Option<i64>, f: Findings) -> Verdict {
     use config_condition::{CONFLICT, INVALID, SECRET_NOT_FOUND, VALID};
     let n = f.selected;
-    let kept = "; speakers that ran an earlier generation keep running it";
+    let kept = if kind == ObjectKind::Advertisement {
+        "; speakers announce nothing for it until it is fixed"
+    } else {
+        "; speakers that ran an earlier generation keep running it"
+    };
     let (reason, message) = if !f.invalid.is_empty() {
         (INVALID, format!("{}{kept}", f.invalid.join("\n")))
     } else if let Some(k) = &f.key {

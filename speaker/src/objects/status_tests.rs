@@ -302,3 +302,55 @@ fn a_node_joining_leaving_or_relabelled_changes_no_status_the_writer_applies() {
     // What does change it: the verdict (no node in r9 any more: no conflict).
     assert_ne!(statuses(&[node("a", &[])]), first);
 }
+
+#[test]
+fn an_unreadable_bgp_advertisement_is_invalid_naming_every_field_and_a_good_one_is_valid() {
+    let ad = |name: &str, spec: serde_json::Value| -> podcidr_api::BGPAdvertisement {
+        let mut a = podcidr_api::BGPAdvertisement::new(name, serde_json::from_value(spec).unwrap());
+        a.metadata.generation = Some(3);
+        a
+    };
+    let objects = Objects {
+        advertisements: [
+            ad(
+                "bad",
+                serde_json::json!({"addresses": ["LoadBalancerIP"],
+                                   "allowedPrefixes": ["198.51.100.1/24"],
+                                   "communities": ["65000:x"]}),
+            ),
+            ad(
+                "good",
+                serde_json::json!({"serviceSelector": {}, "addresses": ["ClusterIP"],
+                                   "allowedPrefixes": ["10.96.0.0/16"]}),
+            ),
+        ]
+        .into_iter()
+        .map(|a| (a.metadata.name.clone().unwrap(), a))
+        .collect(),
+        ..Objects::default()
+    };
+    let vs = verdicts(&objects, &[node("a", &[])], &no_key_problem);
+    let bad = find(&vs, ObjectKind::Advertisement, "bad");
+    assert_eq!((bad.reason, bad.generation), (INVALID, Some(3)), "{bad:?}");
+    assert!(bad.message.contains("spec.allowedPrefixes[0]"), "{bad:?}");
+    assert!(bad.message.contains("spec.communities[0]"), "{bad:?}");
+    assert!(
+        bad.message.contains("speakers announce nothing for it"),
+        "{bad:?}"
+    );
+    let good = find(&vs, ObjectKind::Advertisement, "good");
+    assert_eq!(good.reason, VALID, "{good:?}");
+    let s = status(
+        good,
+        None,
+        None,
+        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    assert_eq!(s.observed_generation, Some(3));
+    let types: Vec<(&str, &str)> = s
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(types, [("Accepted", "True"), ("Ready", "True")]);
+}

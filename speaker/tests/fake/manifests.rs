@@ -100,7 +100,9 @@ fn group_of(resource: &str) -> &'static str {
         "events" => "events.k8s.io",
         "leases" => "coordination.k8s.io",
         "ciliumnodes" => "cilium.io",
-        "bgpspeakerconfigs" | "bgppeers" => "bgp.podcidr.io",
+        "bgpspeakerconfigs" | "bgppeers" | "bgpadvertisements" => "bgp.podcidr.io",
+        "services" => "",
+        "endpointslices" => "discovery.k8s.io",
         "secrets" => "",
         "roles" | "rolebindings" => "rbac.authorization.k8s.io",
         _ => "podcidr.io",
@@ -295,14 +297,42 @@ async fn run_objects_speaker(fake: &FakeKube, dir: &TempDir) {
                "data": {"tor": key}}),
     )
     .unwrap();
+    // Service routes: with a BGPAdvertisement the speaker also watches Services,
+    // EndpointSlices and BGPPeer labels.
+    fake.insert(
+        &bgp("bgpadvertisements"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": "lb"},
+               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                        "allowedPrefixes": ["198.51.100.0/24"]}}),
+    )
+    .unwrap();
+    fake.insert(
+        &Gvr::new("v1", "services"),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+               "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"}]}}}),
+    )
+    .unwrap();
+    fake.insert(
+        &Gvr::new("discovery.k8s.io/v1", "endpointslices"),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "web-1", "namespace": "shop",
+                            "labels": {"kubernetes.io/service-name": "web"}},
+               "addressType": "IPv4",
+               "endpoints": [{"addresses": ["10.244.1.5"], "nodeName": "node-a"}]}),
+    )
+    .unwrap();
     let keys = dir.path("keys");
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let speaker = Proc::spawn(
         &[
             "speaker",
             "--config-source=kubernetes",
             "--node-name=node-a",
             "--secret-namespace=podcidr-system",
-            &format!("--admin-listen=127.0.0.1:{}", free_port()),
+            &format!("--admin-listen={admin}"),
             &format!("--key-dir={}", keys.display()),
             "--kubeconfig",
             kubeconfig.to_str().unwrap(),
@@ -330,6 +360,17 @@ async fn run_objects_speaker(fake: &FakeKube, dir: &TempDir) {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o400);
+    let planned = common::poll(Duration::from_secs(30), || async {
+        let (_, body) = common::http_get(admin, "/metrics").await?;
+        body.contains("podcidr_service_addresses_announced 1")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        planned.is_some(),
+        "objects: the Service route\n{}",
+        speaker.log()
+    );
     let _ = fake.delete(&nbs, None, "node-a");
     let _ = fake.delete(&Gvr::leases(), Some("podcidr-node-lease"), "node-a");
 }
@@ -407,6 +448,14 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
                "metadata": {"name": "default", "generation": 1},
                "spec": {"asn": 64512, "source": {"kind": "ipam-crd"},
                         "allowedPrefixes": ["10.244.0.0/16"]}}),
+    )
+    .unwrap();
+    fake.insert(
+        &bgp("bgpadvertisements"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": "lb", "generation": 1},
+               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                        "allowedPrefixes": ["198.51.100.0/24"]}}),
     )
     .unwrap();
     fake.insert(
@@ -523,6 +572,25 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         })
         .await;
     assert!(event.is_ok(), "no Event on BGPPeer tor\n{}", alloc.log());
+    let advertised = fake
+        .wait_for_object(
+            &bgp("bgpadvertisements"),
+            None,
+            "lb",
+            Duration::from_secs(30),
+            |o| {
+                o.is_some_and(|o| {
+                    o["status"]["conditions"][0]["reason"] == "Valid"
+                        && o["status"]["observedGeneration"] == 1
+                })
+            },
+        )
+        .await;
+    assert!(
+        advertised.is_ok(),
+        "no status on BGPAdvertisement lb\n{}",
+        alloc.log()
+    );
     alloc.signal(libc::SIGTERM);
     assert!(
         alloc

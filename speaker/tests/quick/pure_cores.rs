@@ -1,6 +1,6 @@
 //! The cores stay pure: the speaker's core (`daemon/core/`), the configuration-object decisions
 //! (selection, the node's config, rollout waves), the allocator's core, and all of `bgp-proto`
-//! (wire format, session and BFD state machines) take inputs and return outputs; `podcidr-api`
+//! (wire format, session and BFD state machines) and `podcidr-services` (Service routes) take inputs and return outputs; `podcidr-api`
 //! is types only. A core that reaches for
 //! a runtime, a Kubernetes client, a socket, the file system, the clock or the environment
 //! fails here, naming the file, the line and what it used; such code belongs in the driver
@@ -47,6 +47,8 @@ const CORES: &[&str] = &[
     "bgp-proto/src",
     // Types only.
     "api/src",
+    // Which Service routes a node announces.
+    "services/src",
 ];
 
 fn workspace() -> PathBuf {

@@ -11,23 +11,7 @@ use podcidr_config::Config;
 use super::node::NodeFacts;
 use super::{Core, Effect, Notice};
 
-/// Taints that mark a node for removal, and what each says.
-pub const REMOVAL_TAINTS: &[(&str, &str)] = &[
-    (
-        "ToBeDeletedByClusterAutoscaler",
-        "the cluster autoscaler is removing it",
-    ),
-    ("karpenter.sh/disrupted", "Karpenter is removing it"),
-    ("karpenter.sh/disruption", "Karpenter is removing it"),
-    (
-        "node.kubernetes.io/out-of-service",
-        "it is out of service (non-graceful node shutdown)",
-    ),
-    (
-        "node.cloudprovider.kubernetes.io/shutdown",
-        "its cloud instance is shut down",
-    ),
-];
+pub use podcidr_api::contract::REMOVAL_TAINTS;
 
 /// kubelet's graceful node shutdown sets the Node's Ready condition to False with this in
 /// its message (kubelet 1.21+, the `GracefulNodeShutdown` feature).

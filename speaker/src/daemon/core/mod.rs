@@ -63,6 +63,7 @@ pub mod refused_now;
 mod reload;
 pub mod report;
 pub mod routes;
+pub mod services;
 pub mod session_setup;
 mod vocab;
 
@@ -202,6 +203,8 @@ pub struct Core {
     publishing: Publishing,
     departure: DepartureState,
     cni: CniState,
+    /// Service routes (`BGPAdvertisement`s).
+    services: services::ServiceState,
     gate: readiness::GateState,
     /// `--ready-peer-grace` (see [`readiness`]).
     ready_grace: Duration,
@@ -254,6 +257,7 @@ impl Core {
             publishing: Publishing::default(),
             departure: DepartureState::default(),
             cni: CniState::default(),
+            services: services::ServiceState::default(),
             gate: readiness::GateState::default(),
             ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
             api,
@@ -464,6 +468,7 @@ impl Core {
                 out.push(Effect::Notice(Notice::LeaseRenewed { unix, result }));
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
+            Event::Services(inputs) => self.on_services(&mut out, inputs),
             Event::Shutdown { final_stop } => self.shutdown(&mut out, final_stop),
         }
         out
@@ -682,6 +687,7 @@ impl Core {
             self.release_held(out);
         }
         self.cni.set_now(now);
+        self.services_tick(out);
         // The conflist is rendered when its inputs change, and otherwise only when the file
         // on disk is due for a recheck (or a failed write for a retry).
         if self.cni.due() {

@@ -26,7 +26,9 @@ impl Core {
         let source = |a: &PeerAddress| self.kernel.source(a);
         let nhs = next_hops(&self.config.next_hop, cfg, &self.addresses(), &source);
         let announce = self.forwardable(g);
-        let (set, refused) = peer_routes(&announce, &self.announce_config(cfg), nhs);
+        let peer = self.announce_config(cfg);
+        let (set, refused) = peer_routes(&announce, &peer, nhs);
+        let set = self.with_service_routes(&peer, set, nhs);
         Some((Arc::new(set), refused))
     }
 

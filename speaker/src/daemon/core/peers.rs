@@ -98,6 +98,8 @@ impl Core {
             self.sessions.started_once = true;
         }
         self.sync_listeners(out);
+        // Service routes follow the peers (their `spec.peers` selectors) and the Node.
+        self.replan_services(out);
     }
 
     /// A restarted speaker opens no graceful-restart session before it has routes to send:

@@ -97,7 +97,7 @@ pub fn next_hops(
     (v4, v6)
 }
 
-fn attributes(peer: &PeerConfig, next_hop: IpAddr) -> RouteAttributes {
+pub(super) fn attributes(peer: &PeerConfig, next_hop: IpAddr) -> RouteAttributes {
     RouteAttributes {
         next_hop,
         origin: OriginKind::Igp,

@@ -76,6 +76,8 @@ pub enum Event {
         file: CniFile,
         result: Result<bool, Shared<CniWriteError>>,
     },
+    /// What the Service watch knows now (Services, endpoints, advertisements).
+    Services(Arc<podcidr_services::Inputs>),
 }
 
 /// The source's CIDRs for this node (0 while it is not synced) and how many of them are in
@@ -301,6 +303,18 @@ pub enum Notice {
     RefusedNow([(&'static str, usize); 8]),
     /// The source's CIDRs for this node and how many of them some peer is offered.
     Coverage(Coverage),
+    /// Service addresses this node announces, and those it holds back (`diff --services`
+    /// says why); sent when the counts change.
+    ServiceRoutes {
+        announced: usize,
+        held: usize,
+    },
+    /// A `BGPAdvertisement` that cannot be read (its status says so too); sent when its
+    /// problems change.
+    AdvertisementRefused {
+        name: String,
+        problems: String,
+    },
     /// Peers the rollout gate excuses although they answer: never Established on this node.
     ExcusedPeers(Vec<String>),
     GuardRefused {

@@ -1,11 +1,13 @@
-//! The speaker's Kubernetes I/O: its pod-CIDR source and Node watch, and its writes (the
-//! NodeBGPStatus, the node's Lease, Events about the Node). Decisions are the core's.
+//! The speaker's Kubernetes I/O: its pod-CIDR source and Node watch, the configuration objects,
+//! the Service watch, and its writes (the NodeBGPStatus, the node's Lease, Events about the
+//! Node). Decisions are the core's.
 
 pub mod config_objects;
 pub mod events;
 pub mod lease;
 pub mod node;
 mod node_store;
+pub mod services;
 pub mod source;
 pub mod status;
 

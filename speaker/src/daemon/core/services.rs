@@ -1,0 +1,190 @@
+//! Service routes: the watch task's [`Inputs`] (Services, their endpoints seen from this node,
+//! the `BGPAdvertisement`s, the `BGPPeer` labels), the node's drain, and the plan
+//! `podcidr_services::plan` makes of them. `offer.rs` adds the plan's routes to each peer's set,
+//! so a change is an incremental UPDATE on the sessions that carry it: no reload, no reset.
+//!
+//! Drain (withdraw Service routes, keep the sessions and the pod CIDRs): the Node is deleted or
+//! being deleted, has a removal taint (the cluster autoscaler's, Karpenter's, ...), kubelet is
+//! shutting it down, or it has the taint or annotation [`DRAIN_KEY`]. Never plain cordon. The
+//! routes first carry GRACEFUL_SHUTDOWN for `gracefulShutdown.wait` (RFC 8326), then go.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bgp_proto::Family;
+use bgp_proto::session::{OriginKind, RouteSet};
+use podcidr_config::PeerConfig;
+use podcidr_services::{Drain, Inputs, NodeFacts, Origin, PeerFacts, Plan, plan};
+
+use super::routes::attributes;
+
+use super::departure::{Departure, departure};
+use super::{Core, Effect, Notice};
+
+pub use podcidr_api::contract::SERVICE_DRAIN_KEY as DRAIN_KEY;
+
+/// What the core holds for Service routes.
+#[derive(Debug, Default)]
+pub struct ServiceState {
+    /// The latest from the watch task; `None` without an API (or before its first list).
+    inputs: Option<Arc<Inputs>>,
+    plan: Arc<Plan>,
+    /// Since when (monotonic) and why the node drains, while it does.
+    drain: Option<(Duration, String)>,
+    /// Counts last said (announced, held).
+    counts: (usize, usize),
+}
+
+impl ServiceState {
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+impl Core {
+    pub(super) fn on_services(&mut self, out: &mut Vec<Effect>, inputs: Arc<Inputs>) {
+        for (name, problems) in &inputs.refused {
+            let before = self
+                .services
+                .inputs
+                .as_ref()
+                .and_then(|i| i.refused.get(name));
+            if before != Some(problems) {
+                out.push(Effect::Notice(Notice::AdvertisementRefused {
+                    name: name.clone(),
+                    problems: problems.join("; "),
+                }));
+            }
+        }
+        self.services.inputs = Some(inputs);
+        self.replan_services(out);
+    }
+
+    /// Why Service routes drain now (`None`: they do not).
+    fn drain_trigger(&self) -> Option<String> {
+        let node = self.node.facts.as_ref()?;
+        if node.taints.iter().any(|t| t == DRAIN_KEY)
+            || node.annotations.get(DRAIN_KEY).is_some_and(|v| v == "true")
+        {
+            return Some(format!("the Node has {DRAIN_KEY}"));
+        }
+        match departure(node, &self.config)? {
+            // A cordon is maintenance, not a drain of Services; `--final` is the process's.
+            Departure::Cordoned | Departure::Forced => None,
+            d => Some(d.to_string()),
+        }
+    }
+
+    fn service_drain(&mut self) -> Drain {
+        match (self.drain_trigger(), &self.services.drain) {
+            (None, _) => {
+                self.services.drain = None;
+                Drain::No
+            }
+            (Some(why), None) => {
+                self.services.drain = Some((self.now, why));
+                Drain::Announcing
+            }
+            (Some(_), Some((since, _))) => {
+                if self.now.saturating_sub(*since) >= self.config.graceful_shutdown.wait {
+                    Drain::Withdrawn
+                } else {
+                    Drain::Announcing
+                }
+            }
+        }
+    }
+
+    /// Plans again from what is known; pushes routes when the plan changed.
+    pub(super) fn replan_services(&mut self, out: &mut Vec<Effect>) {
+        let drain = self.service_drain();
+        let Some(inputs) = self.services.inputs.clone().filter(|i| i.synced) else {
+            return;
+        };
+        let node = NodeFacts {
+            name: self.node.name.clone(),
+            labels: self.node().labels.clone(),
+            drain,
+            datapath: None,
+        };
+        let peers: Vec<PeerFacts> = self
+            .sessions
+            .peers
+            .keys()
+            .map(|name| PeerFacts {
+                name: name.clone(),
+                labels: inputs.peer_labels.get(name).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let plan = plan(
+            &node,
+            &peers,
+            &inputs.advertisements,
+            inputs.services.iter().map(|(s, e)| (&**s, e)),
+        );
+        if *self.services.plan == plan {
+            return;
+        }
+        let counts = plan.counts();
+        if counts != self.services.counts {
+            self.services.counts = counts;
+            out.push(Effect::Notice(Notice::ServiceRoutes {
+                announced: counts.0,
+                held: counts.1,
+            }));
+        }
+        self.services.plan = Arc::new(plan);
+        self.push_routes(out);
+    }
+
+    /// `pods` (the peer's pod-CIDR routes) plus the plan's Service routes for this peer, with
+    /// the peer's attributes and the advertisements' on top. A pod CIDR wins a prefix both
+    /// have; a family the peer does not carry or has no next hop for is left out (as for pod
+    /// CIDRs).
+    pub(super) fn with_service_routes(
+        &self,
+        peer: &PeerConfig,
+        pods: RouteSet,
+        (nh_v4, nh_v6): (Option<IpAddr>, Option<IpAddr>),
+    ) -> RouteSet {
+        let Some(routes) = self.services.plan.routes.get(&peer.name) else {
+            return pods;
+        };
+        let services = routes.iter().filter_map(|(prefix, a)| {
+            let (family, nh) = if prefix.addr().is_ipv4() {
+                (Family::IPV4_UNICAST, nh_v4)
+            } else {
+                (Family::IPV6_UNICAST, nh_v6)
+            };
+            if !peer.families.contains(&family) {
+                return None;
+            }
+            let mut attrs = attributes(peer, nh?);
+            attrs.origin = match a.origin {
+                Origin::Igp => OriginKind::Igp,
+                Origin::Incomplete => OriginKind::Incomplete,
+            };
+            attrs.communities.extend(a.communities.iter().map(|c| c.0));
+            attrs.communities.sort_unstable();
+            attrs.communities.dedup();
+            attrs
+                .large_communities
+                .extend(a.large_communities.iter().map(|c| c.to_array()));
+            attrs.large_communities.sort_unstable();
+            attrs.large_communities.dedup();
+            attrs.local_pref = a.local_pref.or(attrs.local_pref);
+            Some((*prefix, Arc::new(attrs)))
+        });
+        // Collecting keeps the last value of a prefix given twice: pod CIDRs come last.
+        let pod_routes = pods.iter().map(|(p, a)| (*p, Arc::clone(a)));
+        services.chain(pod_routes).collect()
+    }
+
+    /// A drain's graceful-shutdown period ends on a tick.
+    pub(super) fn services_tick(&mut self, out: &mut Vec<Effect>) {
+        if self.services.drain.is_some() || self.drain_trigger().is_some() {
+            self.replan_services(out);
+        }
+    }
+}
