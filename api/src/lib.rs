@@ -32,7 +32,7 @@ pub use config::{
 pub use node_bgp_status::{
     ConfigReport, HeldCidr, MAX_REPORTED_ROUTES, NodeBGPStatus, NodeBGPStatusSpec,
     NotificationReport, ObjectGeneration, ObjectNotApplied, PeerReport, RefusedCidr, RouteReport,
-    SpeakerReport,
+    ServiceRoutesReport, SpeakerReport,
 };
 
 use k8s_openapi::api::core::v1::Node;

@@ -113,6 +113,25 @@ pub struct SpeakerReport {
     /// not (`--config-source kubernetes`); `null` with a config file.
     #[serde(default)]
     pub config: Option<ConfigReport>,
+    /// Service addresses (`BGPAdvertisement`s): counts only, never one entry per Service
+    /// (`podcidr-bgp diff --services` has the detail). Absent while no advertisement
+    /// selects the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServiceRoutesReport>,
+}
+
+/// How many Service addresses a node announces and holds back, and why.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceRoutesReport {
+    /// Addresses (per advertisement) announced to at least one peer.
+    pub announced: u32,
+    /// Addresses selected and not announced.
+    pub held: u32,
+    /// `held` by reason (`noLocalEndpoint`, `notReady`, `draining`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub held_by_reason: BTreeMap<String, u32>,
 }
 
 /// The configuration objects one node runs (condition `ConfigApplied` sums it up).

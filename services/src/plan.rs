@@ -184,6 +184,17 @@ impl Plan {
         let announced = self.rows.iter().filter(|r| !r.announced.is_empty()).count();
         (announced, self.rows.len() - announced)
     }
+
+    /// Rows not announced, by [`Reason::as_str`].
+    pub fn held_by_reason(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for r in self.rows.iter().filter(|r| r.announced.is_empty()) {
+            if let Some(reason) = &r.held {
+                *out.entry(reason.as_str()).or_default() += 1;
+            }
+        }
+        out
+    }
 }
 
 /// The plan of one node. `services` yields each Service with its endpoints as seen from this

@@ -294,10 +294,16 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
     let reported = poll(Duration::from_secs(20), || async {
         let st = s.fake.get(&nbs(), None, "node-a")?;
         let routes = st["status"]["peers"][0]["routes"].as_array()?.clone();
-        routes.iter().any(|r| r["prefix"] == VIP).then_some(())
+        let counted = st["status"]["services"] == json!({"announced": 1, "held": 0});
+        (counted && routes.iter().any(|r| r["prefix"] == VIP)).then_some(())
     })
     .await;
-    assert!(reported.is_some(), "{}", s.speaker.log());
+    assert!(
+        reported.is_some(),
+        "{}\n{}",
+        s.fake.get(&nbs(), None, "node-a").unwrap_or_default(),
+        s.speaker.log()
+    );
 
     let kubeconfig = s.dir.path("kubeconfig");
     let out = run(&[

@@ -78,6 +78,7 @@ impl Core {
             lease: (self.api && self.config.status.publish)
                 .then(|| self.publishing.lease_error.clone()),
             origin: self.origin.clone(),
+            services: self.services_report(),
         }
     }
 

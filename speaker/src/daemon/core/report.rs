@@ -252,6 +252,7 @@ pub fn report(
         local_asn: None,
         local_asn_source: String::new(),
         config: None,
+        services: None,
     }
 }
 
@@ -404,6 +405,8 @@ pub struct ReportInputs {
     /// Where the config comes from: `ConfigValid` for a file, `ConfigApplied` and
     /// `status.config` for configuration objects.
     pub origin: ConfigOrigin,
+    /// Service routes, when some advertisement selects the node.
+    pub services: Option<podcidr_api::ServiceRoutesReport>,
 }
 
 /// `status.config`, the `ConfigApplied` condition and each session's `bgpPeer`; a node that
@@ -589,6 +592,7 @@ impl ReportInputs {
             }),
             ConfigOrigin::Objects(objects) => objects_report(&mut r, objects.as_deref(), now),
         }
+        r.services = self.services.clone();
         if let Some(lease) = &self.lease {
             r.conditions.push(match lease {
                 Some(e) => condition("LeaseRenewed", false, e.reason(), e.to_string(), now),

@@ -181,6 +181,25 @@ impl Core {
         services.chain(pod_routes).collect()
     }
 
+    /// `status.services`: counts (`None` while no advertisement selects the node).
+    pub(super) fn services_report(&self) -> Option<podcidr_api::ServiceRoutesReport> {
+        let plan = &self.services.plan;
+        if plan.rows.is_empty() {
+            return None;
+        }
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        let (announced, held) = plan.counts();
+        Some(podcidr_api::ServiceRoutesReport {
+            announced: n(announced),
+            held: n(held),
+            held_by_reason: plan
+                .held_by_reason()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), n(v)))
+                .collect(),
+        })
+    }
+
     /// A drain's graceful-shutdown period ends on a tick.
     pub(super) fn services_tick(&mut self, out: &mut Vec<Effect>) {
         if self.services.drain.is_some() || self.drain_trigger().is_some() {
