@@ -70,7 +70,12 @@ pub struct Advertisement {
     pub local_pref: Option<u32>,
     pub load_balancer_class: Option<String>,
     pub origin: Origin,
+    /// The datapath gate's hold-down, when the gate is on (`spec.healthCheckGate`).
+    pub health_check_gate: Option<std::time::Duration>,
 }
+
+/// The gate's hold-down when `spec.healthCheckGate.holdDown` is absent.
+pub const DEFAULT_HOLD_DOWN: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Advertisement {
     /// Reads the object's spec; `Err` lists every bad field (`spec.allowedPrefixes[1]: ...`).
@@ -139,6 +144,25 @@ impl Advertisement {
             }
             None => None,
         };
+        let health_check_gate = spec.health_check_gate.as_ref().map(|g| {
+            use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+            let secs = match &g.hold_down {
+                None => return DEFAULT_HOLD_DOWN,
+                Some(IntOrString::Int(n)) => u64::try_from(*n).map_err(|_| n.to_string()),
+                Some(IntOrString::String(s)) => {
+                    podcidr_config::parse_seconds(s).map_err(|_| s.clone())
+                }
+            };
+            match secs {
+                Ok(s) => std::time::Duration::from_secs(s),
+                Err(v) => {
+                    errs.push(format!(
+                        "spec.healthCheckGate.holdDown: {v:?} is not a duration (90, \"90s\", \"5m\")"
+                    ));
+                    DEFAULT_HOLD_DOWN
+                }
+            }
+        });
         if spec.load_balancer_class.as_deref() == Some("") {
             errs.push("spec.loadBalancerClass: empty (omit it for Services with no class)".into());
         }
@@ -162,6 +186,7 @@ impl Advertisement {
                 Some(OriginSpec::Incomplete) => Origin::Incomplete,
                 Some(OriginSpec::Igp) | None => Origin::Igp,
             },
+            health_check_gate,
         })
     }
 

@@ -16,7 +16,7 @@ pub mod service;
 
 pub use advertisement::{AddressKind, Advertisement, Origin};
 pub use endpoints::Endpoints;
-pub use plan::{Announce, Drain, NodeFacts, PeerFacts, Plan, Reason, Row, plan};
+pub use plan::{Announce, Drain, NodeFacts, PeerFacts, Plan, Reason, Row, plan, probe_targets};
 pub use service::{ServiceFacts, ServiceKey, TrafficPolicy};
 
 /// The virtual labels a `serviceSelector` can match besides the Service's own.

@@ -49,9 +49,10 @@ pub struct NodeFacts {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub drain: Drain,
-    /// With the datapath gate on: per Service, `Ok` when the node's proxy serves it, or why
-    /// it is held (the probe's answer, or the hold-down). `None`: the gate is off.
-    pub datapath: Option<BTreeMap<ServiceKey, Result<(), String>>>,
+    /// For advertisements with the datapath gate: per Service, `Ok` when the node's proxy
+    /// has served it for the hold-down, or why it is held (the probe's answer, the
+    /// hold-down). A Service missing here has not been probed yet.
+    pub datapath: BTreeMap<ServiceKey, Result<(), String>>,
 }
 
 /// A peer of the node, as advertisements select it.
@@ -363,11 +364,14 @@ fn decide(
     let host_held = match policy {
         TrafficPolicy::Cluster => None,
         TrafficPolicy::Local if !endpoints.served_here() => Some(Reason::NoLocalEndpoint),
-        TrafficPolicy::Local => match node.datapath.as_ref().map(|d| d.get(&svc.key)) {
-            None => None,
-            Some(Some(Ok(()))) => None,
-            Some(Some(Err(why))) => Some(Reason::DatapathNotReady(why.clone())),
-            Some(None) => Some(Reason::DatapathNotReady("not probed yet".into())),
+        TrafficPolicy::Local if ad.health_check_gate.is_none() => None,
+        TrafficPolicy::Local if svc.health_check_node_port.is_none() => Some(
+            Reason::DatapathNotReady("the Service has no healthCheckNodePort to probe".into()),
+        ),
+        TrafficPolicy::Local => match node.datapath.get(&svc.key) {
+            Some(Ok(())) => None,
+            Some(Err(why)) => Some(Reason::DatapathNotReady(why.clone())),
+            None => Some(Reason::DatapathNotReady("not probed yet".into())),
         },
     };
     if node.drain == Drain::Withdrawn {
@@ -384,4 +388,40 @@ fn decide(
         (true, TrafficPolicy::Local, None) => Ok((vec![aggregate, host], None)),
         (true, TrafficPolicy::Local, Some(why)) => Ok((vec![aggregate], Some(why))),
     }
+}
+
+/// The Services the node's service proxy must be probed for: `Local` ones (external traffic
+/// policy, LoadBalancer or ExternalIP addresses) with a `healthCheckNodePort` and an endpoint
+/// here, selected by an advertisement with the datapath gate that selects the node. With the
+/// longest hold-down among those advertisements.
+pub fn probe_targets<'a>(
+    node: &NodeFacts,
+    advertisements: &[Advertisement],
+    services: impl IntoIterator<Item = (&'a ServiceFacts, &'a Endpoints)>,
+) -> (Vec<(ServiceKey, u16)>, std::time::Duration) {
+    let gated: Vec<&Advertisement> = advertisements
+        .iter()
+        .filter(|a| a.health_check_gate.is_some() && a.selects_node(&node.labels))
+        .collect();
+    let hold = gated
+        .iter()
+        .filter_map(|a| a.health_check_gate)
+        .max()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    if gated.is_empty() {
+        return (out, hold);
+    }
+    for (svc, endpoints) in services {
+        let Some(port) = svc.health_check_node_port else {
+            continue;
+        };
+        let external = gated
+            .iter()
+            .any(|a| selects_service(a, svc) && a.addresses.iter().any(|k| k.is_external()));
+        if external && svc.external_policy == TrafficPolicy::Local && endpoints.served_here() {
+            out.push((svc.key.clone(), port));
+        }
+    }
+    (out, hold)
 }

@@ -7,6 +7,8 @@
 #[path = "common/mod.rs"]
 mod common;
 
+#[path = "quick/check_advertisements.rs"]
+mod check_advertisements;
 #[path = "quick/cli_misc.rs"]
 mod cli_misc;
 #[path = "quick/config_convert.rs"]

@@ -1,9 +1,12 @@
 //! Change → wire latency: a pod-CIDR change at the source (a `NodePodCIDR` update through the
-//! in-process fake API, or a file rewrite) until the UPDATE reaches a timestamping peer (the
-//! bgp-proto collector). The speaker runs as a child process (release build).
+//! in-process fake API, or a file rewrite), or a Service endpoint becoming ready (an
+//! EndpointSlice update, with as many Services as changes and a `BGPAdvertisement`), until
+//! the UPDATE reaches a timestamping peer (the bgp-proto collector). The speaker runs as a
+//! child process (release build).
 //!
 //! Run: `cargo bench -p integration-tests --bench latency -- --speaker PATH [--changes 1000]
-//! [--file-poll-ms 10] [--mode api|file|both]`. Not part of `cargo test`.
+//! [--file-poll-ms 10] [--mode api|file|service|both]` (`both`: all three). Not part of
+//! `cargo test`.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -93,10 +96,20 @@ fn stop(child: &mut Child) {
 }
 
 /// Applies `change(i)` for every i and measures until `prefix(i)` arrives at the collector.
-async fn measure<F: FnMut(u32)>(collector: &Collector, args: &Args, mut change: F) -> Vec<f64> {
+async fn measure<F: FnMut(u32)>(collector: &Collector, args: &Args, change: F) -> Vec<f64> {
+    measure_to(collector, args, |i| IpNet::V4(prefix(i)), change).await
+}
+
+/// Applies `change(i)` for every i and measures until `target(i)` arrives at the collector.
+async fn measure_to<F: FnMut(u32)>(
+    collector: &Collector,
+    args: &Args,
+    target: impl Fn(u32) -> IpNet,
+    mut change: F,
+) -> Vec<f64> {
     let mut out = Vec::with_capacity(args.changes as usize);
     for i in 1..=args.changes {
-        let p = IpNet::V4(prefix(i));
+        let p = target(i);
         let t0 = Instant::now();
         change(i);
         let mut seen = None;
@@ -236,6 +249,87 @@ async fn run_file(args: &Args, dir: &Path) -> std::io::Result<bool> {
     Ok(all)
 }
 
+/// The i-th Service's LoadBalancer address (198.18.0.0/15, the benchmarking range).
+fn service_ip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(0xc612_0000 + i)
+}
+
+/// Service `i`'s one EndpointSlice: one endpoint on node-a, ready or not.
+fn service_slice(i: u32, ready: bool) -> serde_json::Value {
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc-{i}-1"), "namespace": "bench",
+                     "labels": {"kubernetes.io/service-name": format!("svc-{i}")}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.0.5"], "nodeName": "node-a",
+                       "conditions": {"ready": ready, "serving": ready, "terminating": false}}]})
+}
+
+/// Ok(true) when every change arrived: endpoint ready → the Service's /32 on the wire, with
+/// `changes` LoadBalancer Services (`externalTrafficPolicy: Local`) known to the speaker.
+async fn run_service(args: &Args, dir: &Path) -> std::io::Result<bool> {
+    let fake = FakeKube::start().await?;
+    let err = |e: fake_kube::ApiError| std::io::Error::other(format!("{e:?}"));
+    fake.insert(
+        &Gvr::nodes(),
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
+               "spec": {"podCIDRs": [prefix(0).to_string()]}}),
+    )
+    .map_err(err)?;
+    fake.insert(
+        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpadvertisements"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": "lb"},
+               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                        "allowedPrefixes": ["198.18.0.0/15"]}}),
+    )
+    .map_err(err)?;
+    let slices = Gvr::new("discovery.k8s.io/v1", "endpointslices");
+    for i in 1..=args.changes {
+        fake.insert(
+            &Gvr::new("v1", "services"),
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": format!("svc-{i}"), "namespace": "bench"},
+                   "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                            "ports": [{"port": 80}]},
+                   "status": {"loadBalancer": {"ingress": [{"ip": service_ip(i).to_string()}]}}}),
+        )
+        .map_err(err)?;
+        fake.insert(&slices, service_slice(i, false)).map_err(err)?;
+    }
+    let collector = Collector::start(CollectorConfig::new(([127, 0, 0, 1], 0).into())).await?;
+    let kubeconfig = dir.join("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig)?;
+    let cfg = config("{kind: node-spec}", collector.local_addr().port());
+    std::fs::write(dir.join("config.yaml"), cfg)?;
+    let kc = kubeconfig.to_string_lossy().into_owned();
+    let mut child = spawn(&args.speaker, dir, &["--kubeconfig", &kc])?;
+    let all = if wait_first(&collector, IpNet::V4(prefix(0))).await {
+        let target = |i| IpNet::from(std::net::IpAddr::V4(service_ip(i)));
+        let ms = measure_to(&collector, args, target, |i| {
+            if fake.insert(&slices, service_slice(i, true)).is_err() {
+                eprintln!("endpoint {i}: update failed");
+            }
+        })
+        .await;
+        report(
+            &format!(
+                "Service endpoint ready (EndpointSlice update, {} Services)",
+                args.changes
+            ),
+            ms,
+            args.changes,
+        )
+    } else {
+        eprintln!(
+            "service: the speaker never announced; see {}/speaker.log",
+            dir.display()
+        );
+        false
+    };
+    stop(&mut child);
+    Ok(all)
+}
+
 /// Exits 1 unless every change of every measured source arrived (bench/run.sh relies on it).
 fn main() -> std::process::ExitCode {
     let Some(args) = parse_args() else {
@@ -256,7 +350,7 @@ fn main() -> std::process::ExitCode {
     let base = std::env::temp_dir().join(format!("podcidr-latency-{}", std::process::id()));
     println!("| source | changes received | min ms | p50 ms | p90 ms | p99 ms | max ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (mode, sub) in [("api", "api"), ("file", "file")] {
+    for (mode, sub) in [("api", "api"), ("file", "file"), ("service", "service")] {
         if args.mode != "both" && args.mode != mode {
             continue;
         }
@@ -264,10 +358,10 @@ fn main() -> std::process::ExitCode {
         let made = std::fs::create_dir_all(&dir);
         let res = made.and_then(|()| {
             rt.block_on(async {
-                if mode == "api" {
-                    run_api(&args, &dir).await
-                } else {
-                    run_file(&args, &dir).await
+                match mode {
+                    "api" => run_api(&args, &dir).await,
+                    "service" => run_service(&args, &dir).await,
+                    _ => run_file(&args, &dir).await,
                 }
             })
         });

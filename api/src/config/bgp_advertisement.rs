@@ -99,6 +99,23 @@ pub struct BGPAdvertisementSpec {
     /// ORIGIN keeps ECMP across both announcers while a cluster migrates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<OriginSpec>,
+    /// Opt-in datapath gate for `Local` Services: a node announces a Service's address only
+    /// once its service proxy (kube-proxy, Cilium) reports a local endpoint on the Service's
+    /// `healthCheckNodePort`, continuously for `holdDown`; it withdraws when the proxy
+    /// reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_gate: Option<HealthCheckGateSpec>,
+}
+
+/// `spec.healthCheckGate`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckGateSpec {
+    /// How long the proxy must report a local endpoint before the first announce and after
+    /// a failure (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub hold_down: Option<IntOrString>,
 }
 
 /// A kind of Service address.

@@ -154,3 +154,50 @@ fn config_md_lists_every_spec_field_of_both_crds_once_in_both_spellings() {
         );
     }
 }
+
+/// docs/config.md, "BGPAdvertisement: Service routes", lists every field of its `spec` exactly
+/// once (a label selector is one field) and none the CRD does not have.
+#[test]
+fn config_md_lists_every_bgp_advertisement_spec_field_once() {
+    let crd = podcidr_api::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "BGPAdvertisement")
+        .expect("the CRD");
+    let spec = &crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .expect("a schema")["spec"];
+    let fields: Vec<String> = spec
+        .properties
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.clone())
+        .collect();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/config.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let title = "## BGPAdvertisement: Service routes";
+    let start = text.find(title).expect("the section");
+    let section = &text[start + title.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let rows: Vec<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `spec."))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    for f in &fields {
+        assert_eq!(
+            rows.iter().filter(|r| *r == f).count(),
+            1,
+            "docs/config.md lists BGPAdvertisement spec.{f} once"
+        );
+    }
+    for r in &rows {
+        assert!(
+            fields.contains(r),
+            "docs/config.md names spec.{r}, which the CRD has not"
+        );
+    }
+}

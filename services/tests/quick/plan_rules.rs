@@ -254,26 +254,60 @@ fn an_absent_service_selector_selects_none_and_virtual_labels_select_by_name() {
 
 #[test]
 fn the_datapath_gate_holds_a_local_route_until_the_proxy_serves_it() {
-    let svc = lb("web", "Local", &["198.51.100.7"]);
+    let svc = service(
+        "web",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 32001}),
+        &["198.51.100.7"],
+    );
+    let mut gated = lb_ad();
+    gated.health_check_gate = Some(std::time::Duration::from_secs(5));
     let mut n = node("a");
-    n.datapath = Some(BTreeMap::new());
-    let p = run(&n, &[lb_ad()], &[(svc.clone(), ready(1, 0))]);
+    let p = run(
+        &n,
+        std::slice::from_ref(&gated),
+        &[(svc.clone(), ready(1, 0))],
+    );
     assert!(announced(&p).is_empty());
     assert_eq!(
         p.rows[0].held,
         Some(Reason::DatapathNotReady("not probed yet".into()))
     );
-    n.datapath = Some(BTreeMap::from([(svc.key.clone(), Ok(()))]));
+    n.datapath = BTreeMap::from([(svc.key.clone(), Err("HTTP 503, localEndpoints 0".into()))]);
+    let p = run(
+        &n,
+        std::slice::from_ref(&gated),
+        &[(svc.clone(), ready(1, 0))],
+    );
+    assert_eq!(
+        p.rows[0].held,
+        Some(Reason::DatapathNotReady(
+            "HTTP 503, localEndpoints 0".into()
+        ))
+    );
+    n.datapath = BTreeMap::from([(svc.key.clone(), Ok(()))]);
+    let p = run(
+        &n,
+        std::slice::from_ref(&gated),
+        &[(svc.clone(), ready(1, 0))],
+    );
+    assert_eq!(announced(&p), ["198.51.100.7/32"]);
+    // Without the gate the same node announces on EndpointSlice readiness alone.
+    n.datapath = BTreeMap::new();
     assert_eq!(
         announced(&run(&n, &[lb_ad()], &[(svc, ready(1, 0))])),
         ["198.51.100.7/32"]
     );
     // The gate is for Local only: a Cluster Service is served by every node's proxy rules.
-    n.datapath = Some(BTreeMap::new());
     let c = lb("api", "Cluster", &["198.51.100.9"]);
     assert_eq!(
-        announced(&run(&n, &[lb_ad()], &[(c, ready(0, 1))])),
+        announced(&run(&n, &[gated.clone()], &[(c, ready(0, 1))])),
         ["198.51.100.9/32"]
+    );
+    // A Local Service without a healthCheckNodePort cannot pass the gate, and says so.
+    let bare = lb("bare", "Local", &["198.51.100.10"]);
+    let p = run(&n, &[gated], &[(bare, ready(1, 0))]);
+    assert!(
+        matches!(&p.rows[0].held, Some(Reason::DatapathNotReady(w)) if w.contains("no healthCheckNodePort"))
     );
 }
 

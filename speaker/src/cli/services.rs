@@ -214,7 +214,7 @@ pub fn services_diff(input: &ServicesInput) -> ServicesReport {
             } else {
                 Drain::No
             },
-            datapath: None,
+            datapath: Default::default(),
         };
         let peers = peers_of(node, &input.peers, speaker);
         let endpoints: Vec<(&ServiceFacts, Endpoints)> = services

@@ -13,6 +13,7 @@ pub mod host;
 pub mod kube;
 pub mod metrics;
 mod run;
+mod service_probe;
 mod sessions;
 mod telemetry;
 
@@ -251,6 +252,9 @@ fn check_objects(args: &SpeakerArgs) -> ExitCode {
         println!("not applied: {line}");
     }
     let Some(config) = &result.config else {
+        if !result.errors.is_empty() {
+            println!("invalid:\n{}", result.errors.join("\n"));
+        }
         println!(
             "no BGPSpeakerConfig selects a node with labels {labels:?}: it would announce nothing"
         );
@@ -265,6 +269,13 @@ fn check_objects(args: &SpeakerArgs) -> ExitCode {
         crate::text::count(result.peers.len(), "BGPPeer"),
         result.peers.join(", ")
     );
+    if !result.advertisements.is_empty() {
+        println!(
+            "it announces the Services of {} ({})",
+            crate::text::count(result.advertisements.len(), "BGPAdvertisement"),
+            result.advertisements.join(", ")
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -33,6 +33,7 @@ use super::kube::node::{NodeState, node_events, watch_node};
 use super::kube::source::start_source;
 use super::kube::status::StatusWriter;
 use super::metrics::Metrics;
+use super::service_probe::Prober;
 use super::sessions::PeerManager;
 use super::{StartError, load, telemetry, with_overrides};
 use crate::objects::NodeConfig;
@@ -166,6 +167,8 @@ pub struct Speaker {
     objects: Option<ObjectsMode>,
     /// Services, endpoints and `BGPAdvertisement`s (with an API).
     service_watch: Option<(ServiceInputs, JoinHandle<()>)>,
+    /// The datapath gate's prober, once some Service is to be probed.
+    prober: Option<Prober>,
     /// The source's latest set (pod CIDRs and the Node's facts, from one watch).
     desired: watch::Receiver<Arc<DesiredSet>>,
     source_task: JoinHandle<()>,
@@ -325,6 +328,7 @@ impl Speaker {
         });
         Ok(Speaker {
             service_watch,
+            prober: None,
             established_file,
             core,
             opts,
@@ -477,6 +481,9 @@ impl Speaker {
         if let Some((_, t)) = &self.service_watch {
             t.abort();
         }
+        if let Some(p) = &self.prober {
+            p.abort();
+        }
         for t in [&self.publisher, &self.lease_task, &self.metrics_task]
             .into_iter()
             .flatten()
@@ -609,6 +616,13 @@ impl Speaker {
                 self.peers.set_connect_retry(&name, base, max);
             }
             Effect::SetRoutes { name, routes } => self.peers.set_routes(&name, routes),
+            Effect::ProbeServices(targets) => match &self.prober {
+                Some(p) => p.set(targets),
+                None if targets.services.is_empty() => {}
+                None => {
+                    self.prober = Some(Prober::spawn(targets, self.finished_tx.clone()));
+                }
+            },
             Effect::SetListeners(layout) => {
                 for e in self.peers.set_listeners(&layout) {
                     tracing::error!(error = %e, "passive peers cannot be served");

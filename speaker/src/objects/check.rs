@@ -21,8 +21,12 @@ pub struct ObjectsCheck {
     pub peers: Vec<String>,
     /// Objects selecting the node that it does not run, with why (collisions, bad selectors).
     pub not_applied: Vec<String>,
-    /// Every problem of the objects it runs, one line each.
+    /// Every problem of the objects it runs, one line each, and of every
+    /// `BGPAdvertisement` (whichever node it selects: one that cannot be read announces
+    /// nothing anywhere).
     pub errors: Vec<String>,
+    /// The `BGPAdvertisement`s that select the node.
+    pub advertisements: Vec<String>,
 }
 
 /// Reads every YAML document of `files`; an unreadable file or an object that is not of its
@@ -48,6 +52,7 @@ pub fn parse_manifests(text: &str) -> Result<(Objects, BTreeMap<String, Value>),
 struct Manifests {
     configs: Vec<BGPSpeakerConfig>,
     peers: Vec<BGPPeer>,
+    advertisements: Vec<podcidr_api::BGPAdvertisement>,
     raw: BTreeMap<String, Value>,
 }
 
@@ -75,6 +80,10 @@ impl Manifests {
                     self.peers
                         .push(serde_json::from_value::<BGPPeer>(doc).map_err(shape)?);
                 }
+                "BGPAdvertisement" => {
+                    self.advertisements
+                        .push(serde_json::from_value(doc).map_err(shape)?);
+                }
                 _ => {}
             }
         }
@@ -82,7 +91,13 @@ impl Manifests {
     }
 
     fn done(self) -> (Objects, BTreeMap<String, Value>) {
-        (Objects::from_lists(self.configs, self.peers), self.raw)
+        let mut objects = Objects::from_lists(self.configs, self.peers);
+        objects.advertisements = self
+            .advertisements
+            .into_iter()
+            .map(|a| (a.name_any(), a))
+            .collect();
+        (objects, self.raw)
     }
 }
 
@@ -103,12 +118,26 @@ pub fn check(
             .map(|(kind, name, why)| format!("{kind} {name}: {why}")),
     );
     let peers: Vec<String> = selection.peers.iter().map(|p| p.name_any()).collect();
+    let mut ad_errors = Vec::new();
+    let mut advertisements = Vec::new();
+    for (name, a) in &objects.advertisements {
+        match podcidr_services::Advertisement::from_spec(name, &a.spec) {
+            Ok(ad) if ad.selects_node(labels) => advertisements.push(name.clone()),
+            Ok(_) => {}
+            Err(problems) => ad_errors.extend(
+                problems
+                    .into_iter()
+                    .map(|p| format!("BGPAdvertisement {name}: {p}")),
+            ),
+        }
+    }
     let Some(config) = selection.config else {
         return ObjectsCheck {
             config: None,
             peers,
             not_applied,
-            errors: Vec::new(),
+            errors: ad_errors,
+            advertisements,
         };
     };
     let spec = |key: String| raw.get(&key).cloned().unwrap_or(Value::Null);
@@ -119,7 +148,7 @@ pub fn check(
         .map(|n| (n.clone(), spec(format!("BGPPeer/{n}"))))
         .collect();
     let key_file = |_: &str, r: &SecretKeyRef| key_dir.join(&r.name).join(&r.key);
-    let errors = match assemble_specs(
+    let mut errors = match assemble_specs(
         (&config_name, &config_spec),
         &peer_specs
             .iter()
@@ -130,11 +159,13 @@ pub fn check(
         Ok(_) => Vec::new(),
         Err(e) => e.0.iter().map(ToString::to_string).collect(),
     };
+    errors.extend(ad_errors);
     ObjectsCheck {
         config: Some(config_name),
         peers,
         not_applied,
         errors,
+        advertisements,
     }
 }
 

@@ -73,19 +73,24 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(node(), json!({})).await
+}
+
+/// A speaker for `node`, with the advertisement `lb` plus `extra` spec fields.
+async fn setup_with(node: Value, extra: Value) -> Setup {
     let fake = FakeKube::start().await.unwrap();
-    fake.insert(&Gvr::nodes(), node()).unwrap();
-    fake.insert(
-        &advertisements(),
-        json!({
-            "apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
-            "metadata": {"name": "lb"},
-            "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
-                     "allowedPrefixes": ["198.51.100.0/24"], "communities": ["65000:7"],
-                     "origin": "Incomplete"}
-        }),
-    )
-    .unwrap();
+    fake.insert(&Gvr::nodes(), node).unwrap();
+    let mut ad = json!({
+        "apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+        "metadata": {"name": "lb"},
+        "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                 "allowedPrefixes": ["198.51.100.0/24"], "communities": ["65000:7"],
+                 "origin": "Incomplete"}
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        ad["spec"][k] = v.clone();
+    }
+    fake.insert(&advertisements(), ad).unwrap();
     let collector = Collector::start(CollectorConfig::new("127.0.0.1:0".parse().unwrap()))
         .await
         .unwrap();
@@ -385,4 +390,94 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
         "{}",
         out.stdout
     );
+}
+
+/// A service proxy's health server as kube-proxy answers on a `healthCheckNodePort`: 200 with
+/// the local endpoint count while there is one, 503 with 0 otherwise.
+struct Proxy {
+    port: u16,
+    local: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start() -> Proxy {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let local = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let n = local.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf).await;
+                let count = n.load(Ordering::SeqCst);
+                let body = format!(
+                    "{{\"service\":{{\"namespace\":\"shop\",\"name\":\"web\"}},\"localEndpoints\":{count}}}"
+                );
+                let status = if count > 0 {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        Proxy { port, local, task }
+    }
+
+    fn set(&self, n: u32) {
+        self.local.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_datapath_gate_announces_only_once_the_proxy_serves_the_service_on_its_health_check_node_port()
+ {
+    let proxy = Proxy::start().await;
+    // The node's InternalIP is where the proxy's health servers answer: loopback here.
+    let mut n = node();
+    n["status"]["addresses"] = json!([{"type": "InternalIP", "address": "127.0.0.1"}]);
+    let s = setup_with(n, json!({"healthCheckGate": {"holdDown": 1}})).await;
+    let mut svc = service("web", "Local", "198.51.100.7");
+    svc["spec"]["healthCheckNodePort"] = json!(proxy.port);
+    s.fake.insert(&services(), svc).unwrap();
+    s.fake
+        .insert(&slices(), slice("web", "node-a", true))
+        .unwrap();
+    // The EndpointSlice says ready; the proxy says no local endpoint yet: held back.
+    wait_prefixes(&s, &[POD_CIDR]).await;
+    let held = poll(Duration::from_secs(20), || async {
+        let st = s.fake.get(&nbs(), None, "node-a")?;
+        (st["status"]["services"]["heldByReason"]["datapathNotReady"] == 1).then_some(())
+    })
+    .await;
+    assert!(held.is_some(), "{}", s.speaker.log());
+    assert_eq!(prefixes(&s), [POD_CIDR]);
+
+    // The proxy programs the Service: announced after the hold-down.
+    let t0 = tokio::time::Instant::now();
+    proxy.set(1);
+    wait_prefixes(&s, &[POD_CIDR, VIP]).await;
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "the hold-down: {:?}",
+        t0.elapsed()
+    );
+
+    // The proxy loses it (the pod died before the EndpointSlice says so): withdrawn.
+    proxy.set(0);
+    wait_prefixes(&s, &[POD_CIDR]).await;
+    assert!(s.collector.rib()[&ID].established);
 }

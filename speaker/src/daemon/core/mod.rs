@@ -469,6 +469,7 @@ impl Core {
             }
             Event::CniWritten { file, result } => self.on_cni_written(&mut out, file, result),
             Event::Services(inputs) => self.on_services(&mut out, inputs),
+            Event::ServiceProbes(answers) => self.on_service_probes(&mut out, answers),
             Event::Shutdown { final_stop } => self.shutdown(&mut out, final_stop),
         }
         out

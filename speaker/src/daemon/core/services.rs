@@ -15,7 +15,11 @@ use std::time::Duration;
 use bgp_proto::Family;
 use bgp_proto::session::{OriginKind, RouteSet};
 use podcidr_config::PeerConfig;
-use podcidr_services::{Drain, Inputs, NodeFacts, Origin, PeerFacts, Plan, plan};
+use std::collections::BTreeMap;
+
+use podcidr_services::{
+    Drain, Inputs, NodeFacts, Origin, PeerFacts, Plan, ServiceKey, plan, probe_targets,
+};
 
 use super::routes::attributes;
 
@@ -34,6 +38,24 @@ pub struct ServiceState {
     drain: Option<(Duration, String)>,
     /// Counts last said (announced, held).
     counts: (usize, usize),
+    /// The datapath gate: what the node's service proxy last answered per Service.
+    probes: BTreeMap<ServiceKey, Probe>,
+    /// What the prober was last asked to probe.
+    targets: Option<ProbeTargets>,
+}
+
+/// One Service's last probe answer, and since when (monotonic) it has been a local endpoint.
+#[derive(Debug, Clone)]
+struct Probe {
+    answer: Result<(), String>,
+    ok_since: Option<Duration>,
+}
+
+/// What the prober probes: `healthCheckNodePort`s at the node's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeTargets {
+    pub address: IpAddr,
+    pub services: Vec<(ServiceKey, u16)>,
 }
 
 impl ServiceState {
@@ -96,18 +118,70 @@ impl Core {
         }
     }
 
+    /// The prober's answers (the datapath gate).
+    pub(super) fn on_service_probes(
+        &mut self,
+        out: &mut Vec<Effect>,
+        answers: BTreeMap<ServiceKey, Result<(), String>>,
+    ) {
+        let now = self.now;
+        let probes = &mut self.services.probes;
+        probes.retain(|k, _| answers.contains_key(k));
+        for (key, answer) in answers {
+            let ok_since = match (&answer, probes.get(&key)) {
+                (Err(_), _) => None,
+                (Ok(()), Some(p)) if p.answer.is_ok() => p.ok_since,
+                (Ok(()), _) => Some(now),
+            };
+            probes.insert(key, Probe { answer, ok_since });
+        }
+        self.replan_services(out);
+    }
+
+    /// Each probed Service's gate: open once the proxy has reported a local endpoint for the
+    /// hold-down.
+    fn datapath(&self, hold: Duration) -> BTreeMap<ServiceKey, Result<(), String>> {
+        self.services
+            .probes
+            .iter()
+            .map(|(k, p)| {
+                let gate = match (&p.answer, p.ok_since) {
+                    (Err(why), _) => Err(why.clone()),
+                    (Ok(()), Some(t)) if self.now.saturating_sub(t) >= hold => Ok(()),
+                    (Ok(()), t) => Err(format!(
+                        "held down: a local endpoint for {} s of {} s",
+                        t.map_or(0, |t| self.now.saturating_sub(t).as_secs()),
+                        hold.as_secs()
+                    )),
+                };
+                (k.clone(), gate)
+            })
+            .collect()
+    }
+
     /// Plans again from what is known; pushes routes when the plan changed.
     pub(super) fn replan_services(&mut self, out: &mut Vec<Effect>) {
         let drain = self.service_drain();
         let Some(inputs) = self.services.inputs.clone().filter(|i| i.synced) else {
             return;
         };
-        let node = NodeFacts {
+        let mut node = NodeFacts {
             name: self.node.name.clone(),
             labels: self.node().labels.clone(),
             drain,
-            datapath: None,
+            datapath: BTreeMap::new(),
         };
+        let services = || inputs.services.iter().map(|(s, e)| (&**s, e));
+        let (targets, hold) = probe_targets(&node, &inputs.advertisements, services());
+        let targets = ProbeTargets {
+            address: self.probe_address(),
+            services: targets,
+        };
+        if self.services.targets.as_ref() != Some(&targets) {
+            self.services.targets = Some(targets.clone());
+            out.push(Effect::ProbeServices(targets));
+        }
+        node.datapath = self.datapath(hold);
         let peers: Vec<PeerFacts> = self
             .sessions
             .peers
@@ -200,9 +274,20 @@ impl Core {
         })
     }
 
-    /// A drain's graceful-shutdown period ends on a tick.
+    /// Where the service proxy's health servers answer: the node's InternalIP (what cloud
+    /// load balancers probe), else loopback.
+    fn probe_address(&self) -> IpAddr {
+        let n = self.node();
+        n.internal_v4
+            .map(IpAddr::from)
+            .or(n.internal_v6.map(IpAddr::from))
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+    }
+
+    /// A drain's graceful-shutdown period, or a gate's hold-down, ends on a tick.
     pub(super) fn services_tick(&mut self, out: &mut Vec<Effect>) {
-        if self.services.drain.is_some() || self.drain_trigger().is_some() {
+        let holding = self.services.probes.values().any(|p| p.answer.is_ok());
+        if holding || self.services.drain.is_some() || self.drain_trigger().is_some() {
             self.replan_services(out);
         }
     }

@@ -78,6 +78,8 @@ pub enum Event {
     },
     /// What the Service watch knows now (Services, endpoints, advertisements).
     Services(Arc<podcidr_services::Inputs>),
+    /// The service proxy's answers on the probed `healthCheckNodePort`s (the datapath gate).
+    ServiceProbes(BTreeMap<podcidr_services::ServiceKey, Result<(), String>>),
 }
 
 /// The source's CIDRs for this node (0 while it is not synced) and how many of them are in
@@ -153,6 +155,9 @@ pub type ListenerLayout = BTreeMap<SocketAddr, Vec<PassiveSpec>>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     StartPeer(Box<PeerSetup>),
+    /// Probe these `healthCheckNodePort`s (none: stop probing), and report with
+    /// [`Event::ServiceProbes`] when an answer changes.
+    ProbeServices(super::services::ProbeTargets),
     /// Keep for the next process on this node (`--state-dir`): the peers Established here.
     KeepEstablished(std::collections::BTreeSet<String>),
     StopPeer {
