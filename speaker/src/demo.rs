@@ -1,6 +1,7 @@
 //! `podcidr-bgp demo`: the whole flow in one process, no cluster, no root, no packages.
 //! A fake Kubernetes API seeded with nodes, the cluster-pool allocator, one speaker per node,
-//! and a route collector acting as the ToR; then the classic incident and a node removal.
+//! and a route collector acting as the ToR; then the classic incident, a LoadBalancer Service
+//! announced from the nodes that run its pods, and a node removal.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -390,8 +391,10 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
         println!("    {line}");
     }
 
+    service_step(&fake, &collector, n).await?;
+
     step(
-        7,
+        8,
         format!("node-{n} leaves the cluster: only its routes are withdrawn").as_str(),
     );
     let before = collector.prefixes();
@@ -439,5 +442,121 @@ async fn scenario(args: &DemoArgs) -> Result<(), String> {
     let _ = alloc_stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), allocator_task).await;
     println!("\ndone in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The demo's LoadBalancer address (documentation range).
+const VIP: &str = "198.51.100.10";
+
+/// Step 7: a `Local` LoadBalancer Service whose pods run on node-1 and node-2 (or node-1 alone
+/// with one node) is announced from those nodes only; its pod on node-2 stops being ready and
+/// node-2 withdraws it; `diff --services` says why per node.
+async fn service_step(fake: &FakeKube, collector: &Collector, n: u8) -> Result<(), String> {
+    let serving: Vec<u8> = (1..=n.min(2)).collect();
+    step(
+        7,
+        &format!(
+            "a LoadBalancer Service (externalTrafficPolicy: Local) with pods on {}",
+            serving
+                .iter()
+                .map(|i| node_name(*i))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    );
+    let err = |e: fake_kube::ApiError| e.to_string();
+    fake.insert(
+        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpadvertisements"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": "load-balancers"},
+               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                        "allowedPrefixes": ["198.51.100.0/24"]}}),
+    )
+    .map_err(err)?;
+    fake.insert(
+        &Gvr::new("v1", "services"),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                        "ports": [{"port": 80}]},
+               "status": {"loadBalancer": {"ingress": [{"ip": VIP}]}}}),
+    )
+    .map_err(err)?;
+    let endpoints: Vec<serde_json::Value> = serving
+        .iter()
+        .map(|i| {
+            json!({"addresses": [format!("10.244.{}.5", i - 1)], "nodeName": node_name(*i),
+                   "conditions": {"ready": true, "serving": true, "terminating": false}})
+        })
+        .collect();
+    let slices = Gvr::new("discovery.k8s.io/v1", "endpointslices");
+    fake.insert(
+        &slices,
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "web-1", "namespace": "shop",
+                            "labels": {"kubernetes.io/service-name": "web"}},
+               "addressType": "IPv4", "endpoints": endpoints, "ports": [{"port": 8080}]}),
+    )
+    .map_err(err)?;
+    println!(
+        "    BGPAdvertisement load-balancers; Service shop/web at {VIP}; {}",
+        count(serving.len(), "ready pod")
+    );
+    let vip: IpNet = format!("{VIP}/32").parse().map_err(|_| "VIP")?;
+    let from = |r: &CollectorRib| r.values().filter(|t| t.routes.contains_key(&vip)).count();
+    wait_rib(collector, "the Service route", |r| (from(r), serving.len())).await?;
+    let announcing: Vec<String> = collector
+        .prefixes()
+        .get(&vip)
+        .into_iter()
+        .flatten()
+        .filter_map(|id| (1..=n).find(|i| router_id(*i) == *id).map(node_name))
+        .collect();
+    println!("    {VIP}/32 announced from {}", announcing.join(", "));
+    if let Some(&last) = serving.last().filter(|_| serving.len() > 1) {
+        fake.update(&slices, Some("shop"), "web-1", |o| {
+            o["endpoints"][1]["conditions"] =
+                json!({"ready": false, "serving": false, "terminating": true})
+        })
+        .map_err(err)?;
+        wait_rib(collector, "the withdrawal", |r| (from(r), 1)).await?;
+        println!(
+            "    {}'s pod stops being ready: {} withdraws the route, {} keeps it",
+            node_name(last),
+            node_name(last),
+            node_name(1)
+        );
+    }
+    // `diff` reads what each speaker reports it sends: wait until the reports say what the
+    // ToR has (node-1 sends it, the others not).
+    for i in 1..=n {
+        let reported = fake
+            .wait_for_object(&nbs(), None, &node_name(i), STEP_TIMEOUT, |o| {
+                o.is_some_and(|o| {
+                    let sends = o["status"]["peers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|p| p["routes"].as_array().into_iter().flatten())
+                        .any(|r| r["prefix"] == format!("{VIP}/32"));
+                    sends == (i == 1)
+                })
+            })
+            .await;
+        if reported.is_err() {
+            return Err(format!(
+                "{}: its report disagrees with the ToR",
+                node_name(i)
+            ));
+        }
+    }
+    println!("    $ podcidr-bgp diff --services");
+    let input = cli::load::load_services(&fake.client())
+        .await
+        .map_err(|e| e.to_string())?;
+    let report = cli::services::services_diff(&input);
+    for line in cli::services::render_table(&report, false).lines() {
+        println!("    {line}");
+    }
     Ok(())
 }

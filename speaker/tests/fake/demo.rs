@@ -53,5 +53,30 @@ fn demo_runs_to_completion_and_shows_the_caught_mismatch() {
             .all(|l| l.contains("10.244.2.0/24") || l.contains("fd00:244:0:2::/64")),
         "{out}"
     );
-    assert!(out.contains("4 routes remain"), "{out}");
+    // The LoadBalancer Service: from the nodes with a ready pod only, then one fewer.
+    assert!(
+        out.contains("198.51.100.10/32 announced from node-1, node-2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("node-2 withdraws the route, node-1 keeps it"),
+        "{out}"
+    );
+    let service_rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("shop/web"))
+        .collect();
+    assert_eq!(
+        service_rows.len(),
+        3,
+        "one diff --services row per node\n{out}"
+    );
+    assert!(
+        service_rows
+            .iter()
+            .any(|l| l.contains("node-1") && l.contains(" ok ") && l.contains("tor")),
+        "{out}"
+    );
+    // Four pod CIDRs and the Service address from node-1.
+    assert!(out.contains("5 routes remain"), "{out}");
 }
