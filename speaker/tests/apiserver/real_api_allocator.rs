@@ -135,7 +135,9 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
         "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\nmetadata: {name: all}\n\
          spec: {asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.30.0.0/16]}\n\
          ---\napiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\nmetadata: {name: tor}\n\
-         spec: {address: 192.0.2.1, asn: 65000}\n",
+         spec: {address: 192.0.2.1, asn: 65000}\n\
+         ---\napiVersion: bgp.podcidr.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: lb}\n\
+         spec: {serviceSelector: {}, addresses: [LoadBalancerIP], allowedPrefixes: [198.51.100.0/24]}\n",
     );
     for (i, n) in ["node-a", "node-b", "node-c"].iter().enumerate() {
         cp.create_node(n, &format!("198.18.0.{}", 10 + i), &[]);
@@ -148,10 +150,11 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     };
     let (mut alloc, admin) = run.spawn(&dir, &id);
     wait_allocated(&cp, &["node-a", "node-b"], &mut alloc);
-    wait_for(WAIT, "both configuration objects Accepted", || {
+    wait_for(WAIT, "the configuration objects Accepted", || {
         [
             "bgpspeakerconfigs.bgp.podcidr.io/all",
             "bgppeers.bgp.podcidr.io/tor",
+            "bgpadvertisements.bgp.podcidr.io/lb",
         ]
         .iter()
         .all(|o| {

@@ -109,7 +109,7 @@ fn deleting_the_workloads_keeps_the_crds_and_every_record_on(version: KubeVersio
     );
     assert!(gone.is_err(), "the workloads were deleted: {gone:?}");
     let crds = cp.kubectl(&["get", "crd", "-o", "name"]);
-    assert_eq!(crds.lines().count(), 5, "{crds}");
+    assert_eq!(crds.lines().count(), 6, "{crds}");
     let after: Vec<_> = ["nodepodcidrs", "podcidrpools", "nodebgpstatuses"]
         .iter()
         .map(|p| records(&cp, p, "v1alpha1"))

@@ -343,6 +343,9 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         ("patch", "podcidr.io", "nodebgpstatuses/status", ""),
         ("patch", "coordination.k8s.io", "leases", LEASE_NS),
         ("create", "events.k8s.io", "events", "default"),
+        // Service routes: the advertisements, cluster-wide (none here).
+        ("list", "bgp.podcidr.io", "bgpadvertisements", ""),
+        ("watch", "bgp.podcidr.io", "bgpadvertisements", ""),
     ]
     .into();
     assert_eq!(used, want, "{calls:#?}");
@@ -391,6 +394,13 @@ fn speaker_rbac_allows_every_call_it_makes_and_no_write_outside_its_grant() {
         ("watch", "bgp.podcidr.io", "bgppeers"),
         ("list", "bgp.podcidr.io", "bgpspeakerconfigs"),
         ("watch", "bgp.podcidr.io", "bgpspeakerconfigs"),
+        // Service routes: Services and EndpointSlices are watched only while a
+        // BGPAdvertisement exists (none here; the fake tier's
+        // speaker_rbac_grants_exactly_what_the_speaker_uses makes these calls).
+        ("list", "", "services"),
+        ("watch", "", "services"),
+        ("list", "discovery.k8s.io", "endpointslices"),
+        ("watch", "discovery.k8s.io", "endpointslices"),
         // Not an API call: the admission policy's mark for a speaker.
         ("write-own-node-only", "podcidr.io", "nodebgpstatuses"),
     ]

@@ -326,7 +326,7 @@ fn helm_crds_are_deploy_crds_byte_for_byte() {
     let ours = crds();
     let theirs = chart().join("crds");
     let files = names(&ours);
-    assert_eq!(files.len(), 5, "deploy/crds/: {files:?}");
+    assert_eq!(files.len(), 6, "deploy/crds/: {files:?}");
     assert_eq!(
         names(&theirs),
         files,
@@ -534,7 +534,7 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
     as_admin(&["install", RELEASE, chart.to_str().unwrap()]);
     cp.wait_crds_established();
     let crds = cp.kubectl(&["get", "crd", "-o", "name"]);
-    assert_eq!(crds.lines().count(), 5, "{crds}");
+    assert_eq!(crds.lines().count(), 6, "{crds}");
     for (kind, name, ns) in [
         ("daemonset", "podcidr-bgp-speaker", "podcidr-system"),
         ("deployment", "podcidr-bgp-allocator", "podcidr-system"),
@@ -584,7 +584,7 @@ fn helm_installs_into_a_real_api_server_and_uninstall_keeps_the_crds() {
         "the workloads are gone"
     );
     let kept = cp.kubectl(&["get", "crd", "-o", "name"]);
-    assert_eq!(kept.lines().count(), 5, "the CRDs stay: {kept}");
+    assert_eq!(kept.lines().count(), 6, "the CRDs stay: {kept}");
     // And the namespaces, with the user's MD5 Secret in podcidr-system.
     for ns in ["podcidr-system", "podcidr-node-lease"] {
         let phase = cp.kubectl(&["get", "namespace", ns, "-o", "jsonpath={.status.phase}"]);

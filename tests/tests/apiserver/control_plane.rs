@@ -32,6 +32,7 @@ fn starts_installs_and_issues_tokens(version: KubeVersion) {
         "nodebgpstatuses.podcidr.io",
         "bgpspeakerconfigs.bgp.podcidr.io",
         "bgppeers.bgp.podcidr.io",
+        "bgpadvertisements.bgp.podcidr.io",
     ] {
         assert!(crds.contains(crd), "{crds}");
     }
