@@ -37,6 +37,18 @@ fn paths(prefix: &str, p: &JSONSchemaProps, out: &mut BTreeMap<String, bool>) {
     }
 }
 
+/// The schema of a CRD's `spec`.
+fn spec_schema(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> &JSONSchemaProps {
+    &crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .expect("a schema")["spec"]
+}
+
 fn schema_fields() -> BTreeMap<(String, String), bool> {
     let mut out = BTreeMap::new();
     for crd in podcidr_api::crds() {
@@ -44,12 +56,7 @@ fn schema_fields() -> BTreeMap<(String, String), bool> {
         if !KINDS.contains(&kind.as_str()) {
             continue;
         }
-        let spec = &crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .and_then(|s| s.properties.as_ref())
-            .expect("a schema")["spec"];
+        let spec = spec_schema(&crd);
         let mut fields = BTreeMap::new();
         paths("", spec, &mut fields);
         out.extend(
@@ -163,12 +170,7 @@ fn config_md_lists_every_bgp_advertisement_spec_field_once() {
         .into_iter()
         .find(|c| c.spec.names.kind == "BGPAdvertisement")
         .expect("the CRD");
-    let spec = &crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.properties.as_ref())
-        .expect("a schema")["spec"];
+    let spec = spec_schema(&crd);
     let fields: Vec<String> = spec
         .properties
         .iter()

@@ -265,3 +265,46 @@ pub fn spawn_api_speaker(dir: &TempDir, config: &str, kubeconfig: &Path, log: &s
         &dir.path(log),
     )
 }
+
+/// The prefixes the speaker with BGP Identifier `id` announced to `collector`.
+pub fn collected(
+    collector: &bgp_io::collector::Collector,
+    id: std::net::Ipv4Addr,
+) -> Vec<ipnet::IpNet> {
+    collector
+        .rib()
+        .get(&id)
+        .map(|t| t.routes.keys().copied().collect())
+        .unwrap_or_default()
+}
+
+/// Waits (at most 20 s) until `id` announces exactly `want` to `collector`; fails with what
+/// it has and `log` (the speaker's).
+pub async fn wait_collected(
+    collector: &bgp_io::collector::Collector,
+    id: std::net::Ipv4Addr,
+    want: &[&str],
+    log: impl Fn() -> String,
+) {
+    let want: Vec<ipnet::IpNet> = want.iter().map(|p| p.parse().unwrap()).collect();
+    let ok = collector
+        .wait_for(Duration::from_secs(20), |r| {
+            r.get(&id)
+                .is_some_and(|t| t.routes.keys().copied().collect::<Vec<_>>() == want)
+        })
+        .await;
+    assert!(
+        ok,
+        "collector has {:?}, want {want:?}\n{}",
+        collected(collector, id),
+        log()
+    );
+}
+
+/// The first line of `admin`'s `/metrics` that starts with `line_prefix`.
+pub async fn metric_line(admin: SocketAddr, line_prefix: &str) -> Option<String> {
+    let (_, body) = http_get(admin, "/metrics").await?;
+    body.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .map(str::to_owned)
+}

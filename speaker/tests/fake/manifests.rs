@@ -542,25 +542,8 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         })
         .await;
     assert!(repeated.is_ok(), "{}", alloc.log());
-    let accepted = fake
-        .wait_for_object(
-            &bgp("bgppeers"),
-            None,
-            "tor",
-            Duration::from_secs(30),
-            |o| {
-                o.is_some_and(|o| {
-                    o["status"]["conditions"][0]["reason"] == "Valid"
-                        && o["status"]["observedGeneration"] == 1
-                })
-            },
-        )
-        .await;
-    assert!(
-        accepted.is_ok(),
-        "no status on BGPPeer tor\n{}",
-        alloc.log()
-    );
+    let accepted = valid(&fake, "bgppeers", "tor").await;
+    assert!(accepted, "no status on BGPPeer tor\n{}", alloc.log());
     let event = fake
         .wait_for(Duration::from_secs(30), |f| {
             f.list(&Gvr::events(), Some("default")).iter().any(|e| {
@@ -572,22 +555,9 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         })
         .await;
     assert!(event.is_ok(), "no Event on BGPPeer tor\n{}", alloc.log());
-    let advertised = fake
-        .wait_for_object(
-            &bgp("bgpadvertisements"),
-            None,
-            "lb",
-            Duration::from_secs(30),
-            |o| {
-                o.is_some_and(|o| {
-                    o["status"]["conditions"][0]["reason"] == "Valid"
-                        && o["status"]["observedGeneration"] == 1
-                })
-            },
-        )
-        .await;
+    let advertised = valid(&fake, "bgpadvertisements", "lb").await;
     assert!(
-        advertised.is_ok(),
+        advertised,
         "no status on BGPAdvertisement lb\n{}",
         alloc.log()
     );
@@ -615,6 +585,20 @@ async fn allocator_rbac_grants_exactly_what_the_allocator_uses() {
         "podcidr-bgp-speaker-md5",
     ));
     assert_eq!(used, granted, "used (left) vs granted (right)");
+}
+
+/// Whether the status writer's verdict on a configuration object, for its generation 1, is
+/// `Valid` (waits at most 30 s).
+async fn valid(fake: &FakeKube, plural: &str, name: &str) -> bool {
+    let kind = Gvr::new("bgp.podcidr.io/v1beta1", plural);
+    fake.wait_for_object(&kind, None, name, Duration::from_secs(30), |o| {
+        o.is_some_and(|o| {
+            o["status"]["conditions"][0]["reason"] == "Valid"
+                && o["status"]["observedGeneration"] == 1
+        })
+    })
+    .await
+    .is_ok()
 }
 
 /// A container's `args`, as strings.

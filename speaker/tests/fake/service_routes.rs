@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bgp_io::collector::{Collector, CollectorConfig};
 use bgp_proto::message::attribute::Origin;
-use common::{Proc, TempDir, free_port, http_get, nbs, poll, run};
+use common::{Proc, TempDir, free_port, nbs, poll, run};
 use fake_kube::{FakeKube, Gvr};
 use ipnet::IpNet;
 use serde_json::{Value, json};
@@ -118,36 +118,16 @@ async fn setup_with(node: Value, extra: Value) -> Setup {
     }
 }
 
-fn prefixes(s: &Setup) -> Vec<String> {
-    s.collector
-        .rib()
-        .get(&ID)
-        .map(|t| t.routes.keys().map(ToString::to_string).collect())
-        .unwrap_or_default()
+fn prefixes(s: &Setup) -> Vec<IpNet> {
+    common::collected(&s.collector, ID)
 }
 
 async fn wait_prefixes(s: &Setup, want: &[&str]) {
-    let want: Vec<IpNet> = want.iter().map(|p| p.parse().unwrap()).collect();
-    let ok = s
-        .collector
-        .wait_for(Duration::from_secs(20), |r| {
-            r.get(&ID)
-                .is_some_and(|t| t.routes.keys().copied().collect::<Vec<_>>() == want)
-        })
-        .await;
-    assert!(
-        ok,
-        "collector has {:?}, want {want:?}\n{}",
-        prefixes(s),
-        s.speaker.log()
-    );
+    common::wait_collected(&s.collector, ID, want, || s.speaker.log()).await;
 }
 
-async fn metric(s: &Setup, line: &str) -> Option<String> {
-    let (_, body) = http_get(s.admin, "/metrics").await?;
-    body.lines()
-        .find(|l| l.starts_with(line))
-        .map(str::to_owned)
+async fn metric(s: &Setup, line_prefix: &str) -> Option<String> {
+    common::metric_line(s.admin, line_prefix).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +146,7 @@ async fn a_local_load_balancer_ip_is_announced_once_its_endpoint_here_is_ready()
     })
     .await;
     assert!(held.is_some(), "{}", s.speaker.log());
-    assert_eq!(prefixes(&s), [POD_CIDR]);
+    assert_eq!(prefixes(&s), [POD_CIDR.parse::<IpNet>().unwrap()]);
 
     s.fake
         .update(&slices(), Some("shop"), "web-1", |o| {
@@ -281,6 +261,18 @@ async fn an_address_outside_the_allow_list_is_never_announced_and_is_counted_as_
     assert!(held.is_some(), "{}", s.speaker.log());
 }
 
+/// `podcidr-bgp diff --services --kubeconfig … extra…`.
+async fn diff_services(kubeconfig: &std::path::Path, extra: &[&str]) -> common::Run {
+    let mut args = vec![
+        "diff",
+        "--services",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not() {
     let s = setup().await;
@@ -311,15 +303,7 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
     );
 
     let kubeconfig = s.dir.path("kubeconfig");
-    let out = run(&[
-        "diff",
-        "--services",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "-o",
-        "json",
-    ])
-    .await;
+    let out = diff_services(&kubeconfig, &["-o", "json"]).await;
     assert_eq!(
         out.code, 1,
         "node-b is unknown: drift\n{}{}",
@@ -346,15 +330,7 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
     assert_eq!(b["verdict"], "unknown");
 
     // The table, one node: clean.
-    let out = run(&[
-        "diff",
-        "--services",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node",
-        "node-a",
-    ])
-    .await;
+    let out = diff_services(&kubeconfig, &["--node", "node-a"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains("shop/web") && out.stdout.contains("tor1"),
@@ -362,9 +338,7 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
         out.stdout
     );
 
-    // A route the rules say should not be there: the speaker sees the pod leave before diff
-    // does not matter; here the slice moves and the report is read before the speaker acts?
-    // No: make the report stale on purpose is not needed. A refused advertisement is drift.
+    // A BGPAdvertisement that cannot be read is drift, named with its field.
     s.fake
         .insert(
             &advertisements(),
@@ -374,15 +348,7 @@ async fn diff_services_says_per_node_what_is_announced_to_which_peer_and_why_not
                             "allowedPrefixes": ["10.96.0.1/16"]}}),
         )
         .unwrap();
-    let out = run(&[
-        "diff",
-        "--services",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node",
-        "node-a",
-    ])
-    .await;
+    let out = diff_services(&kubeconfig, &["--node", "node-a"]).await;
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout
@@ -464,7 +430,7 @@ async fn the_datapath_gate_announces_only_once_the_proxy_serves_the_service_on_i
     })
     .await;
     assert!(held.is_some(), "{}", s.speaker.log());
-    assert_eq!(prefixes(&s), [POD_CIDR]);
+    assert_eq!(prefixes(&s), [POD_CIDR.parse::<IpNet>().unwrap()]);
 
     // The proxy programs the Service: announced after the hold-down.
     let t0 = tokio::time::Instant::now();

@@ -75,35 +75,15 @@ async fn setup(source: &str, objects: Vec<(Gvr, serde_json::Value)>) -> Setup {
 }
 
 fn prefixes(s: &Setup) -> Vec<IpNet> {
-    s.collector
-        .rib()
-        .get(&ID)
-        .map(|t| t.routes.keys().copied().collect())
-        .unwrap_or_default()
+    common::collected(&s.collector, ID)
 }
 
 async fn wait_prefixes(s: &Setup, want: &[&str]) {
-    let want: Vec<IpNet> = want.iter().map(|p| p.parse().unwrap()).collect();
-    let ok = s
-        .collector
-        .wait_for(Duration::from_secs(20), |r| {
-            r.get(&ID)
-                .is_some_and(|t| t.routes.keys().copied().collect::<Vec<_>>() == want)
-        })
-        .await;
-    assert!(
-        ok,
-        "collector has {:?}, want {want:?}\n{}",
-        prefixes(s),
-        s.speaker.log()
-    );
+    common::wait_collected(&s.collector, ID, want, || s.speaker.log()).await;
 }
 
 async fn metric(s: &Setup, line_prefix: &str) -> Option<String> {
-    let (_, body) = http_get(s.admin, "/metrics").await?;
-    body.lines()
-        .find(|l| l.starts_with(line_prefix))
-        .map(str::to_owned)
+    common::metric_line(s.admin, line_prefix).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
