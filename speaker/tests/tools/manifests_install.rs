@@ -13,15 +13,17 @@ use common::rbac::{self, Ask, User};
 use serde_json::Value;
 
 /// The kinds whose objects are the state an uninstall must keep.
-const STATE_KINDS: [&str; 5] = [
+const STATE_KINDS: [&str; 6] = [
     "NodePodCIDR",
     "PodCIDRPool",
     "NodeBGPStatus",
     "BGPSpeakerConfig",
     "BGPPeer",
+    "BGPAdvertisement",
 ];
 
-const CRD_NAMES: [&str; 5] = [
+const CRD_NAMES: [&str; 6] = [
+    "bgpadvertisements.bgp.podcidr.io",
     "bgppeers.bgp.podcidr.io",
     "bgpspeakerconfigs.bgp.podcidr.io",
     "nodebgpstatuses.podcidr.io",
@@ -251,7 +253,12 @@ fn aggregated_roles_read_every_kind_and_only_the_network_role_writes_what_people
         "{}",
         network[0]
     );
-    let owned = ["podcidrpools", "bgpspeakerconfigs", "bgppeers"];
+    let owned = [
+        "podcidrpools",
+        "bgpspeakerconfigs",
+        "bgppeers",
+        "bgpadvertisements",
+    ];
     for crd in render(&crds())
         .into_iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition")

@@ -111,8 +111,8 @@ fn every_admission_policy_is_confined_to_the_speakers_own_objects() {
                 spec["paramKind"].is_null(),
                 "{what}: {name} takes no parameter"
             );
-            // The configuration objects' delete guard: DELETE of the two config kinds and
-            // nothing else, ever.
+            // The configuration objects' delete guard: DELETE of the config kinds and nothing
+            // else, ever.
             if name
                 .as_str()
                 .is_some_and(|n| n.ends_with("podcidr-bgp-config-delete-guard"))
@@ -125,7 +125,7 @@ fn every_admission_policy_is_confined_to_the_speakers_own_objects() {
                     assert_eq!(rule["apiGroups"], serde_json::json!(["bgp.podcidr.io"]));
                     assert_eq!(
                         rule["resources"],
-                        serde_json::json!(["bgpspeakerconfigs", "bgppeers"]),
+                        serde_json::json!(["bgpspeakerconfigs", "bgppeers", "bgpadvertisements"]),
                         "{what}"
                     );
                 }
