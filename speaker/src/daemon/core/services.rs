@@ -148,9 +148,9 @@ impl Core {
                 let gate = match (&p.answer, p.ok_since) {
                     (Err(why), _) => Err(why.clone()),
                     (Ok(()), Some(t)) if self.now.saturating_sub(t) >= hold => Ok(()),
-                    (Ok(()), t) => Err(format!(
-                        "held down: a local endpoint for {} s of {} s",
-                        t.map_or(0, |t| self.now.saturating_sub(t).as_secs()),
+                    // Not the seconds left: the reason would change every tick.
+                    (Ok(()), _) => Err(format!(
+                        "held down: the proxy must report a local endpoint for {} s",
                         hold.as_secs()
                     )),
                 };
@@ -208,8 +208,12 @@ impl Core {
                 held: counts.1,
             }));
         }
+        // Only a change of routes touches the peers' sets (a reason alone is for diff).
+        let routes_changed = self.services.plan.routes != plan.routes;
         self.services.plan = Arc::new(plan);
-        self.push_routes(out);
+        if routes_changed {
+            self.push_routes(out);
+        }
     }
 
     /// `pods` (the peer's pod-CIDR routes) plus the plan's Service routes for this peer, with
