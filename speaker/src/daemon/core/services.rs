@@ -191,12 +191,7 @@ impl Core {
                 labels: inputs.peer_labels.get(name).cloned().unwrap_or_default(),
             })
             .collect();
-        let plan = plan(
-            &node,
-            &peers,
-            &inputs.advertisements,
-            inputs.services.iter().map(|(s, e)| (&**s, e)),
-        );
+        let plan = plan(&node, &peers, &inputs.advertisements, services());
         if *self.services.plan == plan {
             return;
         }
