@@ -17,6 +17,14 @@ pub struct Endpoints {
     pub remote_terminating: u32,
 }
 
+/// Where a Service can be served, seen from one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Serving {
+    pub anywhere: bool,
+    pub here: bool,
+    pub elsewhere: bool,
+}
+
 impl Endpoints {
     /// Counts the endpoints of `slices` (one Service's) as seen from `node`. An endpoint
     /// without `nodeName` counts as remote: it cannot be shown to be here.
@@ -43,6 +51,40 @@ impl Endpoints {
             *slot = slot.saturating_add(1);
         }
         e
+    }
+
+    /// `other`'s counts added (one more EndpointSlice of the Service).
+    pub fn add(&mut self, other: &Endpoints) {
+        self.local_ready = self.local_ready.saturating_add(other.local_ready);
+        self.local_terminating = self
+            .local_terminating
+            .saturating_add(other.local_terminating);
+        self.remote_ready = self.remote_ready.saturating_add(other.remote_ready);
+        self.remote_terminating = self
+            .remote_terminating
+            .saturating_add(other.remote_terminating);
+    }
+
+    /// `other`'s counts taken away (an EndpointSlice changed or gone).
+    pub fn subtract(&mut self, other: &Endpoints) {
+        self.local_ready = self.local_ready.saturating_sub(other.local_ready);
+        self.local_terminating = self
+            .local_terminating
+            .saturating_sub(other.local_terminating);
+        self.remote_ready = self.remote_ready.saturating_sub(other.remote_ready);
+        self.remote_terminating = self
+            .remote_terminating
+            .saturating_sub(other.remote_terminating);
+    }
+
+    /// All a plan reads of the counts: two counts with the same `Serving` plan alike, so a
+    /// speaker passes on an endpoint change only when this changes.
+    pub fn serving(&self) -> Serving {
+        Serving {
+            anywhere: self.served_anywhere(),
+            here: self.served_here(),
+            elsewhere: self.served_elsewhere(),
+        }
     }
 
     /// Some endpoint anywhere is ready.

@@ -7,16 +7,22 @@
 //! - [`advertisement`]: a `BGPAdvertisement` read and checked, every error naming its field;
 //! - [`service`]: what of a `Service` matters for announcing it;
 //! - [`endpoints`]: which endpoints serve, chosen as kube-proxy chooses (KEP-1669);
-//! - [`plan`]: the decision.
+//! - [`plan`]: the decision;
+//! - [`planner`]: the same decision kept current one Service at a time.
 
 pub mod advertisement;
 pub mod endpoints;
 pub mod plan;
+pub mod planner;
 pub mod service;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 pub use advertisement::{AddressKind, Advertisement, Origin};
-pub use endpoints::Endpoints;
+pub use endpoints::{Endpoints, Serving};
 pub use plan::{Announce, Drain, NodeFacts, PeerFacts, Plan, Reason, Row, plan, probe_targets};
+pub use planner::Planner;
 pub use service::{ServiceFacts, ServiceKey, TrafficPolicy};
 
 /// The virtual labels a `serviceSelector` can match besides the Service's own.
@@ -28,18 +34,38 @@ pub const SERVICE_NAMESPACE_LABEL: &str = "podcidr.io/service-namespace";
 pub const EXCLUDE_FROM_EXTERNAL_LB_LABEL: &str =
     "node.kubernetes.io/exclude-from-external-load-balancers";
 
-/// What a speaker knows of the cluster's Services for its node, as its watch task hands it to
-/// the core: every input of [`plan`] but the node's own facts and peers, which the core has.
+/// What changed in a speaker's view of the cluster's Services since its watch task last told
+/// the core. Changes queued before the core reads them are merged ([`Changes::merge`]): the
+/// latest value of each Service wins. The first `Changes` a core receives follows the first
+/// list of every watched kind, so nothing is withdrawn for lack of an object.
 #[derive(Debug, Clone, Default)]
-pub struct Inputs {
-    /// Every watched kind has been listed once: before that nothing is withdrawn for lack of
-    /// an object.
-    pub synced: bool,
-    pub advertisements: Vec<Advertisement>,
-    /// `BGPAdvertisement`s that could not be read, with every problem.
-    pub refused: std::collections::BTreeMap<String, Vec<String>>,
-    /// Every Service with an address, with its endpoints as seen from this node.
-    pub services: Vec<(std::sync::Arc<ServiceFacts>, Endpoints)>,
-    /// `BGPPeer` labels by object name, for `spec.peers`.
-    pub peer_labels: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+pub struct Changes {
+    /// Every `BGPAdvertisement` that could be read, and those that could not with every
+    /// problem; present when either changed.
+    pub advertisements: Option<Advertisements>,
+    /// `BGPPeer` labels by object name, for `spec.peers`; present when they changed.
+    pub peer_labels: Option<BTreeMap<String, BTreeMap<String, String>>>,
+    /// Services added or changed (`Some`, with their endpoints seen from this node) or gone
+    /// (`None`).
+    pub services: BTreeMap<ServiceKey, Option<(Arc<ServiceFacts>, Endpoints)>>,
+}
+
+/// The advertisements as read: the good ones, and by name the problems of the others.
+#[derive(Debug, Clone, Default)]
+pub struct Advertisements {
+    pub read: Vec<Advertisement>,
+    pub refused: BTreeMap<String, Vec<String>>,
+}
+
+impl Changes {
+    /// `later` on top of `self`.
+    pub fn merge(&mut self, later: Changes) {
+        if later.advertisements.is_some() {
+            self.advertisements = later.advertisements;
+        }
+        if later.peer_labels.is_some() {
+            self.peer_labels = later.peer_labels;
+        }
+        self.services.extend(later.services);
+    }
 }

@@ -29,7 +29,7 @@ use podcidr_config::{Community, LargeCommunity};
 
 use crate::EXCLUDE_FROM_EXTERNAL_LB_LABEL;
 use crate::advertisement::{AddressKind, Advertisement, Origin};
-use crate::endpoints::Endpoints;
+use crate::endpoints::{Endpoints, Serving};
 use crate::service::{ServiceFacts, ServiceKey, TrafficPolicy};
 
 /// Where the node is in a drain (an explicit trigger; never plain cordon).
@@ -44,7 +44,7 @@ pub enum Drain {
 }
 
 /// What the node knows about itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeFacts {
     pub name: String,
     pub labels: BTreeMap<String, String>,
@@ -56,7 +56,7 @@ pub struct NodeFacts {
 }
 
 /// A peer of the node, as advertisements select it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerFacts {
     pub name: String,
     pub labels: BTreeMap<String, String>,
@@ -136,10 +136,31 @@ pub struct Announce {
 }
 
 impl Announce {
+    /// What one advertisement puts on its routes; communities sorted, so that merging in any
+    /// order gives one answer.
+    fn of(ad: &Advertisement, graceful_shutdown: bool) -> Self {
+        let mut communities = ad.communities.clone();
+        if graceful_shutdown {
+            communities.push(Community::GRACEFUL_SHUTDOWN);
+        }
+        communities.sort();
+        communities.dedup();
+        let mut large_communities = ad.large_communities.clone();
+        large_communities.sort();
+        large_communities.dedup();
+        Announce {
+            origin: ad.origin,
+            communities,
+            large_communities,
+            local_pref: ad.local_pref,
+            advertisements: vec![ad.name.clone()],
+        }
+    }
+
     /// Two advertisements announcing one prefix to one peer: communities add up, the higher
     /// LOCAL_PREF wins, and ORIGIN is INCOMPLETE if either asks (the migration setting must
     /// not be undone by an overlapping object).
-    fn merge(&mut self, other: Announce) {
+    pub(crate) fn merge(&mut self, other: Announce) {
         self.communities.extend(other.communities);
         self.communities.sort();
         self.communities.dedup();
@@ -198,83 +219,160 @@ impl Plan {
     }
 }
 
+/// What every Service of one node is planned against: the node, the advertisements that
+/// select it with the peers each sends to, and those with the datapath gate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Context {
+    pub(crate) node: NodeFacts,
+    /// The advertisements that select the node, each with the peers it selects.
+    ads: Vec<(Advertisement, Vec<String>)>,
+    /// Indexes into `ads` of those with the datapath gate.
+    gated: Vec<usize>,
+    /// The longest hold-down among the gated ones.
+    pub(crate) hold: std::time::Duration,
+}
+
+impl Context {
+    pub(crate) fn new(
+        node: NodeFacts,
+        peers: &[PeerFacts],
+        advertisements: &[Advertisement],
+    ) -> Self {
+        let ads: Vec<(Advertisement, Vec<String>)> = advertisements
+            .iter()
+            .filter(|a| a.selects_node(&node.labels))
+            .map(|a| {
+                let to = peers
+                    .iter()
+                    .filter(|p| a.selects_peer(&p.labels))
+                    .map(|p| p.name.clone())
+                    .collect();
+                (a.clone(), to)
+            })
+            .collect();
+        let gated: Vec<usize> = (0..ads.len())
+            .filter(|&i| {
+                ads.get(i)
+                    .is_some_and(|(a, _)| a.health_check_gate.is_some())
+            })
+            .collect();
+        let hold = gated
+            .iter()
+            .filter_map(|&i| ads.get(i).and_then(|(a, _)| a.health_check_gate))
+            .max()
+            .unwrap_or_default();
+        Context {
+            node,
+            ads,
+            gated,
+            hold,
+        }
+    }
+
+    fn graceful_shutdown(&self) -> bool {
+        self.node.drain == Drain::Announcing
+    }
+}
+
+/// One Service's part of a node's plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Share {
+    /// Sorted by (kind, address, advertisement).
+    pub(crate) rows: Vec<Row>,
+    /// (peer, prefix) → attributes, merged over the Service's own addresses and advertisements.
+    pub(crate) routes: BTreeMap<(String, IpNet), Announce>,
+    /// The `healthCheckNodePort` to probe, when the datapath gate applies (see
+    /// [`probe_targets`]).
+    pub(crate) probe: Option<u16>,
+}
+
+impl Share {
+    pub(crate) fn announced(&self) -> usize {
+        self.rows.iter().filter(|r| !r.announced.is_empty()).count()
+    }
+}
+
+/// Rules 1-6 for every address of one Service under every advertisement of `ctx`.
+/// It reads the endpoints only through [`Endpoints::serving`].
+pub(crate) fn plan_service(ctx: &Context, svc: &ServiceFacts, endpoints: &Endpoints) -> Share {
+    let serving = endpoints.serving();
+    let mut share = Share {
+        probe: probe_port(ctx, svc, serving),
+        ..Share::default()
+    };
+    let excluded = ctx.node.labels.contains_key(EXCLUDE_FROM_EXTERNAL_LB_LABEL);
+    for (ad, to) in &ctx.ads {
+        if !selects_service(ad, svc) {
+            continue;
+        }
+        for (kind, address, proxy) in addresses(ad, svc) {
+            let decided = decide(&ctx.node, excluded, ad, svc, serving, kind, address, proxy);
+            let (announced, held) = match decided {
+                Ok(_) if to.is_empty() => (Vec::new(), Some(Reason::NoPeer)),
+                Ok((prefixes, held)) => (prefixes, held),
+                Err(reason) => (Vec::new(), Some(reason)),
+            };
+            for peer in to {
+                for prefix in &announced {
+                    let attrs = Announce::of(ad, ctx.graceful_shutdown());
+                    match share.routes.get_mut(&(peer.clone(), *prefix)) {
+                        Some(existing) => existing.merge(attrs),
+                        None => {
+                            share.routes.insert((peer.clone(), *prefix), attrs);
+                        }
+                    }
+                }
+            }
+            share.rows.push(Row {
+                service: svc.key.clone(),
+                kind,
+                address,
+                advertisement: ad.name.clone(),
+                peers: if announced.is_empty() {
+                    Vec::new()
+                } else {
+                    to.clone()
+                },
+                announced,
+                held,
+            });
+        }
+    }
+    share.rows.sort_by(|a, b| {
+        (a.kind, a.address, &a.advertisement).cmp(&(b.kind, b.address, &b.advertisement))
+    });
+    share
+}
+
 /// The plan of one node. `services` yields each Service with its endpoints as seen from this
-/// node; advertisements that do not select the node are skipped.
+/// node; advertisements that do not select the node are skipped. [`crate::Planner`] keeps the
+/// same plan up to date one Service at a time.
 pub fn plan<'a>(
     node: &NodeFacts,
     peers: &[PeerFacts],
     advertisements: &[Advertisement],
     services: impl IntoIterator<Item = (&'a ServiceFacts, &'a Endpoints)>,
 ) -> Plan {
-    let ads: Vec<(&Advertisement, Vec<String>)> = advertisements
-        .iter()
-        .filter(|a| a.selects_node(&node.labels))
-        .map(|a| {
-            let to = peers
-                .iter()
-                .filter(|p| a.selects_peer(&p.labels))
-                .map(|p| p.name.clone())
-                .collect();
-            (a, to)
-        })
-        .collect();
+    let ctx = Context::new(node.clone(), peers, advertisements);
     let mut out = Plan {
-        graceful_shutdown: node.drain == Drain::Announcing,
+        graceful_shutdown: ctx.graceful_shutdown(),
         ..Plan::default()
     };
-    if ads.is_empty() {
+    if ctx.ads.is_empty() {
         return out;
     }
-    let excluded = node.labels.contains_key(EXCLUDE_FROM_EXTERNAL_LB_LABEL);
     for (svc, endpoints) in services {
-        for (ad, to) in &ads {
-            if !selects_service(ad, svc) {
-                continue;
-            }
-            for (kind, address, proxy) in addresses(ad, svc) {
-                let decided = decide(node, excluded, ad, svc, endpoints, kind, address, proxy);
-                let (announced, held) = match decided {
-                    Ok(_) if to.is_empty() => (Vec::new(), Some(Reason::NoPeer)),
-                    Ok((prefixes, held)) => (prefixes, held),
-                    Err(reason) => (Vec::new(), Some(reason)),
-                };
-                for peer in to {
-                    for prefix in &announced {
-                        let mut communities = ad.communities.clone();
-                        if out.graceful_shutdown {
-                            communities.push(Community::GRACEFUL_SHUTDOWN);
-                        }
-                        let attrs = Announce {
-                            origin: ad.origin,
-                            communities,
-                            large_communities: ad.large_communities.clone(),
-                            local_pref: ad.local_pref,
-                            advertisements: vec![ad.name.clone()],
-                        };
-                        let routes = out.routes.entry(peer.clone()).or_default();
-                        match routes.get_mut(prefix) {
-                            Some(existing) => existing.merge(attrs),
-                            None => {
-                                routes.insert(*prefix, attrs);
-                            }
-                        }
-                    }
+        let share = plan_service(&ctx, svc, endpoints);
+        for ((peer, prefix), attrs) in share.routes {
+            let routes = out.routes.entry(peer).or_default();
+            match routes.get_mut(&prefix) {
+                Some(existing) => existing.merge(attrs),
+                None => {
+                    routes.insert(prefix, attrs);
                 }
-                out.rows.push(Row {
-                    service: svc.key.clone(),
-                    kind,
-                    address,
-                    advertisement: ad.name.clone(),
-                    peers: if announced.is_empty() {
-                        Vec::new()
-                    } else {
-                        to.clone()
-                    },
-                    announced,
-                    held,
-                });
             }
         }
+        out.rows.extend(share.rows);
     }
     out.rows.sort_by(|a, b| {
         (&a.service, a.kind, a.address, &a.advertisement).cmp(&(
@@ -335,7 +433,7 @@ fn decide(
     excluded: bool,
     ad: &Advertisement,
     svc: &ServiceFacts,
-    endpoints: &Endpoints,
+    serving: Serving,
     kind: AddressKind,
     address: IpAddr,
     proxy: bool,
@@ -356,14 +454,14 @@ fn decide(
     } else {
         svc.internal_policy
     };
-    if !endpoints.served_anywhere() {
+    if !serving.anywhere {
         return Err(Reason::NotReady);
     }
     let aggregated = aggregate != host;
     // What the host route needs beyond "served anywhere" (Local only).
     let host_held = match policy {
         TrafficPolicy::Cluster => None,
-        TrafficPolicy::Local if !endpoints.served_here() => Some(Reason::NoLocalEndpoint),
+        TrafficPolicy::Local if !serving.here => Some(Reason::NoLocalEndpoint),
         TrafficPolicy::Local if ad.health_check_gate.is_none() => None,
         TrafficPolicy::Local if svc.health_check_node_port.is_none() => Some(
             Reason::DatapathNotReady("the Service has no healthCheckNodePort to probe".into()),
@@ -376,7 +474,7 @@ fn decide(
     };
     if node.drain == Drain::Withdrawn {
         let last_server =
-            policy == TrafficPolicy::Local && host_held.is_none() && !endpoints.served_elsewhere();
+            policy == TrafficPolicy::Local && host_held.is_none() && !serving.elsewhere;
         if !last_server {
             return Err(Reason::Draining);
         }
@@ -399,29 +497,23 @@ pub fn probe_targets<'a>(
     advertisements: &[Advertisement],
     services: impl IntoIterator<Item = (&'a ServiceFacts, &'a Endpoints)>,
 ) -> (Vec<(ServiceKey, u16)>, std::time::Duration) {
-    let gated: Vec<&Advertisement> = advertisements
-        .iter()
-        .filter(|a| a.health_check_gate.is_some() && a.selects_node(&node.labels))
+    let ctx = Context::new(node.clone(), &[], advertisements);
+    let targets = services
+        .into_iter()
+        .filter_map(|(svc, e)| {
+            probe_port(&ctx, svc, e.serving()).map(|port| (svc.key.clone(), port))
+        })
         .collect();
-    let hold = gated
+    (targets, ctx.hold)
+}
+
+/// One Service's `healthCheckNodePort`, if the node's proxy must be probed for it.
+fn probe_port(ctx: &Context, svc: &ServiceFacts, serving: Serving) -> Option<u16> {
+    let port = svc.health_check_node_port?;
+    let external = ctx
+        .gated
         .iter()
-        .filter_map(|a| a.health_check_gate)
-        .max()
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    if gated.is_empty() {
-        return (out, hold);
-    }
-    for (svc, endpoints) in services {
-        let Some(port) = svc.health_check_node_port else {
-            continue;
-        };
-        let external = gated
-            .iter()
-            .any(|a| selects_service(a, svc) && a.addresses.iter().any(|k| k.is_external()));
-        if external && svc.external_policy == TrafficPolicy::Local && endpoints.served_here() {
-            out.push((svc.key.clone(), port));
-        }
-    }
-    (out, hold)
+        .filter_map(|&i| ctx.ads.get(i))
+        .any(|(a, _)| selects_service(a, svc) && a.addresses.iter().any(|k| k.is_external()));
+    (external && svc.external_policy == TrafficPolicy::Local && serving.here).then_some(port)
 }

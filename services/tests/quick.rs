@@ -5,3 +5,6 @@
 
 #[path = "quick/plan_rules.rs"]
 mod plan_rules;
+
+#[path = "quick/planner_replay.rs"]
+mod planner_replay;

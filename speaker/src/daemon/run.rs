@@ -116,8 +116,8 @@ impl RunOptions {
     }
 }
 
-/// What the Service watch knows, `None` until every kind is listed.
-type ServiceInputs = watch::Receiver<Option<Arc<podcidr_services::Inputs>>>;
+/// What changed in the Service watch; nothing until every kind is listed once.
+type ServiceChanges = mpsc::UnboundedReceiver<podcidr_services::Changes>;
 
 /// Objects mode: the speaker's one Node watch and the node's configuration objects.
 struct ObjectsMode {
@@ -166,7 +166,7 @@ pub struct Speaker {
     /// `--config-source kubernetes`.
     objects: Option<ObjectsMode>,
     /// Services, endpoints and `BGPAdvertisement`s (with an API).
-    service_watch: Option<(ServiceInputs, JoinHandle<()>)>,
+    service_watch: Option<(ServiceChanges, JoinHandle<()>)>,
     /// The datapath gate's prober, once some Service is to be probed.
     prober: Option<Prober>,
     /// The source's latest set (pod CIDRs and the Node's facts, from one watch).
@@ -415,7 +415,7 @@ impl Speaker {
                 }
                 Some((peer, ev)) = self.events.recv() => Event::Session(peer, ev),
                 config = next_objects(&mut self.objects) => self.objects_event(config),
-                inputs = next_services(&mut self.service_watch) => Event::Services(inputs),
+                changes = next_services(&mut self.service_watch) => Event::Services(changes),
                 Some(ev) = self.finished.recv() => {
                     if matches!(ev, Event::Kernel(_)) {
                         self.kernel_reading = false;
@@ -819,25 +819,26 @@ impl Speaker {
     }
 }
 
-/// The next config from the objects; never without objects mode.
-/// The Service watch's next inputs (never without one, or once it stops).
+/// The Service watch's next changes (never without one, or once it stops), merged with every
+/// change queued behind them: a burst is one event.
 async fn next_services(
-    watch: &mut Option<(ServiceInputs, JoinHandle<()>)>,
-) -> Arc<podcidr_services::Inputs> {
+    watch: &mut Option<(ServiceChanges, JoinHandle<()>)>,
+) -> podcidr_services::Changes {
     let Some((rx, _)) = watch else {
         return std::future::pending().await;
     };
-    loop {
-        if rx.changed().await.is_err() {
-            tracing::error!("the Service watch stopped; keeping the Service routes announced");
-            return std::future::pending().await;
-        }
-        if let Some(inputs) = rx.borrow_and_update().clone() {
-            return inputs;
-        }
+    let Some(mut changes) = rx.recv().await else {
+        tracing::error!("the Service watch stopped; keeping the Service routes announced");
+        *watch = None;
+        return std::future::pending().await;
+    };
+    while let Ok(later) = rx.try_recv() {
+        changes.merge(later);
     }
+    changes
 }
 
+/// The next config from the objects; never without objects mode.
 async fn next_objects(objects: &mut Option<ObjectsMode>) -> Arc<NodeConfig> {
     match objects {
         Some(o) => o.next().await,

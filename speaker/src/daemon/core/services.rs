@@ -1,7 +1,8 @@
-//! Service routes: the watch task's [`Inputs`] (Services, their endpoints seen from this node,
-//! the `BGPAdvertisement`s, the `BGPPeer` labels), the node's drain, and the plan
-//! `podcidr_services::plan` makes of them. `offer.rs` adds the plan's routes to each peer's set,
-//! so a change is an incremental UPDATE on the sessions that carry it: no reload, no reset.
+//! Service routes: the watch task's [`Changes`] (Services, their endpoints seen from this node,
+//! the `BGPAdvertisement`s, the `BGPPeer` labels), the node's drain, and the plan a
+//! [`Planner`] keeps of them, one Service at a time. `offer.rs` adds the plan's routes to each
+//! peer's set, so a change is an incremental UPDATE on the sessions that carry it: no reload,
+//! no reset.
 //!
 //! Drain (withdraw Service routes, keep the sessions and the pod CIDRs): the Node is deleted or
 //! being deleted, has a removal taint (the cluster autoscaler's, Karpenter's, ...), kubelet is
@@ -17,9 +18,7 @@ use bgp_proto::session::{OriginKind, RouteSet};
 use podcidr_config::PeerConfig;
 use std::collections::BTreeMap;
 
-use podcidr_services::{
-    Drain, Inputs, NodeFacts, Origin, PeerFacts, Plan, ServiceKey, plan, probe_targets,
-};
+use podcidr_services::{Changes, Drain, NodeFacts, Origin, PeerFacts, Planner, ServiceKey};
 
 use super::routes::attributes;
 
@@ -31,9 +30,13 @@ pub use podcidr_api::contract::SERVICE_DRAIN_KEY as DRAIN_KEY;
 /// What the core holds for Service routes.
 #[derive(Debug, Default)]
 pub struct ServiceState {
-    /// The latest from the watch task; `None` without an API (or before its first list).
-    inputs: Option<Arc<Inputs>>,
-    plan: Arc<Plan>,
+    /// The watch task has listed everything once (never without an API).
+    synced: bool,
+    /// `BGPAdvertisement`s that could not be read, with every problem.
+    refused: BTreeMap<String, Vec<String>>,
+    /// `BGPPeer` labels by object name, for `spec.peers`.
+    peer_labels: BTreeMap<String, BTreeMap<String, String>>,
+    planner: Planner,
     /// Since when (monotonic) and why the node drains, while it does.
     drain: Option<(Duration, String)>,
     /// Counts last said (announced, held).
@@ -58,28 +61,31 @@ pub struct ProbeTargets {
     pub services: Vec<(ServiceKey, u16)>,
 }
 
-impl ServiceState {
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-}
-
 impl Core {
-    pub(super) fn on_services(&mut self, out: &mut Vec<Effect>, inputs: Arc<Inputs>) {
-        for (name, problems) in &inputs.refused {
-            let before = self
-                .services
-                .inputs
-                .as_ref()
-                .and_then(|i| i.refused.get(name));
-            if before != Some(problems) {
-                out.push(Effect::Notice(Notice::AdvertisementRefused {
-                    name: name.clone(),
-                    problems: problems.join("; "),
-                }));
+    pub(super) fn on_services(&mut self, out: &mut Vec<Effect>, changes: Changes) {
+        let s = &mut self.services;
+        s.synced = true;
+        if let Some(ads) = changes.advertisements {
+            for (name, problems) in &ads.refused {
+                if s.refused.get(name) != Some(problems) {
+                    out.push(Effect::Notice(Notice::AdvertisementRefused {
+                        name: name.clone(),
+                        problems: problems.join("; "),
+                    }));
+                }
+            }
+            s.refused = ads.refused;
+            s.planner.set_advertisements(ads.read);
+        }
+        if let Some(labels) = changes.peer_labels {
+            s.peer_labels = labels;
+        }
+        for (key, service) in changes.services {
+            match service {
+                Some((facts, endpoints)) => s.planner.upsert(facts, endpoints),
+                None => s.planner.remove(&key),
             }
         }
-        self.services.inputs = Some(inputs);
         self.replan_services(out);
     }
 
@@ -159,54 +165,55 @@ impl Core {
             .collect()
     }
 
-    /// Plans again from what is known; pushes routes when the plan changed.
+    /// Brings the plan up to date with the node and its peers; pushes routes when they
+    /// changed, says when the counts or the probe targets did.
     pub(super) fn replan_services(&mut self, out: &mut Vec<Effect>) {
         let drain = self.service_drain();
-        let Some(inputs) = self.services.inputs.clone().filter(|i| i.synced) else {
+        if !self.services.synced {
             return;
-        };
-        let mut node = NodeFacts {
+        }
+        let node = NodeFacts {
             name: self.node.name.clone(),
             labels: self.node().labels.clone(),
             drain,
-            datapath: BTreeMap::new(),
+            datapath: self.datapath(self.services.planner.hold_down()),
         };
-        let services = || inputs.services.iter().map(|(s, e)| (&**s, e));
-        let (targets, hold) = probe_targets(&node, &inputs.advertisements, services());
-        let targets = ProbeTargets {
-            address: self.probe_address(),
-            services: targets,
-        };
-        if self.services.targets.as_ref() != Some(&targets) {
-            self.services.targets = Some(targets.clone());
-            out.push(Effect::ProbeServices(targets));
-        }
-        node.datapath = self.datapath(hold);
         let peers: Vec<PeerFacts> = self
             .sessions
             .peers
             .keys()
             .map(|name| PeerFacts {
                 name: name.clone(),
-                labels: inputs.peer_labels.get(name).cloned().unwrap_or_default(),
+                labels: self
+                    .services
+                    .peer_labels
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_default(),
             })
             .collect();
-        let plan = plan(&node, &peers, &inputs.advertisements, services());
-        if *self.services.plan == plan {
-            return;
+        let address = self.probe_address();
+        let s = &mut self.services;
+        s.planner.set_peers(peers);
+        s.planner.set_node(node);
+        let targets = ProbeTargets {
+            address,
+            services: s.planner.probe_targets().0,
+        };
+        if s.targets.as_ref() != Some(&targets) {
+            s.targets = Some(targets.clone());
+            out.push(Effect::ProbeServices(targets));
         }
-        let counts = plan.counts();
-        if counts != self.services.counts {
-            self.services.counts = counts;
+        let counts = s.planner.counts();
+        if counts != s.counts {
+            s.counts = counts;
             out.push(Effect::Notice(Notice::ServiceRoutes {
                 announced: counts.0,
                 held: counts.1,
             }));
         }
         // Only a change of routes touches the peers' sets (a reason alone is for diff).
-        let routes_changed = self.services.plan.routes != plan.routes;
-        self.services.plan = Arc::new(plan);
-        if routes_changed {
+        if s.planner.take_routes_changed() {
             self.push_routes(out);
         }
     }
@@ -221,7 +228,7 @@ impl Core {
         pods: RouteSet,
         (nh_v4, nh_v6): (Option<IpAddr>, Option<IpAddr>),
     ) -> RouteSet {
-        let Some(routes) = self.services.plan.routes.get(&peer.name) else {
+        let Some(routes) = self.services.planner.routes().get(&peer.name) else {
             return pods;
         };
         let services = routes.iter().filter_map(|(prefix, a)| {
@@ -256,16 +263,16 @@ impl Core {
 
     /// `status.services`: counts (`None` while no advertisement selects the node).
     pub(super) fn services_report(&self) -> Option<podcidr_api::ServiceRoutesReport> {
-        let plan = &self.services.plan;
-        if plan.rows.is_empty() {
+        let planner = &self.services.planner;
+        let (announced, held) = planner.counts();
+        if announced + held == 0 {
             return None;
         }
         let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        let (announced, held) = plan.counts();
         Some(podcidr_api::ServiceRoutesReport {
             announced: n(announced),
             held: n(held),
-            held_by_reason: plan
+            held_by_reason: planner
                 .held_by_reason()
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), n(v)))

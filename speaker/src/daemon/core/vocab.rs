@@ -76,8 +76,8 @@ pub enum Event {
         file: CniFile,
         result: Result<bool, Shared<CniWriteError>>,
     },
-    /// What the Service watch knows now (Services, endpoints, advertisements).
-    Services(Arc<podcidr_services::Inputs>),
+    /// What changed in the Service watch (Services, endpoints, advertisements, peer labels).
+    Services(podcidr_services::Changes),
     /// The service proxy's answers on the probed `healthCheckNodePort`s (the datapath gate).
     ServiceProbes(BTreeMap<podcidr_services::ServiceKey, Result<(), String>>),
 }

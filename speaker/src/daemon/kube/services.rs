@@ -1,8 +1,10 @@
 //! The Service watch: Services, EndpointSlices, `BGPAdvertisement`s and `BGPPeer` labels, folded
-//! into [`Inputs`] for the core. What it holds per object is what the decision needs, not the
+//! into [`Changes`] for the core. What it holds per object is what the decision needs, not the
 //! object: per Service its [`ServiceFacts`], per EndpointSlice four counts as seen from this
-//! node ([`Endpoints`]), per peer its labels. Decisions are `podcidr_services::plan`'s, in the
-//! core.
+//! node ([`Endpoints`]), per peer its labels. It tells the core about a Service only when what
+//! a plan reads of it changed: its facts, or where it can be served ([`Endpoints::serving`]).
+//! Most endpoint churn in a large cluster (a fifth replica becoming ready elsewhere) changes
+//! neither and costs the core nothing. Decisions are `podcidr_services`', in the core.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,8 +16,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use podcidr_api::{BGPAdvertisement, BGPPeer};
-use podcidr_services::{Advertisement, Endpoints, Inputs, ServiceFacts, ServiceKey};
-use tokio::sync::watch;
+use podcidr_services::{
+    Advertisement, Advertisements, Changes, Endpoints, ServiceFacts, ServiceKey,
+};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::watches::watch_all;
@@ -23,15 +27,23 @@ use crate::watches::watch_all;
 /// The label every EndpointSlice of a Service carries (`discovery.k8s.io/v1`).
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// One watched kind folded into what the decision needs, by `namespace/name`; a relist is
-/// swapped in whole.
-struct Fold<V> {
-    items: BTreeMap<String, V>,
-    relist: Option<BTreeMap<String, V>>,
+/// One watched kind folded into what the decision needs, by key; a relist is swapped in whole.
+struct Fold<K, V> {
+    items: BTreeMap<K, V>,
+    relist: Option<BTreeMap<K, V>>,
     ready: bool,
 }
 
-impl<V> Fold<V> {
+/// What one watch event changed in a [`Fold`].
+enum Touched<K, V> {
+    Nothing,
+    /// One object applied or deleted, with what was kept of it before.
+    One(K, Option<V>),
+    /// A relist replaced everything.
+    All,
+}
+
+impl<K: Ord, V> Fold<K, V> {
     fn new() -> Self {
         Fold {
             items: BTreeMap::new(),
@@ -40,44 +52,58 @@ impl<V> Fold<V> {
         }
     }
 
-    /// Folds one watch event with `read` (`None`: nothing to keep of it); whether anything
-    /// changed.
-    fn apply<K: kube::Resource>(
+    /// Folds one watch event with `read` (`None`: nothing to keep of it).
+    fn apply<O: kube::Resource>(
         &mut self,
-        ev: Result<Event<K>, watcher::Error>,
+        ev: Result<Event<O>, watcher::Error>,
         kind: &str,
-        read: impl Fn(&K) -> Option<V>,
-    ) -> bool {
-        let key = |o: &K| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+        key: impl Fn(&O) -> K,
+        read: impl Fn(&O) -> Option<V>,
+    ) -> Touched<K, V> {
         match ev {
             Ok(Event::Init) => {
                 self.relist = Some(BTreeMap::new());
-                false
+                Touched::Nothing
             }
             Ok(Event::InitApply(o)) => {
                 if let Some(v) = read(&o) {
                     self.relist.get_or_insert_default().insert(key(&o), v);
                 }
-                false
+                Touched::Nothing
             }
             Ok(Event::InitDone) => {
                 self.items = self.relist.take().unwrap_or_default();
                 self.ready = true;
-                true
+                Touched::All
             }
             Ok(Event::Apply(o)) => {
-                match read(&o) {
+                let k = key(&o);
+                let old = match read(&o) {
                     Some(v) => self.items.insert(key(&o), v),
-                    None => self.items.remove(&key(&o)),
+                    None => self.items.remove(&k),
                 };
-                true
+                Touched::One(k, old)
             }
-            Ok(Event::Delete(o)) => self.items.remove(&key(&o)).is_some(),
+            Ok(Event::Delete(o)) => {
+                let k = key(&o);
+                match self.items.remove(&k) {
+                    Some(old) => Touched::One(k, Some(old)),
+                    None => Touched::Nothing,
+                }
+            }
             Err(e) => {
                 tracing::warn!(kind, error = %e, "watching for Service routes failed; keeping what is known");
-                false
+                Touched::Nothing
             }
         }
+    }
+}
+
+/// `namespace/name` of a namespaced object; cluster-scoped ones have an empty namespace.
+fn object_key<O: kube::Resource>(o: &O) -> ServiceKey {
+    ServiceKey {
+        namespace: o.namespace().unwrap_or_default(),
+        name: o.name_any(),
     }
 }
 
@@ -91,16 +117,15 @@ fn slice_counts(slice: &EndpointSlice, node: &str) -> Option<(ServiceKey, Endpoi
     Some((key, Endpoints::from_slices([slice], node)))
 }
 
-fn add(total: &mut Endpoints, e: &Endpoints) {
-    total.local_ready = total.local_ready.saturating_add(e.local_ready);
-    total.local_terminating = total.local_terminating.saturating_add(e.local_terminating);
-    total.remote_ready = total.remote_ready.saturating_add(e.remote_ready);
-    total.remote_terminating = total
-        .remote_terminating
-        .saturating_add(e.remote_terminating);
-}
-
 type ReadAdvertisement = Result<Advertisement, Vec<String>>;
+
+/// What a watch event of the Service watches touched.
+enum Affected {
+    Nothing,
+    Services(Vec<ServiceKey>),
+    AllServices,
+    Peers,
+}
 
 /// The watches that exist only while some `BGPAdvertisement` does: a cluster that announces
 /// no Service pays for no Service watch (5,000 speakers each watching every Service and
@@ -109,9 +134,13 @@ struct ServiceWatches {
     services: BoxStream<'static, Result<Event<Service>, watcher::Error>>,
     slices: BoxStream<'static, Result<Event<EndpointSlice>, watcher::Error>>,
     peers: BoxStream<'static, Result<Event<BGPPeer>, watcher::Error>>,
-    service_fold: Fold<Arc<ServiceFacts>>,
-    slice_fold: Fold<(ServiceKey, Endpoints)>,
-    peer_fold: Fold<BTreeMap<String, String>>,
+    service_fold: Fold<ServiceKey, Arc<ServiceFacts>>,
+    slice_fold: Fold<ServiceKey, (ServiceKey, Endpoints)>,
+    peer_fold: Fold<ServiceKey, BTreeMap<String, String>>,
+    /// Per Service, its slices' counts summed.
+    sums: BTreeMap<ServiceKey, Endpoints>,
+    /// What the core was last told of each Service.
+    told: BTreeMap<ServiceKey, (Arc<ServiceFacts>, Endpoints)>,
 }
 
 impl ServiceWatches {
@@ -129,16 +158,65 @@ impl ServiceWatches {
             service_fold: Fold::new(),
             slice_fold: Fold::new(),
             peer_fold: Fold::new(),
+            sums: BTreeMap::new(),
+            told: BTreeMap::new(),
         }
     }
 
-    /// The next event of any of them, folded; whether anything changed.
-    async fn next(&mut self, node: &str) -> bool {
+    /// The next event of any of them, folded.
+    async fn next(&mut self, node: &str) -> Affected {
         tokio::select! {
-            Some(ev) = self.services.next() => self.service_fold.apply(ev, "Service", |s| ServiceFacts::from_service(s).map(Arc::new)),
-            Some(ev) = self.slices.next() => self.slice_fold.apply(ev, "EndpointSlice", |s| slice_counts(s, node)),
-            Some(ev) = self.peers.next() => self.peer_fold.apply(ev, "BGPPeer", |p| Some(p.labels().clone())),
+            Some(ev) = self.services.next() => self.on_service(ev),
+            Some(ev) = self.slices.next() => self.on_slice(ev, node),
+            Some(ev) = self.peers.next() => {
+                match self.peer_fold.apply(ev, "BGPPeer", object_key, |p| Some(p.labels().clone())) {
+                    Touched::Nothing => Affected::Nothing,
+                    _ => Affected::Peers,
+                }
+            }
             else => std::future::pending().await,
+        }
+    }
+
+    fn on_service(&mut self, ev: Result<Event<Service>, watcher::Error>) -> Affected {
+        let read = |s: &Service| ServiceFacts::from_service(s).map(Arc::new);
+        match self.service_fold.apply(ev, "Service", object_key, read) {
+            Touched::Nothing => Affected::Nothing,
+            Touched::One(key, _) => Affected::Services(vec![key]),
+            Touched::All => Affected::AllServices,
+        }
+    }
+
+    /// A slice's counts replace its old ones in its Service's sum.
+    fn on_slice(
+        &mut self,
+        ev: Result<Event<EndpointSlice>, watcher::Error>,
+        node: &str,
+    ) -> Affected {
+        let read = |s: &EndpointSlice| slice_counts(s, node);
+        match self.slice_fold.apply(ev, "EndpointSlice", object_key, read) {
+            Touched::Nothing => Affected::Nothing,
+            Touched::One(key, old) => {
+                let mut affected = Vec::new();
+                if let Some((service, counts)) = old {
+                    if let Some(sum) = self.sums.get_mut(&service) {
+                        sum.subtract(&counts);
+                    }
+                    affected.push(service);
+                }
+                if let Some((service, counts)) = self.slice_fold.items.get(&key) {
+                    self.sums.entry(service.clone()).or_default().add(counts);
+                    affected.push(service.clone());
+                }
+                Affected::Services(affected)
+            }
+            Touched::All => {
+                self.sums.clear();
+                for (service, counts) in self.slice_fold.items.values() {
+                    self.sums.entry(service.clone()).or_default().add(counts);
+                }
+                Affected::AllServices
+            }
         }
     }
 
@@ -146,95 +224,213 @@ impl ServiceWatches {
         self.service_fold.ready && self.slice_fold.ready && self.peer_fold.ready
     }
 
-    /// Services with their endpoints summed over their slices, and the peers' labels.
-    fn fill(&self, inputs: &mut Inputs) {
-        let mut endpoints: BTreeMap<&ServiceKey, Endpoints> = BTreeMap::new();
-        for (key, e) in self.slice_fold.items.values() {
-            add(endpoints.entry(key).or_default(), e);
+    /// What the core must be told of `affected`: each Service whose facts or serving view
+    /// changed since it was last told.
+    fn changes(&mut self, affected: Affected, into: &mut Changes) {
+        let keys: Vec<ServiceKey> = match affected {
+            Affected::Nothing => return,
+            Affected::Peers => {
+                // BGPPeer is cluster-scoped: its key has no namespace.
+                into.peer_labels = Some(
+                    self.peer_fold
+                        .items
+                        .iter()
+                        .map(|(k, v)| (k.name.clone(), v.clone()))
+                        .collect(),
+                );
+                return;
+            }
+            Affected::Services(keys) => keys,
+            Affected::AllServices => self
+                .service_fold
+                .items
+                .keys()
+                .chain(self.told.keys())
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+        };
+        for key in keys {
+            let now = self.service_fold.items.get(&key).map(|facts| {
+                let endpoints = self.sums.get(&key).copied().unwrap_or_default();
+                (Arc::clone(facts), endpoints)
+            });
+            let same = match (self.told.get(&key), &now) {
+                (None, None) => true,
+                (Some((f0, e0)), Some((f1, e1))) => {
+                    (Arc::ptr_eq(f0, f1) || f0 == f1) && e0.serving() == e1.serving()
+                }
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            match &now {
+                Some(v) => self.told.insert(key.clone(), v.clone()),
+                None => self.told.remove(&key),
+            };
+            into.services.insert(key, now);
         }
-        inputs.services = self
-            .service_fold
-            .items
-            .values()
-            .map(|s| {
-                (
-                    Arc::clone(s),
-                    endpoints.get(&s.key).copied().unwrap_or_default(),
-                )
-            })
-            .collect();
-        // BGPPeer is cluster-scoped: its key is "/name".
-        inputs.peer_labels = self
-            .peer_fold
-            .items
-            .iter()
-            .map(|(k, v)| (k.trim_start_matches('/').to_owned(), v.clone()))
-            .collect();
     }
 }
 
-/// Starts the watches; the receiver holds `None` until what is needed is listed once.
+/// Starts the watches. The core hears nothing until every watched kind is listed once, then
+/// every change.
 pub fn spawn(
     client: Client,
     node_name: &str,
-) -> (watch::Receiver<Option<Arc<Inputs>>>, JoinHandle<()>) {
+) -> (mpsc::UnboundedReceiver<Changes>, JoinHandle<()>) {
     let node = node_name.to_owned();
-    let (tx, rx) = watch::channel(None);
+    let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         let mut ads = watch_all(
             Api::<BGPAdvertisement>::all(client.clone()),
             watcher::Config::default(),
         );
-        let mut ad_fold: Fold<ReadAdvertisement> = Fold::new();
+        let mut ad_fold: Fold<ServiceKey, ReadAdvertisement> = Fold::new();
         let mut rest: Option<ServiceWatches> = None;
+        // Changes not sent yet (before everything is listed), and whether anything was sent.
+        let mut pending = Changes::default();
+        let mut sent_once = false;
         loop {
-            let changed = tokio::select! {
-                Some(ev) = ads.next() => ad_fold.apply(ev, "BGPAdvertisement", |a| Some(Advertisement::from_spec(&a.name_any(), &a.spec))),
-                changed = async {
+            tokio::select! {
+                Some(ev) = ads.next() => {
+                    let touched = ad_fold.apply(ev, "BGPAdvertisement", object_key, |a| Some(Advertisement::from_spec(&a.name_any(), &a.spec)));
+                    if matches!(touched, Touched::Nothing) || !ad_fold.ready {
+                        continue;
+                    }
+                    match (ad_fold.items.is_empty(), rest.is_some()) {
+                        (false, false) => {
+                            tracing::info!("BGPAdvertisements exist: watching Services and EndpointSlices");
+                            rest = Some(ServiceWatches::start(&client));
+                        }
+                        (true, true) => {
+                            tracing::info!("no BGPAdvertisement left: no longer watching Services");
+                            if let Some(w) = rest.take() {
+                                pending.services.extend(w.told.into_keys().map(|k| (k, None)));
+                            }
+                            pending.peer_labels = Some(BTreeMap::new());
+                        }
+                        _ => {}
+                    }
+                    let mut read = Advertisements::default();
+                    for (key, ad) in &ad_fold.items {
+                        match ad {
+                            Ok(a) => read.read.push(a.clone()),
+                            Err(problems) => {
+                                read.refused.insert(key.name.clone(), problems.clone());
+                            }
+                        }
+                    }
+                    pending.advertisements = Some(read);
+                }
+                affected = async {
                     match rest.as_mut() {
                         Some(w) => w.next(&node).await,
                         None => std::future::pending().await,
                     }
-                } => changed,
-                () = tx.closed() => return,
-            };
-            if !changed || !ad_fold.ready {
-                continue;
-            }
-            match (ad_fold.items.is_empty(), rest.is_some()) {
-                (false, false) => {
-                    tracing::info!("BGPAdvertisements exist: watching Services and EndpointSlices");
-                    rest = Some(ServiceWatches::start(&client));
-                    continue;
-                }
-                (true, true) => {
-                    tracing::info!("no BGPAdvertisement left: no longer watching Services");
-                    rest = None;
-                }
-                _ => {}
-            }
-            let mut inputs = Inputs {
-                synced: true,
-                ..Inputs::default()
-            };
-            if let Some(w) = &rest {
-                if !w.synced() {
-                    continue;
-                }
-                w.fill(&mut inputs);
-            }
-            for (key, ad) in &ad_fold.items {
-                match ad {
-                    Ok(a) => inputs.advertisements.push(a.clone()),
-                    Err(problems) => {
-                        inputs
-                            .refused
-                            .insert(key.trim_start_matches('/').to_owned(), problems.clone());
+                } => {
+                    if let Some(w) = rest.as_mut() {
+                        w.changes(affected, &mut pending);
                     }
                 }
+                () = tx.closed() => return,
             }
-            tx.send_replace(Some(Arc::new(inputs)));
+            let synced = ad_fold.ready && rest.as_ref().is_none_or(ServiceWatches::synced);
+            let empty = pending.advertisements.is_none()
+                && pending.peer_labels.is_none()
+                && pending.services.is_empty();
+            if synced && (!empty || !sent_once) {
+                sent_once = true;
+                if tx.send(std::mem::take(&mut pending)).is_err() {
+                    return;
+                }
+            }
         }
     });
     (rx, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream;
+    use serde_json::json;
+
+    fn watches() -> ServiceWatches {
+        ServiceWatches {
+            services: stream::empty().boxed(),
+            slices: stream::empty().boxed(),
+            peers: stream::empty().boxed(),
+            service_fold: Fold::new(),
+            slice_fold: Fold::new(),
+            peer_fold: Fold::new(),
+            sums: BTreeMap::new(),
+            told: BTreeMap::new(),
+        }
+    }
+
+    fn service() -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"}]}}
+        }))
+        .unwrap()
+    }
+
+    /// A slice of `web` with one endpoint per (node, ready).
+    fn slice(name: &str, endpoints: &[(&str, bool)]) -> EndpointSlice {
+        let eps: Vec<_> = endpoints
+            .iter()
+            .map(|(node, ready)| {
+                json!({"addresses": ["10.244.0.1"], "nodeName": node,
+                                        "conditions": {"ready": ready}})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop",
+                         "labels": {SERVICE_NAME_LABEL: "web"}},
+            "addressType": "IPv4", "endpoints": eps
+        }))
+        .unwrap()
+    }
+
+    /// Folds `ev` as `next` does and returns what the core would be told.
+    fn told_after_slice(w: &mut ServiceWatches, ev: Event<EndpointSlice>) -> Vec<ServiceKey> {
+        let affected = w.on_slice(Ok(ev), "node-a");
+        let mut changes = Changes::default();
+        w.changes(affected, &mut changes);
+        changes.services.into_keys().collect()
+    }
+
+    #[test]
+    fn endpoint_churn_that_does_not_change_where_a_service_is_served_tells_the_core_nothing() {
+        let mut w = watches();
+        let affected = w.on_service(Ok(Event::Apply(service())));
+        let mut first = Changes::default();
+        w.changes(affected, &mut first);
+        assert_eq!(first.services.len(), 1, "the Service itself is news");
+        // A ready endpoint elsewhere: now served anywhere, not here. News.
+        let one = slice("web-1", &[("node-b", true)]);
+        assert_eq!(told_after_slice(&mut w, Event::Apply(one)).len(), 1);
+        // A second and a third replica elsewhere: nothing a plan reads has changed.
+        let more = slice("web-1", &[("node-b", true), ("node-c", true)]);
+        assert!(told_after_slice(&mut w, Event::Apply(more)).is_empty());
+        let other_slice = slice("web-2", &[("node-d", true)]);
+        assert!(told_after_slice(&mut w, Event::Apply(other_slice.clone())).is_empty());
+        // A ready endpoint here: news (Local is now served here).
+        let here = slice("web-3", &[("node-a", true)]);
+        assert_eq!(
+            told_after_slice(&mut w, Event::Apply(here.clone())).len(),
+            1
+        );
+        // Gone again: news; the other slices' counts survive the subtraction.
+        assert_eq!(told_after_slice(&mut w, Event::Delete(here)).len(), 1);
+        assert!(told_after_slice(&mut w, Event::Delete(other_slice)).is_empty());
+        let key = object_key(&service());
+        assert_eq!(w.sums[&key].remote_ready, 2);
+        assert_eq!(w.told[&key].1.serving(), w.sums[&key].serving());
+    }
 }
