@@ -6,7 +6,8 @@
 #                [--skip-allocator-scale] [--skip-bfd] [--skip-real-api] [--skip-config-objects]
 #                [--skip-dataplane]
 #
-# Convergence/footprint (bench/convergence.py), change→wire latency (cargo bench
+# Convergence/footprint (bench/convergence.py), change→wire latency and, in full runs, one
+# speaker among 10,000 Services under churn (cargo bench
 # --bench latency), the allocator at cluster scale (cargo bench --bench allocator_scale:
 # 5,000 nodes at 20 and 200 requests/s, 50,000 at 1,000/s, a restart; ~12 min, most of it
 # 10,000 writes at the default 20/s), failure detection with and without BFD against BIRD in
@@ -127,6 +128,13 @@ if ((latency)); then
     t=$(date +%s)
     bench_cmd integration-tests latency -- --bench --speaker "$speaker" \
         --changes "$changes" | tee "$out/latency.md" || failed+=("latency (see above)")
+    if ((!quick)); then
+        # One speaker among 5,000 nodes and 10,000 Services under 50 changes/s (docs/benchmarks.md,
+        # "Service routes at fleet scale"); about 80 s, so not in --quick.
+        bench_cmd integration-tests latency -- --bench --speaker "$speaker" \
+            --mode service-scale --window-s 60 | tee -a "$out/latency.md" \
+            || failed+=("service-scale latency (see above)")
+    fi
     echo "bench: latency took $(($(date +%s) - t)) s"
 fi
 if ((allocator_scale)); then

@@ -5,7 +5,9 @@
 //! child process (release build).
 //!
 //! Run: `cargo bench -p integration-tests --bench latency -- --speaker PATH [--changes 1000]
-//! [--file-poll-ms 10] [--mode api|file|service|both]` (`both`: all three). Not part of
+//! [--file-poll-ms 10] [--mode api|file|service|both|service-scale]` (`both`: the first
+//! three; `service-scale [--rate 50] [--window-s 120]`: one speaker among 5,000 nodes and
+//! 10,000 Services under endpoint churn, see `latency/service_scale.rs`). Not part of
 //! `cargo test`.
 
 use std::net::Ipv4Addr;
@@ -22,12 +24,18 @@ use tokio::time::Instant;
 const ID: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 21);
 const WAIT: Duration = Duration::from_secs(10);
 
+#[path = "latency/service_scale.rs"]
+mod service_scale;
+
 struct Args {
     speaker: PathBuf,
     changes: u32,
     file_poll_ms: u64,
     mode: String,
     gap: Duration,
+    /// `service-scale`: EndpointSlice changes per second, and for how long.
+    rate: u32,
+    window_s: u64,
 }
 
 fn parse_args() -> Option<Args> {
@@ -38,6 +46,8 @@ fn parse_args() -> Option<Args> {
         file_poll_ms: 10,
         mode: "both".into(),
         gap: Duration::from_millis(5),
+        rate: 50,
+        window_s: 120,
     };
     let mut bench = false;
     while let Some(arg) = argv.next() {
@@ -48,6 +58,8 @@ fn parse_args() -> Option<Args> {
             "--file-poll-ms" => a.file_poll_ms = argv.next()?.parse().ok()?,
             "--mode" => a.mode = argv.next()?,
             "--gap-ms" => a.gap = Duration::from_millis(argv.next()?.parse().ok()?),
+            "--rate" => a.rate = argv.next()?.parse().ok()?,
+            "--window-s" => a.window_s = argv.next()?.parse().ok()?,
             _ => {}
         }
     }
@@ -350,8 +362,16 @@ fn main() -> std::process::ExitCode {
     let base = std::env::temp_dir().join(format!("podcidr-latency-{}", std::process::id()));
     println!("| source | changes received | min ms | p50 ms | p90 ms | p99 ms | max ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (mode, sub) in [("api", "api"), ("file", "file"), ("service", "service")] {
-        if args.mode != "both" && args.mode != mode {
+    let modes = [
+        ("api", "api"),
+        ("file", "file"),
+        ("service", "service"),
+        ("service-scale", "service-scale"),
+    ];
+    for (mode, sub) in modes {
+        // `both` is the three sources; the fleet-scale run only when asked for.
+        let wanted = args.mode == mode || (args.mode == "both" && mode != "service-scale");
+        if !wanted {
             continue;
         }
         let dir = base.join(sub);
@@ -361,6 +381,7 @@ fn main() -> std::process::ExitCode {
                 match mode {
                     "api" => run_api(&args, &dir).await,
                     "service" => run_service(&args, &dir).await,
+                    "service-scale" => service_scale::run(&args, &dir).await,
                     _ => run_file(&args, &dir).await,
                 }
             })
