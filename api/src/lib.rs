@@ -86,6 +86,10 @@ pub mod contract {
         ),
     ];
 
+    /// kubelet's graceful node shutdown sets the Node's Ready condition to False with this in
+    /// its message (kubelet 1.21+, the `GracefulNodeShutdown` feature).
+    pub const SHUTDOWN_MESSAGE: &str = "node is shutting down";
+
     /// The taint key or annotation (value `"true"`) that drains a node's Service routes
     /// (withdrawn after the RFC 8326 wait; sessions and pod CIDRs stay). Read by the speakers
     /// and `diff --services`.

@@ -69,3 +69,49 @@ impl Changes {
         self.services.extend(later.services);
     }
 }
+
+/// What of a Node decides whether its Service routes drain.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeDrain<'a> {
+    /// The Node is gone, or has a `deletionTimestamp`.
+    pub deleted: bool,
+    pub deleting: bool,
+    /// `spec.taints` keys.
+    pub taints: &'a [String],
+    pub annotations: &'a BTreeMap<String, String>,
+    /// The Ready condition's message while it is not `True`.
+    pub not_ready: Option<&'a str>,
+}
+
+/// Why a node's Service routes drain now (`None`: they do not). The triggers: the taint or
+/// annotation `podcidr.io/drain-services`, the Node deleted or being deleted, a removal taint
+/// (the cluster autoscaler's, Karpenter's, out-of-service, cloud shutdown), kubelet's
+/// graceful node shutdown. Never a plain cordon: that is maintenance, and the node still
+/// serves. The speaker and `diff --services` both decide by this.
+pub fn drain_trigger(node: NodeDrain<'_>) -> Option<String> {
+    use podcidr_api::contract::{REMOVAL_TAINTS, SERVICE_DRAIN_KEY, SHUTDOWN_MESSAGE};
+    if node.taints.iter().any(|t| t == SERVICE_DRAIN_KEY)
+        || node
+            .annotations
+            .get(SERVICE_DRAIN_KEY)
+            .is_some_and(|v| v == "true")
+    {
+        return Some(format!("the Node has {SERVICE_DRAIN_KEY}"));
+    }
+    if node.deleted {
+        return Some("the Node was deleted".into());
+    }
+    if node.deleting {
+        return Some("the Node is being deleted".into());
+    }
+    if let Some((key, what)) = REMOVAL_TAINTS
+        .iter()
+        .find(|(k, _)| node.taints.iter().any(|t| t == k))
+    {
+        return Some(format!("the Node has the taint {key}: {what}"));
+    }
+    if node.not_ready.is_some_and(|m| m.contains(SHUTDOWN_MESSAGE)) {
+        return Some("kubelet is shutting the node down".into());
+    }
+    None
+}

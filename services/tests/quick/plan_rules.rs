@@ -414,3 +414,54 @@ fn migration_annotations_are_read_as_load_balancer_addresses() {
     let p = run(&node("a"), &[lb_ad()], &[(svc, ready(1, 0))]);
     assert_eq!(announced(&p), ["198.51.100.30/32"]);
 }
+
+#[test]
+fn drain_triggers_are_the_drain_key_deletion_removal_taints_and_kubelet_shutdown_never_cordon() {
+    use podcidr_services::{NodeDrain, drain_trigger};
+    let none = BTreeMap::new();
+    let node = |taints: &'static [&str], not_ready: Option<&'static str>| {
+        let taints: Vec<String> = taints.iter().map(|t| t.to_string()).collect();
+        (taints, not_ready)
+    };
+    let decide = |(taints, not_ready): (Vec<String>, Option<&str>), deleting: bool| {
+        drain_trigger(NodeDrain {
+            deleted: false,
+            deleting,
+            taints: &taints,
+            annotations: &none,
+            not_ready,
+        })
+    };
+    // A cordon (its taint) and a NotReady for another cause are not drains.
+    assert_eq!(
+        decide(node(&["node.kubernetes.io/unschedulable"], None), false),
+        None
+    );
+    assert_eq!(
+        decide(node(&[], Some("container runtime is down")), false),
+        None
+    );
+    for drains in [
+        decide(node(&["podcidr.io/drain-services"], None), false),
+        decide(node(&["ToBeDeletedByClusterAutoscaler"], None), false),
+        decide(
+            node(&[], Some("[PLEG is not healthy, node is shutting down]")),
+            false,
+        ),
+        decide(node(&[], None), true),
+    ] {
+        assert!(drains.is_some());
+    }
+    let annotated = BTreeMap::from([("podcidr.io/drain-services".to_owned(), "true".to_owned())]);
+    let by_annotation = drain_trigger(NodeDrain {
+        deleted: false,
+        deleting: false,
+        taints: &[],
+        annotations: &annotated,
+        not_ready: None,
+    });
+    assert_eq!(
+        by_annotation.as_deref(),
+        Some("the Node has podcidr.io/drain-services")
+    );
+}

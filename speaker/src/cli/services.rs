@@ -13,11 +13,10 @@ use kube::ResourceExt;
 use kube::core::{Selector, SelectorExt};
 use podcidr_api::{BGPAdvertisement, BGPPeer, SpeakerReport};
 use podcidr_services::{
-    Advertisement, Drain, Endpoints, NodeFacts, PeerFacts, ServiceFacts, ServiceKey, plan,
+    Advertisement, Drain, Endpoints, NodeDrain, NodeFacts, PeerFacts, ServiceFacts, ServiceKey,
+    plan,
 };
 use serde::Serialize;
-
-use podcidr_api::contract::{REMOVAL_TAINTS, SERVICE_DRAIN_KEY as DRAIN_KEY};
 
 /// Everything `diff --services` compares.
 #[derive(Debug, Default)]
@@ -107,25 +106,18 @@ fn endpoints_for(slices: &[&EndpointSlice], node: &str) -> Endpoints {
     Endpoints::from_slices(slices.iter().copied(), node)
 }
 
-/// Why a node drains its Service routes, as the speaker decides it (its graceful-shutdown
+/// Whether a node drains its Service routes, as the speaker decides it (its graceful-shutdown
 /// period is the speaker's: `diff` shows the end state).
 fn draining(node: &Node) -> bool {
-    let meta = &node.metadata;
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten();
-    meta.deletion_timestamp.is_some()
-        || meta
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.get(DRAIN_KEY).is_some_and(|v| v == "true"))
-        || taints.clone().any(|t| t.key == DRAIN_KEY)
-        || taints
-            .clone()
-            .any(|t| REMOVAL_TAINTS.iter().any(|(k, _)| *k == t.key))
+    let facts = ipam_watch::source::node_facts(node);
+    podcidr_services::drain_trigger(NodeDrain {
+        deleted: false,
+        deleting: facts.deleting,
+        taints: &facts.taints,
+        annotations: &facts.annotations,
+        not_ready: facts.not_ready.as_deref(),
+    })
+    .is_some()
 }
 
 /// The peers of a node: the BGPPeer objects that select it; with none (a config file), the

@@ -11,11 +11,7 @@ use podcidr_config::Config;
 use super::node::NodeFacts;
 use super::{Core, Effect, Notice};
 
-pub use podcidr_api::contract::REMOVAL_TAINTS;
-
-/// kubelet's graceful node shutdown sets the Node's Ready condition to False with this in
-/// its message (kubelet 1.21+, the `GracefulNodeShutdown` feature).
-pub const SHUTDOWN_MESSAGE: &str = "node is shutting down";
+pub use podcidr_api::contract::{REMOVAL_TAINTS, SHUTDOWN_MESSAGE};
 
 /// Why a stop is a departure.
 #[derive(Debug, Clone, PartialEq, Eq)]

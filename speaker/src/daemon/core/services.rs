@@ -18,11 +18,12 @@ use bgp_proto::session::{OriginKind, RouteSet};
 use podcidr_config::PeerConfig;
 use std::collections::BTreeMap;
 
-use podcidr_services::{Changes, Drain, NodeFacts, Origin, PeerFacts, Planner, ServiceKey};
+use podcidr_services::{
+    Changes, Drain, NodeDrain, NodeFacts, Origin, PeerFacts, Planner, ServiceKey, drain_trigger,
+};
 
 use super::routes::attributes;
 
-use super::departure::{Departure, departure};
 use super::{Core, Effect, Notice};
 
 pub use podcidr_api::contract::SERVICE_DRAIN_KEY as DRAIN_KEY;
@@ -89,19 +90,17 @@ impl Core {
         self.replan_services(out);
     }
 
-    /// Why Service routes drain now (`None`: they do not).
+    /// Why Service routes drain now (`None`: they do not); `podcidr_services::drain_trigger`
+    /// decides, as for `diff --services`.
     fn drain_trigger(&self) -> Option<String> {
         let node = self.node.facts.as_ref()?;
-        if node.taints.iter().any(|t| t == DRAIN_KEY)
-            || node.annotations.get(DRAIN_KEY).is_some_and(|v| v == "true")
-        {
-            return Some(format!("the Node has {DRAIN_KEY}"));
-        }
-        match departure(node, &self.config)? {
-            // A cordon is maintenance, not a drain of Services; `--final` is the process's.
-            Departure::Cordoned | Departure::Forced => None,
-            d => Some(d.to_string()),
-        }
+        drain_trigger(NodeDrain {
+            deleted: node.deleted,
+            deleting: node.deleting,
+            taints: &node.taints,
+            annotations: &node.annotations,
+            not_ready: node.not_ready.as_deref(),
+        })
     }
 
     fn service_drain(&mut self) -> Drain {
