@@ -18,8 +18,8 @@
 //!    endpoint on the Service's `healthCheckNodePort`;
 //! 6. drain: after the graceful-shutdown period the node withdraws its Service routes, except
 //!    a `Local` Service served here and nowhere else, which stays until another node can
-//!    serve it (withdrawing it would black-hole it). During the period the routes carry
-//!    GRACEFUL_SHUTDOWN (RFC 8326) so routers move traffic away first.
+//!    serve it (withdrawing it would black-hole it). During the period, and on what stays,
+//!    the routes carry GRACEFUL_SHUTDOWN (RFC 8326) so routers move traffic away first.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -39,7 +39,7 @@ pub enum Drain {
     No,
     /// The graceful-shutdown period: routes stay, with GRACEFUL_SHUTDOWN.
     Announcing,
-    /// After it: routes withdrawn (but see rule 6).
+    /// After it: routes withdrawn (but see rule 6; what stays keeps GRACEFUL_SHUTDOWN).
     Withdrawn,
 }
 
@@ -196,7 +196,7 @@ pub struct Plan {
     /// Peer name → prefix → attributes.
     pub routes: BTreeMap<String, BTreeMap<IpNet, Announce>>,
     pub rows: Vec<Row>,
-    /// Whether the routes carry GRACEFUL_SHUTDOWN (the drain's period).
+    /// Whether the routes carry GRACEFUL_SHUTDOWN (while the node drains).
     pub graceful_shutdown: bool,
 }
 
@@ -269,8 +269,10 @@ impl Context {
         }
     }
 
+    /// The whole drain: a route a draining node keeps (rule 6) keeps the community too, so
+    /// routers still prefer any other path, and the end of the period changes nothing on it.
     fn graceful_shutdown(&self) -> bool {
-        self.node.drain == Drain::Announcing
+        self.node.drain != Drain::No
     }
 }
 

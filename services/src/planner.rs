@@ -145,7 +145,7 @@ impl Planner {
         Plan {
             routes: self.routes.clone(),
             rows: self.rows().cloned().collect(),
-            graceful_shutdown: self.ctx.node.drain == crate::Drain::Announcing,
+            graceful_shutdown: self.ctx.node.drain != crate::Drain::No,
         }
     }
 

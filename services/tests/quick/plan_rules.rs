@@ -332,6 +332,11 @@ fn a_draining_node_keeps_a_local_service_it_alone_serves_until_another_node_can(
     n.drain = Drain::Withdrawn;
     let alone = run(&n, &[lb_ad()], &[(svc.clone(), ready(1, 0))]);
     assert_eq!(announced(&alone), ["198.51.100.7/32"]);
+    let attrs = &alone.routes["tor"][&"198.51.100.7/32".parse::<ipnet::IpNet>().unwrap()];
+    assert!(
+        attrs.communities.contains(&Community::GRACEFUL_SHUTDOWN),
+        "what a draining node keeps stays less preferred"
+    );
     let not_yet = Endpoints {
         local_ready: 1,
         remote_terminating: 1,
