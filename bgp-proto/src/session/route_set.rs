@@ -104,8 +104,60 @@ impl RouteSet {
             .filter(move |p| cidr.contains(*p))
     }
 
+    /// A cursor for asking "is any prefix inside this CIDR?" of many CIDRs. Asked in
+    /// ascending order (a sorted source list) each answer costs about the log of the distance
+    /// the cursor moved, not of the set's size: the coverage count asks it of every source
+    /// CIDR, and at 100,000 a binary search each was a third of the speaker's start-up CPU.
+    pub fn within_cursor(&self) -> WithinCursor<'_> {
+        WithinCursor {
+            routes: &self.routes,
+            at: 0,
+            lowest: None,
+        }
+    }
+
     fn position(&self, prefix: &IpNet) -> Result<usize, usize> {
         self.routes.binary_search_by(|(p, _)| p.cmp(prefix))
+    }
+}
+
+/// See [`RouteSet::within_cursor`]. Answers as `within(cidr).next().is_some()` does, in any
+/// order of questions; out of order it falls back to a binary search over the whole set.
+#[derive(Debug, Clone)]
+pub struct WithinCursor<'a> {
+    routes: &'a [Route],
+    /// Every route before `at` is below `lowest`, the last question's lower bound.
+    at: usize,
+    lowest: Option<IpNet>,
+}
+
+impl WithinCursor<'_> {
+    /// Whether the set holds a prefix inside `cidr` (itself included).
+    pub fn any_within(&mut self, cidr: &IpNet) -> bool {
+        // The same lower bound as `within`: the smallest key with `cidr`'s network address.
+        let lowest = IpNet::new(cidr.network(), 0).unwrap_or(*cidr);
+        let below = |(p, _): &Route| *p < lowest;
+        self.at = match self.lowest {
+            // Ascending: the answer is at or after the last one. Gallop from there.
+            Some(last) if last <= lowest => {
+                let rest = self.routes.get(self.at..).unwrap_or_default();
+                let mut step = 1;
+                while rest.get(step - 1).is_some_and(below) {
+                    step *= 2;
+                }
+                let bracket = rest.get(step / 2..step.min(rest.len())).unwrap_or_default();
+                self.at + step / 2 + bracket.partition_point(below)
+            }
+            _ => self.routes.partition_point(below),
+        };
+        self.lowest = Some(lowest);
+        self.routes
+            .get(self.at..)
+            .unwrap_or_default()
+            .iter()
+            .map(|(p, _)| p)
+            .take_while(|p| cidr.contains(&p.addr()))
+            .any(|p| cidr.contains(p))
     }
 }
 
@@ -202,6 +254,47 @@ mod tests {
             let found: Vec<&IpNet> = set.within(&cidr).collect();
             prop_assert_eq!(found, scanned);
         }
+    }
+
+    proptest! {
+        /// The cursor answers every question as `within` does, whether the questions come
+        /// in ascending order (the fast path), out of order or repeated.
+        #[test]
+        fn cursor_answers_as_within_does(
+            keys in prop::collection::vec(any_prefix(), 0..64),
+            mut cidrs in prop::collection::vec(any_prefix(), 0..48),
+            sorted in any::<bool>(),
+        ) {
+            let set: RouteSet = keys.iter().map(|&k| (k, attrs(0))).collect();
+            if sorted {
+                cidrs.sort();
+            }
+            let mut cursor = set.within_cursor();
+            for cidr in &cidrs {
+                prop_assert_eq!(cursor.any_within(cidr), set.within(cidr).next().is_some(), "{}", cidr);
+            }
+        }
+    }
+
+    /// A dense sorted set asked in order (the 100,000-CIDR start-up): every CIDR found, the
+    /// gallop crossing long runs both ways.
+    #[test]
+    fn cursor_finds_each_of_a_dense_sorted_set() {
+        let keys: Vec<IpNet> = (0u32..5000)
+            .map(|i| {
+                IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from(0x0a00_0000 + (i << 6)), 26).unwrap())
+            })
+            .collect();
+        let set: RouteSet = keys.iter().step_by(3).map(|&k| (k, attrs(0))).collect();
+        let mut cursor = set.within_cursor();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(cursor.any_within(k), i % 3 == 0, "{k}");
+        }
+        let wide: IpNet = "10.0.0.0/8".parse().unwrap();
+        assert!(
+            cursor.any_within(&wide),
+            "a question below the last one starts over"
+        );
     }
 
     /// Addresses in a few /24s of both families, so prefixes nest and overlap often.

@@ -146,6 +146,82 @@ struct FileSpec {
 /// Parse the file contents into node → CIDRs. Bad CIDRs are reported per node, not fatal;
 /// a bad document shape is.
 pub fn parse_file(text: &str) -> Result<BTreeMap<String, NodeCidrs>, FileError> {
+    match parse_plain(text) {
+        Some(nodes) => Ok(nodes),
+        None => parse_yaml(text),
+    }
+}
+
+/// Most nodes (mappings, sequences, scalars) the direct reader takes: well inside
+/// serde-saphyr's default budget of 250,000, so the budget never decides differently.
+const PLAIN_MAX_NODES: usize = 200_000;
+
+/// The file as generators write it, read without the YAML parser (three quarters of the
+/// CPU of reading 100,000 CIDRs): exactly
+///
+/// ```text
+/// nodes:
+///   <name>: [<cidr>, <cidr>, ...]
+/// ```
+///
+/// with names of lowercase letters, digits, `-` and `.` that start with a letter and are
+/// no YAML 1.1 keyword, and values of hex digits, `.`, `:` and `/` that start with a hex
+/// digit, end with a digit and hold a `/` (so YAML reads every one as that string, never a
+/// number or a key). Anything else (comments, quotes, other spacing, a repeated name, more
+/// than [`PLAIN_MAX_NODES`]) is `None`, and the YAML parser decides; what this accepts it
+/// reads as the parser does (a proptest holds it to that).
+fn parse_plain(text: &str) -> Option<BTreeMap<String, NodeCidrs>> {
+    let body = text.strip_prefix("nodes:\n")?;
+    if body.is_empty() || !body.ends_with('\n') {
+        return None;
+    }
+    let mut nodes = BTreeMap::new();
+    // The root mapping, the `nodes` key and its mapping.
+    let mut yaml_nodes = 3usize;
+    for line in body.split_terminator('\n') {
+        let (name, list) = line.strip_prefix("  ")?.split_once(": [")?;
+        let list = list.strip_suffix(']')?;
+        if !plain_name(name) {
+            return None;
+        }
+        let values: Vec<&str> = if list.is_empty() {
+            Vec::new()
+        } else {
+            list.split(", ").collect()
+        };
+        yaml_nodes += 2 + values.len();
+        if yaml_nodes > PLAIN_MAX_NODES || !values.iter().all(|v| plain_value(v)) {
+            return None;
+        }
+        if nodes.insert(name.to_owned(), parse_cidrs(values)).is_some() {
+            // A repeated key: the parser's error, not ours to phrase.
+            return None;
+        }
+    }
+    Some(nodes)
+}
+
+fn plain_name(name: &str) -> bool {
+    const KEYWORDS: [&str; 9] = ["null", "true", "false", "yes", "no", "on", "off", "y", "n"];
+    let b = name.as_bytes();
+    (1..=253).contains(&b.len())
+        && b.first().is_some_and(u8::is_ascii_lowercase)
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'))
+        && !KEYWORDS.contains(&name)
+}
+
+fn plain_value(value: &str) -> bool {
+    let b = value.as_bytes();
+    b.first().is_some_and(u8::is_ascii_hexdigit)
+        && b.last().is_some_and(u8::is_ascii_digit)
+        && b.contains(&b'/')
+        && b.iter()
+            .all(|c| c.is_ascii_hexdigit() || matches!(c, b'.' | b':' | b'/'))
+}
+
+/// The file read by the YAML parser: every shape, and every error with its location.
+fn parse_yaml(text: &str) -> Result<BTreeMap<String, NodeCidrs>, FileError> {
     let spec: FileSpec = serde_saphyr::from_str(text)?;
     Ok(spec
         .nodes
@@ -360,6 +436,7 @@ impl PodCidrSource for FileSource {
 mod tests {
     use super::*;
     use crate::source::{InvalidCidr, InvalidReason};
+    use proptest::prelude::*;
 
     #[test]
     fn good_file_parses_per_node() {
@@ -414,6 +491,142 @@ mod tests {
         ] {
             assert!(parse_file(text).is_err(), "accepted {text:?}");
         }
+    }
+
+    /// The shapes the direct reader is tried on: its own layout with names and values that
+    /// YAML may read otherwise (keywords, numbers, keys, comments, quotes), other spacing,
+    /// headers and endings, repeated names.
+    fn near_plain_files() -> impl Strategy<Value = String> {
+        let name = prop_oneof![
+            "[a-z][a-z0-9.-]{0,6}",
+            prop::sample::select(vec![
+                "null", "true", "false", "yes", "no", "on", "off", "y", "n", "nan", "inf", "~",
+                "1", "0x1f", "1e3", "a:b", "-a", "Node", "a b", "a#b", "a-", "b.", "node-a", "'q'",
+                "[a]",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        let value = prop_oneof![
+            (0u8..4, 0u8..3, 22u8..=32).prop_map(|(c, h, l)| format!("10.0.{c}.{}/{l}", h * 64)),
+            (0u16..4, 60u8..=128).prop_map(|(c, l)| format!("fd00:{c}::/{l}")),
+            prop::sample::select(vec![
+                "1e5/2",
+                "0x1/2",
+                "::/0",
+                "a::/0",
+                "1:/2",
+                "10.0.0.0/26:",
+                "f/1",
+                "ff:ff/1",
+                "10.0.0.0",
+                "1.5",
+                "1/2",
+                "0/0",
+                "00010.0.0.0/8",
+                "x",
+                "'q'",
+                "1/2 #c",
+                "1/2: 3",
+                "a/1:b/2",
+                "010.0.0.0/8",
+                "10.0.0.0/026",
+                "Fd00::/64",
+                "-1/2",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        let entry = (name, prop::collection::vec(value, 0..5));
+        let sep = prop::sample::select(vec![", ", ", ", ", ", ",", " , ", ",  "]);
+        let indent = prop::sample::select(vec!["  ", "  ", "  ", "   ", " ", "\t"]);
+        let head = prop::sample::select(vec![
+            "nodes:\n",
+            "nodes:\n",
+            "nodes:\n",
+            "nodes: \n",
+            "nodes:\r\n",
+            "---\nnodes:\n",
+            "\u{feff}nodes:\n",
+            "node:\n",
+        ]);
+        let tail = prop::sample::select(vec!["", "", "", "\n", "# c\n", "...\n", "x: 1\n"]);
+        (prop::collection::vec(entry, 0..5), sep, indent, head, tail).prop_map(
+            |(entries, sep, indent, head, tail)| {
+                let mut text = head.to_owned();
+                for (name, values) in entries {
+                    text += &format!("{indent}{name}: [{}]\n", values.join(sep));
+                }
+                text + tail
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Whatever the direct reader accepts, the YAML parser reads to the same nodes and
+        /// CIDRs (valid and invalid, in order); what it declines is the parser's to decide.
+        #[test]
+        fn the_direct_reader_agrees_with_the_yaml_parser(text in near_plain_files()) {
+            if let Some(plain) = parse_plain(&text) {
+                prop_assert_eq!(parse_yaml(&text).ok(), Some(plain), "{:?}", text);
+            }
+        }
+
+        /// One character added or removed anywhere still never makes the two disagree.
+        #[test]
+        fn an_edited_plain_file_never_makes_them_disagree(
+            text in near_plain_files(),
+            at in any::<prop::sample::Index>(),
+            insert in prop::option::of(prop::sample::select(vec![
+                ' ', '#', ':', ',', '[', ']', '{', '\'', '"', '\n', '-', '&', '*', '!', '?', '|',
+                '>', '%', '@', '`', '\t', 'a', '0', '/', '.',
+            ])),
+        ) {
+            let mut chars: Vec<char> = text.chars().collect();
+            if !chars.is_empty() || insert.is_some() {
+                let i = at.index(chars.len() + 1);
+                match insert {
+                    Some(c) => chars.insert(i, c),
+                    None if i < chars.len() => {
+                        chars.remove(i);
+                    }
+                    None => {}
+                }
+            }
+            let text: String = chars.into_iter().collect();
+            if let Some(plain) = parse_plain(&text) {
+                prop_assert_eq!(parse_yaml(&text).ok(), Some(plain), "{:?}", text);
+            }
+        }
+    }
+
+    /// The layout the benchmark and generators write takes the direct path, withdrawals
+    /// (`node-a: []`) and both families included.
+    #[test]
+    fn generated_files_take_the_direct_path() {
+        for text in [
+            "nodes:\n  node-a: [198.19.1.0/24, fd00:19:1::/64]\n  node-b: [198.19.2.0/24]\n",
+            "nodes:\n  node-a: []\n",
+            "nodes:\n  ip-10-0-1-7.ec2.internal: [10.0.0.0/26, 10.0.0.64/26]\n",
+        ] {
+            let plain = parse_plain(text).unwrap_or_else(|| panic!("declined {text:?}"));
+            assert_eq!(Some(plain), parse_yaml(text).ok(), "{text:?}");
+        }
+    }
+
+    /// Past the direct reader's node limit the YAML parser decides, budget included.
+    #[test]
+    fn a_file_past_the_direct_limit_is_the_yaml_parsers() {
+        let values: Vec<String> = (0..PLAIN_MAX_NODES as u32)
+            .map(|i| format!("{}/32", std::net::Ipv4Addr::from(0x0a00_0000 + i)))
+            .collect();
+        let text = format!("nodes:\n  node-a: [{}]\n", values.join(", "));
+        assert!(parse_plain(&text).is_none());
+        assert_eq!(
+            parse_file(&text).ok(),
+            parse_yaml(&text).ok(),
+            "the same answer as the parser"
+        );
     }
 
     /// Issue 30 item 5: pointed at a file that is not ours, the error says where parsing

@@ -136,6 +136,10 @@ struct AnnounceState {
     refused_now: [(&'static str, usize); 8],
     /// What was last said of the source's CIDRs and how many of them are announced.
     coverage: Coverage,
+    /// What `coverage` was counted from: the source's set and each peer's routes, held so
+    /// that pointer equality means "unchanged". Counting walks the whole set; most events
+    /// (session states, ticks) change neither input.
+    coverage_of: Option<(Arc<DesiredSet>, Vec<Arc<RouteSet>>)>,
     mismatch_seen: Option<String>,
 }
 
@@ -245,6 +249,7 @@ impl Core {
                 refusals_seen: BTreeSet::new(),
                 refused_now: refused_now::count([], []),
                 coverage: Coverage::default(),
+                coverage_of: None,
                 mismatch_seen: None,
             },
             sessions: Sessions {
@@ -331,21 +336,32 @@ impl Core {
     /// peer changed: a node whose source has CIDRs and that announces none of them is the
     /// failure no per-peer series shows (its peers are gone, not down).
     fn note_coverage(&mut self, out: &mut Vec<Effect>) {
-        let source = if self.announce.desired.ready {
-            &self.announce.desired.cidrs[..]
+        let desired = &self.announce.desired;
+        let routes: Vec<Arc<RouteSet>> = (self.sessions.peers.values())
+            .filter_map(|p| p.routes.clone())
+            .collect();
+        let unchanged = self.announce.coverage_of.as_ref().is_some_and(|(d, r)| {
+            Arc::ptr_eq(d, desired)
+                && r.len() == routes.len()
+                && r.iter().zip(&routes).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if unchanged {
+            return;
+        }
+        let source = if desired.ready {
+            &desired.cidrs[..]
         } else {
             &[]
         };
+        // One cursor per peer: a source list in order (the usual case) is one walk of
+        // each set, not a binary search per CIDR.
+        let mut cursors: Vec<_> = routes.iter().map(|r| r.within_cursor()).collect();
         let announced = source
             .iter()
-            .filter(|cidr| {
-                self.sessions.peers.values().any(|p| {
-                    p.routes
-                        .as_ref()
-                        .is_some_and(|r| r.within(cidr).next().is_some())
-                })
-            })
+            .filter(|cidr| cursors.iter_mut().any(|c| c.any_within(cidr)))
             .count();
+        drop(cursors);
+        self.announce.coverage_of = Some((Arc::clone(desired), routes));
         let now = Coverage {
             source: source.len(),
             announced,

@@ -338,3 +338,32 @@ fn peers_dropped_from_the_config_leave_the_source_cidrs_announced_to_none() {
         "{out:?}"
     );
 }
+
+/// The coverage count walks each peer's set with a cursor: a source list out of order, and
+/// a CIDR the guard refuses (outside `allowedPrefixes`), are counted as a per-CIDR search
+/// would, and an event that changes neither the source nor a peer's routes says nothing.
+#[test]
+fn coverage_counts_an_unordered_source_and_only_changes_are_said() {
+    let mut core = objects_core();
+    core.start();
+    let allowed = "allowedPrefixes: [198.19.0.0/16]";
+    core.handle(objects(node_config(Some(config(allowed, GR_PEERS)))));
+    let out = core.handle(ready(&["198.19.3.0/24", "10.9.0.0/24", "198.19.1.0/24"]));
+    assert_eq!(
+        coverage(&out),
+        [Coverage {
+            source: 3,
+            announced: 2
+        }],
+        "{out:?}"
+    );
+    let out = core.handle(Event::Session(
+        "tor1".into(),
+        bgp_proto::session::SessionEvent::StateChanged {
+            from: bgp_proto::session::State::OpenConfirm,
+            to: bgp_proto::session::State::Established,
+            reason: None,
+        },
+    ));
+    assert!(coverage(&out).is_empty(), "{out:?}");
+}
