@@ -785,6 +785,7 @@ mod node_events;
 mod objects;
 mod publishing;
 mod readiness;
+mod services;
 
 /// The core is pure by construction, not by habit: no source file of `core/` (tests aside)
 /// names a runtime, a client, a socket, a file, a clock or the effectful modules around it.
