@@ -17,6 +17,8 @@ mod netns_cni;
 mod netns_default_gateway;
 #[path = "netns/netns_forwarding_gate.rs"]
 mod netns_forwarding_gate;
+#[path = "netns/netns_service_vip.rs"]
+mod netns_service_vip;
 #[path = "netns/netns_topology.rs"]
 mod netns_topology;
 #[path = "netns/netns_unnumbered.rs"]

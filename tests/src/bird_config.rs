@@ -227,6 +227,9 @@ impl StaticRoute {
 pub struct KernelConfig {
     pub ipv4: bool,
     pub ipv6: bool,
+    /// `merge paths on`: equal BGP routes from several neighbours become one ECMP kernel
+    /// route (a ToR spreading a Service address over the nodes that announce it).
+    pub merge_paths: bool,
 }
 
 /// A BIRD instance: router id, own address and AS, neighbours, static routes.
@@ -356,11 +359,22 @@ impl BirdConfig {
                 self.netns.is_some(),
                 "protocol kernel without netns would change the host's routing table"
             );
+            let merge = if k.merge_paths {
+                "  merge paths on;\n"
+            } else {
+                ""
+            };
             if k.ipv4 {
-                c.push_str("protocol kernel kernel4 {\n  learn off;\n  ipv4 { import none; export all; };\n}\n");
+                let _ = writeln!(
+                    c,
+                    "protocol kernel kernel4 {{\n  learn off;\n{merge}  ipv4 {{ import none; export all; }};\n}}"
+                );
             }
             if k.ipv6 {
-                c.push_str("protocol kernel kernel6 {\n  learn off;\n  ipv6 { import none; export all; };\n}\n");
+                let _ = writeln!(
+                    c,
+                    "protocol kernel kernel6 {{\n  learn off;\n{merge}  ipv6 {{ import none; export all; }};\n}}"
+                );
             }
         }
         for n in &self.neighbors {
@@ -540,7 +554,7 @@ mod tests {
     fn kernel_requires_netns() {
         let c = BirdConfig::new(v4("127.100.0.1"), 1).kernel(KernelConfig {
             ipv4: true,
-            ipv6: false,
+            ..KernelConfig::default()
         });
         c.render(Path::new("/tmp/x.log"));
     }
@@ -551,13 +565,30 @@ mod tests {
             .netns("tor")
             .kernel(KernelConfig {
                 ipv4: true,
-                ipv6: false,
+                ..KernelConfig::default()
             });
         let t = c.render(Path::new("/tmp/x.log"));
         assert!(
             t.contains(
                 "protocol kernel kernel4 {\n  learn off;\n  ipv4 { import none; export all; };"
             ),
+            "{t}"
+        );
+        assert!(!t.contains("merge paths"), "{t}");
+    }
+
+    #[test]
+    fn kernel_merge_paths_makes_ecmp_routes() {
+        let c = BirdConfig::new(v4("127.100.0.1"), 1)
+            .netns("tor")
+            .kernel(KernelConfig {
+                ipv4: true,
+                merge_paths: true,
+                ..KernelConfig::default()
+            });
+        let t = c.render(Path::new("/tmp/x.log"));
+        assert!(
+            t.contains("protocol kernel kernel4 {\n  learn off;\n  merge paths on;\n  ipv4 {"),
             "{t}"
         );
     }

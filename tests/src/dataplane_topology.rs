@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::TempDir;
 use crate::bird_parse::{parse_protocols, parse_routes};
-use crate::netns::{Netns, in_netns, in_ns, ip};
+use crate::netns::{Netns, in_netns, in_ns, ip, link, route_gateways, sysctl};
 use crate::process::stop_child;
 
 pub const POD_CIDR: &str = "198.19.7.0/24";
@@ -73,23 +73,6 @@ pub struct DataplaneTopology {
     launches: u32,
     // Last: namespaces go after the processes inside them.
     _ns: Netns,
-}
-
-fn sysctl(ns: &str, kv: &str) {
-    let out = in_ns(ns, &["sysctl", "-q", "-w", kv]);
-    assert!(out.status.success(), "sysctl {kv} in {ns}");
-}
-
-/// A veth pair `a_if` in `a` ↔ `b_if` in `b`, addresses `.1` and `.2` of `net` (a /24), up.
-fn link(a: &str, a_if: &str, b: &str, b_if: &str, net: &str) {
-    ip(&[
-        "-n", a, "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b,
-    ]);
-    for (ns, dev, host) in [(a, a_if, 1), (b, b_if, 2)] {
-        let addr = format!("{net}.{host}/24");
-        ip(&["-n", ns, "addr", "add", &addr, "dev", dev]);
-        ip(&["-n", ns, "link", "set", dev, "up"]);
-    }
 }
 
 impl DataplaneTopology {
@@ -381,15 +364,7 @@ impl DataplaneTopology {
 
     /// How many next hops the client's kernel route to the pod CIDR has (0: none).
     pub fn client_legs(&self) -> usize {
-        let out = in_ns(&self.client, &["ip", "-j", "route", "show", POD_CIDR]);
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let Some(r) = v.as_array().and_then(|a| a.first()) else {
-            return 0;
-        };
-        match r.get("nexthops").and_then(|n| n.as_array()) {
-            Some(n) => n.len(),
-            None => usize::from(r.get("gateway").is_some()),
-        }
+        route_gateways(&self.client, POD_CIDR).len()
     }
 
     /// Packets ToR `i` has sent to the node (its port's tx counter).

@@ -59,6 +59,40 @@ pub fn wire(tor: &str, node: &str, i: usize) {
     }
 }
 
+/// A veth pair `a_if` in `a` ↔ `b_if` in `b`, addresses `.1` and `.2` of `net` (a /24, given
+/// as its first three octets), up.
+pub fn link(a: &str, a_if: &str, b: &str, b_if: &str, net: &str) {
+    ip(&[
+        "-n", a, "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b,
+    ]);
+    for (ns, dev, host) in [(a, a_if, 1), (b, b_if, 2)] {
+        let addr = format!("{net}.{host}/24");
+        ip(&["-n", ns, "addr", "add", &addr, "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+    }
+}
+
+/// `sysctl -w KEY=VALUE` inside `ns`, which must succeed.
+pub fn sysctl(ns: &str, kv: &str) {
+    let out = in_ns(ns, &["sysctl", "-q", "-w", kv]);
+    assert!(out.status.success(), "sysctl {kv} in {ns}");
+}
+
+/// The gateways of the kernel's route to `prefix` in `ns`: one per ECMP leg, empty without a
+/// route.
+pub fn route_gateways(ns: &str, prefix: &str) -> Vec<std::net::IpAddr> {
+    let out = in_ns(ns, &["ip", "-j", "route", "show", prefix]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let Some(r) = v.as_array().and_then(|a| a.first()) else {
+        return Vec::new();
+    };
+    let gateway = |h: &serde_json::Value| h.get("gateway")?.as_str()?.parse().ok();
+    match r.get("nexthops").and_then(|n| n.as_array()) {
+        Some(hops) => hops.iter().filter_map(gateway).collect(),
+        None => gateway(r).into_iter().collect(),
+    }
+}
+
 /// `ip ARGS…`, which must succeed.
 pub fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");

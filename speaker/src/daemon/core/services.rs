@@ -38,8 +38,8 @@ pub struct ServiceState {
     /// `BGPPeer` labels by object name, for `spec.peers`.
     peer_labels: BTreeMap<String, BTreeMap<String, String>>,
     planner: Planner,
-    /// Since when (monotonic) and why the node drains, while it does.
-    drain: Option<(Duration, String)>,
+    /// Since when and why the node drains, while it does.
+    drain: Option<(Since, String)>,
     /// Counts last said (announced, held).
     counts: (usize, usize),
     /// The datapath gate: what the node's service proxy last answered per Service.
@@ -48,11 +48,38 @@ pub struct ServiceState {
     targets: Option<ProbeTargets>,
 }
 
-/// One Service's last probe answer, and since when (monotonic) it has been a local endpoint.
+/// One Service's last probe answer, and since when it has been a local endpoint.
 #[derive(Debug, Clone)]
 struct Probe {
     answer: Result<(), String>,
-    ok_since: Option<Duration>,
+    ok_since: Option<Since>,
+}
+
+/// The start of a period (a drain's graceful-shutdown wait, a gate's hold-down). The core's
+/// clock is the last tick's, up to a tick behind an event that arrives between ticks: a period
+/// starting at such an event counts from the next tick, so it lasts at least what was asked
+/// (at most a tick more), never up to a tick less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Since {
+    NextTick,
+    At(Duration),
+}
+
+impl Since {
+    /// On a tick: a period that started since the last one starts now.
+    fn stamp(&mut self, now: Duration) {
+        if *self == Since::NextTick {
+            *self = Since::At(now);
+        }
+    }
+
+    /// Whether `period` has passed by `now`.
+    fn over(self, now: Duration, period: Duration) -> bool {
+        match self {
+            Since::NextTick => false,
+            Since::At(t) => now.saturating_sub(t) >= period,
+        }
+    }
 }
 
 /// What the prober probes: `healthCheckNodePort`s at the node's address.
@@ -60,6 +87,13 @@ struct Probe {
 pub struct ProbeTargets {
     pub address: IpAddr,
     pub services: Vec<(ServiceKey, u16)>,
+}
+
+impl ServiceState {
+    #[cfg(test)]
+    pub(super) fn planner(&self) -> &Planner {
+        &self.planner
+    }
 }
 
 impl Core {
@@ -110,11 +144,11 @@ impl Core {
                 Drain::No
             }
             (Some(why), None) => {
-                self.services.drain = Some((self.now, why));
+                self.services.drain = Some((Since::NextTick, why));
                 Drain::Announcing
             }
             (Some(_), Some((since, _))) => {
-                if self.now.saturating_sub(*since) >= self.config.graceful_shutdown.wait {
+                if since.over(self.now, self.config.graceful_shutdown.wait) {
                     Drain::Withdrawn
                 } else {
                     Drain::Announcing
@@ -129,14 +163,13 @@ impl Core {
         out: &mut Vec<Effect>,
         answers: BTreeMap<ServiceKey, Result<(), String>>,
     ) {
-        let now = self.now;
         let probes = &mut self.services.probes;
         probes.retain(|k, _| answers.contains_key(k));
         for (key, answer) in answers {
             let ok_since = match (&answer, probes.get(&key)) {
                 (Err(_), _) => None,
                 (Ok(()), Some(p)) if p.answer.is_ok() => p.ok_since,
-                (Ok(()), _) => Some(now),
+                (Ok(()), _) => Some(Since::NextTick),
             };
             probes.insert(key, Probe { answer, ok_since });
         }
@@ -152,7 +185,7 @@ impl Core {
             .map(|(k, p)| {
                 let gate = match (&p.answer, p.ok_since) {
                     (Err(why), _) => Err(why.clone()),
-                    (Ok(()), Some(t)) if self.now.saturating_sub(t) >= hold => Ok(()),
+                    (Ok(()), Some(since)) if since.over(self.now, hold) => Ok(()),
                     // Not the seconds left: the reason would change every tick.
                     (Ok(()), _) => Err(format!(
                         "held down: the proxy must report a local endpoint for {} s",
@@ -289,8 +322,20 @@ impl Core {
             .unwrap_or(IpAddr::from([127, 0, 0, 1]))
     }
 
-    /// A drain's graceful-shutdown period, or a gate's hold-down, ends on a tick.
+    /// A drain's graceful-shutdown period, or a gate's hold-down, starts and ends on a tick.
     pub(super) fn services_tick(&mut self, out: &mut Vec<Effect>) {
+        let now = self.now;
+        if let Some((since, _)) = &mut self.services.drain {
+            since.stamp(now);
+        }
+        for since in self
+            .services
+            .probes
+            .values_mut()
+            .filter_map(|p| p.ok_since.as_mut())
+        {
+            since.stamp(now);
+        }
         let holding = self.services.probes.values().any(|p| p.answer.is_ok());
         if holding || self.services.drain.is_some() || self.drain_trigger().is_some() {
             self.replan_services(out);
