@@ -7,9 +7,12 @@
 //! - [`advertisement`]: a `BGPAdvertisement` read and checked, every error naming its field;
 //! - [`service`]: what of a `Service` matters for announcing it;
 //! - [`endpoints`]: which endpoints serve, chosen as kube-proxy chooses (KEP-1669);
-//! - [`plan`]: the decision.
+//! - [`plan`]: the decision;
+//! - [`announced`]: whether a Service is announced from any node (the cluster's view, for
+//!   its Events), and the Events' rate bound.
 
 pub mod advertisement;
+pub mod announced;
 pub mod endpoints;
 pub mod plan;
 pub mod service;
