@@ -405,12 +405,20 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         let settings = StatusSettings {
             secret_namespace: speaker_namespace(&args),
         };
-        tokio::spawn(crate::config_status::run(
+        // Events on Services (BGPAnnounced, BGPWithdrawn): the same leader, the one
+        // cluster-wide view.
+        let events = tokio::spawn(crate::service_events::run(
+            client.clone(),
+            rx.clone(),
+            metrics.clone(),
+        ));
+        let status = tokio::spawn(crate::config_status::run(
             client.clone(),
             settings,
             rx,
             metrics.clone(),
-        ))
+        ));
+        (status, events)
     });
     // In the allocator's own namespace (its Lease's), where the shipped install put the old
     // speaker Role and where the allocator's Role may read it.
@@ -425,8 +433,9 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         m.abort();
     }
     leftovers.abort();
-    if let Some(task) = config_status {
-        task.abort();
+    if let Some((status, events)) = config_status {
+        status.abort();
+        events.abort();
     }
     match result {
         Ok(()) => {

@@ -15,6 +15,7 @@ pub mod install;
 pub mod leftovers;
 pub mod objects;
 pub mod process;
+pub mod service_events;
 pub mod text;
 pub mod time;
 pub mod watches;

@@ -108,8 +108,9 @@ fn endpoints_for(slices: &[&EndpointSlice], node: &str) -> Endpoints {
 }
 
 /// Why a node drains its Service routes, as the speaker decides it (its graceful-shutdown
-/// period is the speaker's: `diff` shows the end state).
-fn draining(node: &Node) -> bool {
+/// period is the speaker's: `diff` shows the end state). The allocator's Service Events use
+/// it too.
+pub(crate) fn draining(node: &Node) -> bool {
     let meta = &node.metadata;
     let taints = node
         .spec
@@ -131,7 +132,20 @@ fn draining(node: &Node) -> bool {
 /// The peers of a node: the BGPPeer objects that select it; with none (a config file), the
 /// peers its report names.
 fn peers_of(node: &Node, peers: &[BGPPeer], report: Option<&SpeakerReport>) -> Vec<PeerFacts> {
-    let labels = node.labels();
+    peers_of_node(
+        node.labels(),
+        peers,
+        report.map(reported_peers).unwrap_or_default(),
+    )
+}
+
+/// [`peers_of`] from the node's labels and the peer names its report gives
+/// ([`reported_peers`]): what the allocator's Service Events keep of a node.
+pub(crate) fn peers_of_node(
+    labels: &BTreeMap<String, String>,
+    peers: &[BGPPeer],
+    reported: Vec<String>,
+) -> Vec<PeerFacts> {
     let selected: Vec<PeerFacts> = peers
         .iter()
         .filter(|p| {
@@ -148,13 +162,21 @@ fn peers_of(node: &Node, peers: &[BGPPeer], report: Option<&SpeakerReport>) -> V
     if !selected.is_empty() {
         return selected;
     }
-    report
+    reported
         .into_iter()
-        .flat_map(|r| &r.peers)
-        .map(|p| PeerFacts {
-            name: p.bgp_peer.clone().unwrap_or_else(|| p.name.clone()),
+        .map(|name| PeerFacts {
+            name,
             labels: BTreeMap::new(),
         })
+        .collect()
+}
+
+/// The peers a report names: the BGPPeer's name, else the session's.
+pub(crate) fn reported_peers(report: &SpeakerReport) -> Vec<String> {
+    report
+        .peers
+        .iter()
+        .map(|p| p.bgp_peer.clone().unwrap_or_else(|| p.name.clone()))
         .collect()
 }
 
