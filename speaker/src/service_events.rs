@@ -487,7 +487,7 @@ impl Watches {
 enum Wake {
     /// Whether the sender is still there.
     Leadership(bool),
-    Advertisement(Result<Event<BGPAdvertisement>, watcher::Error>),
+    Advertisement(Box<Result<Event<BGPAdvertisement>, watcher::Error>>),
     Folded,
     Tick,
 }
@@ -536,7 +536,7 @@ impl<'a> Term<'a> {
             // The branches only borrow; the work is done once the select has ended.
             let wake = tokio::select! {
                 r = leadership.changed() => Wake::Leadership(r.is_ok()),
-                Some(ev) = ads.next() => Wake::Advertisement(ev),
+                Some(ev) = ads.next() => Wake::Advertisement(Box::new(ev)),
                 () = async {
                     match self.watches.as_mut() {
                         Some(w) => w.next(&mut self.view).await,
@@ -549,7 +549,7 @@ impl<'a> Term<'a> {
                 Wake::Leadership(false) => return false,
                 Wake::Leadership(true) if !leading(leadership) => return true,
                 Wake::Leadership(true) | Wake::Folded => {}
-                Wake::Advertisement(ev) => self.advertisement(ev).await,
+                Wake::Advertisement(ev) => self.advertisement(*ev).await,
                 Wake::Tick => {
                     if leadership.borrow().may_write() {
                         self.pass(Instant::now()).await;
@@ -590,6 +590,7 @@ impl<'a> Term<'a> {
                 self.watches = None;
                 self.view = ClusterView::default();
                 self.bound = EventBound::new();
+                self.suppressed = 0;
                 self.silent = false;
             }
             (true, false) => self.silent = false,
@@ -603,8 +604,9 @@ impl<'a> Term<'a> {
         let Some(w) = self.watches.as_mut() else {
             return;
         };
-        // The speakers' report watch only while some node's peers come from it.
-        if w.relists[2].ready && w.relists[3].ready {
+        // The speakers' report watch only while some node's peers come from it (asked again
+        // only when a node, peer or advertisement changed).
+        if self.view.all && w.relists[2].ready && w.relists[3].ready {
             match (self.view.needs_reports(), w.reports.is_some()) {
                 (true, false) => {
                     w.reports = Some((
@@ -664,7 +666,7 @@ impl<'a> Term<'a> {
                 Decision::Quiet | Decision::Wait(_) | Decision::Suppressed => {}
             }
         }
-        let more = self.bound.suppressed - self.suppressed;
+        let more = self.bound.suppressed.saturating_sub(self.suppressed);
         if more > 0 {
             self.metrics.service_events_suppressed.inc_by(more);
             self.suppressed = self.bound.suppressed;
@@ -732,4 +734,123 @@ async fn event(
         }
         Err(_) => tracing::warn!(service = %key, "publishing a Service Event timed out"),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn node(name: &str, rv: &str, labels: Value) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name, "resourceVersion": rv,
+                                                   "labels": labels}}))
+        .unwrap()
+    }
+
+    fn slice(name: &str, service: &str, nodes: &[&str]) -> EndpointSlice {
+        let eps: Vec<Value> = nodes
+            .iter()
+            .map(|n| json!({"addresses": ["10.244.1.5"], "nodeName": n}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4", "endpoints": eps
+        }))
+        .unwrap()
+    }
+
+    fn key(name: &str) -> ServiceKey {
+        ServiceKey {
+            namespace: "shop".into(),
+            name: name.into(),
+        }
+    }
+
+    /// Most Node updates are heartbeats: they must not make 10,000 Services be asked again;
+    /// a label change (a node leaving an advertisement's selector) must.
+    #[test]
+    fn a_node_heartbeat_asks_no_service_again_a_relabel_asks_all() {
+        let mut v = ClusterView::default();
+        v.node(Step::Upsert(
+            "/a".into(),
+            node("a", "1", json!({"rack": "r1"})),
+        ));
+        assert!(v.all, "a new node");
+        v.all = false;
+        v.node(Step::Upsert(
+            "/a".into(),
+            node("a", "2", json!({"rack": "r1"})),
+        ));
+        assert!(!v.all, "heartbeat");
+        v.node(Step::Upsert(
+            "/a".into(),
+            node("a", "3", json!({"rack": "r2"})),
+        ));
+        assert!(v.all, "relabelled");
+        v.all = false;
+        v.node(Step::Keep(HashSet::new()));
+        assert!(v.all && v.views.is_empty(), "gone from the relist");
+    }
+
+    #[test]
+    fn endpoints_are_summed_over_a_services_slices_and_follow_a_slice_that_moves() {
+        let mut v = ClusterView::default();
+        v.slice(Step::Upsert("shop/w1".into(), slice("w1", "web", &["a"])));
+        v.slice(Step::Upsert("shop/w2".into(), slice("w2", "web", &["b"])));
+        let e = v.endpoints[&key("web")].endpoints("a");
+        assert_eq!((e.local_ready, e.remote_ready), (1, 1));
+        v.dirty.clear();
+        // The same slice again: nothing to ask.
+        v.slice(Step::Upsert("shop/w2".into(), slice("w2", "web", &["b"])));
+        assert!(v.dirty.is_empty());
+        // w2 now belongs to api: web keeps w1 only, both are asked again.
+        v.slice(Step::Upsert("shop/w2".into(), slice("w2", "api", &["b"])));
+        assert_eq!(v.endpoints[&key("web")].endpoints("a").remote_ready, 0);
+        assert_eq!(v.endpoints[&key("api")].endpoints("b").local_ready, 1);
+        assert!(v.dirty.contains(&key("web")) && v.dirty.contains(&key("api")));
+        v.slice(Step::Remove("shop/w1".into()));
+        assert!(!v.endpoints.contains_key(&key("web")), "served nowhere");
+    }
+
+    /// With a BGPPeer selecting every node the speakers' reports are not watched; a node no
+    /// BGPPeer selects gets its peers from its report, as `diff --services` does.
+    #[test]
+    fn reports_are_needed_only_for_a_node_no_bgp_peer_selects() {
+        let mut v = ClusterView::default();
+        v.node(Step::Upsert(
+            "/a".into(),
+            node("a", "1", json!({"rack": "r1"})),
+        ));
+        v.node(Step::Upsert(
+            "/b".into(),
+            node("b", "1", json!({"rack": "r2"})),
+        ));
+        let peer: BGPPeer = serde_json::from_value(json!({
+            "apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+            "metadata": {"name": "tor1"},
+            "spec": {"address": "192.0.2.1", "asn": 65000,
+                     "nodeSelector": {"matchLabels": {"rack": "r1"}}}
+        }))
+        .unwrap();
+        v.peer(Step::Upsert("/tor1".into(), peer));
+        assert!(v.needs_reports(), "b has no BGPPeer");
+        assert!(v.views["b"].peers.is_empty());
+        let report: NodeBGPStatus = serde_json::from_value(json!({
+            "apiVersion": "podcidr.io/v1alpha1", "kind": "NodeBGPStatus",
+            "metadata": {"name": "b"}, "spec": {"nodeName": "b"},
+            "status": {"peers": [{"name": "tor2", "address": "192.0.2.2", "asn": 65000,
+                                  "state": "Established"}]}
+        }))
+        .unwrap();
+        v.all = false;
+        v.report(Step::Upsert("/b".into(), report));
+        assert_eq!(v.views["b"].peers[0].name, "tor2");
+        assert!(v.all, "b's peers changed: every Service is asked again");
+        v.node(Step::Upsert(
+            "/b".into(),
+            node("b", "2", json!({"rack": "r1"})),
+        ));
+        assert!(!v.needs_reports());
+    }
 }
