@@ -583,18 +583,10 @@ impl<'a> Term<'a> {
                 self.watches = Some(Watches::start(self.client));
                 self.known = false;
             }
-            (true, true) => {
-                // Every announced Service is withdrawn now: said before the watches go.
-                self.pass(Instant::now()).await;
-                tracing::info!("no BGPAdvertisement left: no longer watching Services");
-                self.watches = None;
-                self.view = ClusterView::default();
-                self.bound = EventBound::new();
-                self.suppressed = 0;
-                self.silent = false;
-            }
+            // Every announced Service is withdrawn now: the watches stay until that is said
+            // (the end of `pass`), windows included.
+            (true, true) | (false, true) => {}
             (true, false) => self.silent = false,
-            (false, true) => {}
         }
     }
 
@@ -670,6 +662,16 @@ impl<'a> Term<'a> {
         if more > 0 {
             self.metrics.service_events_suppressed.inc_by(more);
             self.suppressed = self.bound.suppressed;
+        }
+        // No BGPAdvertisement left and every withdrawal said (none waits for its window):
+        // the watches go, as the speakers' do.
+        if self.ads.is_empty() && self.bound.next_due().is_none() {
+            tracing::info!("no BGPAdvertisement left: no longer watching Services");
+            self.watches = None;
+            self.view = ClusterView::default();
+            self.bound = EventBound::new();
+            self.suppressed = 0;
+            self.silent = false;
         }
     }
 }

@@ -87,7 +87,8 @@ async fn wait_event(fake: &FakeKube, name: &str, reason: &str, alloc: &Proc) {
 
 /// `old` is announced when the allocator starts (no Event for it); `web` first gets a ready
 /// endpoint (one `BGPAnnounced`), then a second node (nothing more); `old` loses its
-/// endpoints (one `BGPWithdrawn`). `fence` proves the allocator saw the second node before
+/// endpoints (one `BGPWithdrawn`); the advertisement's deletion withdraws `kept` (one
+/// `BGPWithdrawn`) while `web`'s waits for its minute. `fence` proves the allocator saw the second node before
 /// the count is checked: its slice is changed after web's on the same watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_events_only_when_announcement_first_starts_or_fully_stops() {
@@ -116,6 +117,7 @@ async fn service_events_only_when_announcement_first_starts_or_fully_stops() {
     .unwrap();
     for (name, ip, ready) in [
         ("old", "198.51.100.6", true),
+        ("kept", "198.51.100.5", true),
         ("web", "198.51.100.7", false),
         ("fence", "198.51.100.8", false),
     ] {
@@ -174,6 +176,24 @@ async fn service_events_only_when_announcement_first_starts_or_fully_stops() {
     assert_eq!(
         old[0].1,
         "withdrawn from every node: no ready endpoint anywhere"
+    );
+
+    // The last BGPAdvertisement goes: kept, announced since the start and never said, is
+    // withdrawn at once; web's withdrawal waits for the end of its minute (one Event per
+    // Service per minute), so web still has its one Event.
+    fake.delete(&bgp("bgpadvertisements"), None, "lb").unwrap();
+    wait_event(&fake, "kept", "BGPWithdrawn", &alloc).await;
+    let kept = events_of(&fake, "kept");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        kept[0].1,
+        "withdrawn from every node: no BGPAdvertisement selects it"
+    );
+    assert_eq!(
+        events_of(&fake, "web").len(),
+        1,
+        "{:?}",
+        events_of(&fake, "web")
     );
 
     let counted = poll(WAIT, || async {
