@@ -106,8 +106,8 @@ pub struct AllocatorArgs {
     #[arg(long, default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
     /// Write the status of the BGPSpeakerConfig and BGPPeer objects (conditions, selected
-    /// nodes) while leading: the one writer of the cluster. `false` where the
-    /// bgp.podcidr.io CRDs are not installed.
+    /// nodes) and the Events on Services (BGPAnnounced, BGPWithdrawn) while leading: the one
+    /// writer of the cluster. `false` where the bgp.podcidr.io CRDs are not installed.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub config_status: bool,
     /// Namespace of the Secrets BGPPeers name in passwordSecretRef (the speakers')
