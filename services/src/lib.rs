@@ -8,9 +8,12 @@
 //! - [`service`]: what of a `Service` matters for announcing it;
 //! - [`endpoints`]: which endpoints serve, chosen as kube-proxy chooses (KEP-1669);
 //! - [`plan`]: the decision;
-//! - [`planner`]: the same decision kept current one Service at a time.
+//! - [`planner`]: the same decision kept current one Service at a time;
+//! - [`announced`]: whether a Service is announced from any node (the cluster's view, for
+//!   its Events), and the Events' rate bound.
 
 pub mod advertisement;
+pub mod announced;
 pub mod endpoints;
 pub mod plan;
 pub mod planner;

@@ -106,8 +106,8 @@ pub struct AllocatorArgs {
     #[arg(long, default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
     /// Write the status of the BGPSpeakerConfig and BGPPeer objects (conditions, selected
-    /// nodes) while leading: the one writer of the cluster. `false` where the
-    /// bgp.podcidr.io CRDs are not installed.
+    /// nodes) and the Events on Services (BGPAnnounced, BGPWithdrawn) while leading: the one
+    /// writer of the cluster. `false` where the bgp.podcidr.io CRDs are not installed.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub config_status: bool,
     /// Namespace of the Secrets BGPPeers name in passwordSecretRef (the speakers')
@@ -405,12 +405,20 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         let settings = StatusSettings {
             secret_namespace: speaker_namespace(&args),
         };
-        tokio::spawn(crate::config_status::run(
+        // Events on Services (BGPAnnounced, BGPWithdrawn): the same leader, the one
+        // cluster-wide view.
+        let events = tokio::spawn(crate::service_events::run(
+            client.clone(),
+            rx.clone(),
+            metrics.clone(),
+        ));
+        let status = tokio::spawn(crate::config_status::run(
             client.clone(),
             settings,
             rx,
             metrics.clone(),
-        ))
+        ));
+        (status, events)
     });
     // In the allocator's own namespace (its Lease's), where the shipped install put the old
     // speaker Role and where the allocator's Role may read it.
@@ -425,8 +433,9 @@ pub async fn run(args: AllocatorArgs) -> ExitCode {
         m.abort();
     }
     leftovers.abort();
-    if let Some(task) = config_status {
-        task.abort();
+    if let Some((status, events)) = config_status {
+        status.abort();
+        events.abort();
     }
     match result {
         Ok(()) => {

@@ -15,6 +15,8 @@ pub mod install;
 pub mod leftovers;
 pub mod objects;
 pub mod process;
+pub mod service_events;
+pub mod service_view;
 pub mod text;
 pub mod time;
 pub mod watches;

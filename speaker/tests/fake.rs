@@ -23,6 +23,8 @@ mod node_events;
 mod peers_routes_cli;
 #[path = "fake/rollout_gate.rs"]
 mod rollout_gate;
+#[path = "fake/service_events.rs"]
+mod service_events;
 #[path = "fake/service_routes.rs"]
 mod service_routes;
 #[path = "fake/speaker_api.rs"]

@@ -60,6 +60,12 @@ pub struct RolloutLabels {
     pub state: String,
 }
 
+/// `{reason}` of the Events on Services (`BGPAnnounced`, `BGPWithdrawn`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServiceEventLabels {
+    pub reason: String,
+}
+
 /// Labels of `podcidr_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfoLabels {
@@ -105,6 +111,10 @@ pub struct AllocatorMetrics {
     /// Objects an earlier release installed that this one no longer needs and that widen
     /// what they grant (the upgrade removes them; operator guide, Upgrade).
     pub leftover_objects: Gauge,
+    /// Events written on Services when their announcement first starts or fully stops.
+    pub service_events: Family<ServiceEventLabels, Counter>,
+    /// Such transitions not written because of the rate bound.
+    pub service_events_suppressed: Counter,
     passes_seen: watch::Sender<u64>,
     ready: AtomicBool,
     heartbeat: AtomicU64,
@@ -160,6 +170,8 @@ impl AllocatorMetrics {
             config_objects: Family::default(),
             config_rollouts: Family::default(),
             leftover_objects: Gauge::default(),
+            service_events: Family::default(),
+            service_events_suppressed: Counter::default(),
             passes_seen: watch::channel(0).0,
             ready: AtomicBool::new(false),
             heartbeat: AtomicU64::new(unix_now()),
@@ -247,6 +259,22 @@ impl AllocatorMetrics {
             format!("{p}_leftover_objects"),
             "Objects an earlier release installed that this one no longer needs (the allocator logs each with the command that removes it)",
             m.leftover_objects.clone(),
+        );
+        registry.register(
+            format!("{p}_service_events"),
+            "Events written on Services by reason: BGPAnnounced (announced from a first node), BGPWithdrawn (from no node any more)",
+            m.service_events.clone(),
+        );
+        // At 0 from the start, as api_throttled: the series exist before the first Event.
+        for reason in ["BGPAnnounced", "BGPWithdrawn"] {
+            let _ = m.service_events.get_or_create(&ServiceEventLabels {
+                reason: reason.to_owned(),
+            });
+        }
+        registry.register(
+            format!("{p}_service_events_suppressed"),
+            "Service announcement changes not written as Events because of the rate bound (cluster bucket, one per Service per minute)",
+            m.service_events_suppressed.clone(),
         );
         registry.register(
             "podcidr_build_info",

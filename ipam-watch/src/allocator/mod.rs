@@ -64,6 +64,6 @@ pub use self::store::{FakeStore, Fault, NodePodCidrStore, WriteOutcome};
 // The process around the pure core (kube, tokio, clock): see `runner`.
 pub use self::api_client::ApiClients;
 pub use self::lease::{Clock, LeaderState, LeaseConfig, SystemClock};
-pub use self::metrics::{AllocatorMetrics, ConfigObjectLabels, RolloutLabels};
+pub use self::metrics::{AllocatorMetrics, ConfigObjectLabels, RolloutLabels, ServiceEventLabels};
 pub use self::runner::{AllocatorOptions, EVENT_NAMESPACE, NO_POOL, RunError, run};
 pub use self::throttle::{ApiLimits, ApiLimitsError, DEFAULT_API_BURST, DEFAULT_API_QPS};

@@ -10,13 +10,13 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
-use kube::core::{Selector, SelectorExt};
 use podcidr_api::{BGPAdvertisement, BGPPeer, SpeakerReport};
 use podcidr_services::{
-    Advertisement, Drain, Endpoints, NodeDrain, NodeFacts, PeerFacts, ServiceFacts, ServiceKey,
-    plan,
+    Advertisement, Drain, Endpoints, NodeFacts, PeerFacts, ServiceFacts, ServiceKey, plan,
 };
 use serde::Serialize;
+
+use crate::service_view::{draining, peers_of_node, reported_peers};
 
 /// Everything `diff --services` compares.
 #[derive(Debug, Default)]
@@ -106,48 +106,14 @@ fn endpoints_for(slices: &[&EndpointSlice], node: &str) -> Endpoints {
     Endpoints::from_slices(slices.iter().copied(), node)
 }
 
-/// Whether a node drains its Service routes, as the speaker decides it (its graceful-shutdown
-/// period is the speaker's: `diff` shows the end state).
-fn draining(node: &Node) -> bool {
-    let facts = ipam_watch::source::node_facts(node);
-    podcidr_services::drain_trigger(NodeDrain {
-        deleted: false,
-        deleting: facts.deleting,
-        taints: &facts.taints,
-        annotations: &facts.annotations,
-        not_ready: facts.not_ready.as_deref(),
-    })
-    .is_some()
-}
-
 /// The peers of a node: the BGPPeer objects that select it; with none (a config file), the
 /// peers its report names.
 fn peers_of(node: &Node, peers: &[BGPPeer], report: Option<&SpeakerReport>) -> Vec<PeerFacts> {
-    let labels = node.labels();
-    let selected: Vec<PeerFacts> = peers
-        .iter()
-        .filter(|p| {
-            p.spec
-                .node_selector
-                .as_ref()
-                .is_none_or(|s| Selector::try_from(s.clone()).is_ok_and(|s| s.matches(labels)))
-        })
-        .map(|p| PeerFacts {
-            name: p.name_any(),
-            labels: p.labels().clone(),
-        })
-        .collect();
-    if !selected.is_empty() {
-        return selected;
-    }
-    report
-        .into_iter()
-        .flat_map(|r| &r.peers)
-        .map(|p| PeerFacts {
-            name: p.bgp_peer.clone().unwrap_or_else(|| p.name.clone()),
-            labels: BTreeMap::new(),
-        })
-        .collect()
+    peers_of_node(
+        node.labels(),
+        peers,
+        report.map(reported_peers).unwrap_or_default(),
+    )
 }
 
 /// Prefix → peers (by BGPPeer name, else session name) the report says it is sent to, and

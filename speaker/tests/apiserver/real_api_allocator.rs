@@ -24,7 +24,6 @@ use common::real_api::{
     installed_control_plane, metric_sum, request_as, wait_for,
 };
 use common::{Proc, TempDir};
-use ipam_watch::allocator::EVENT_NAMESPACE;
 use support::*;
 
 #[test]
@@ -202,13 +201,8 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     // GET after a write of unknown outcome and the Event series patch of a repeat.
     let cluster = rules(&cp, "clusterrole", ALLOCATOR_SA, None);
     let ns = rules(&cp, "role", ALLOCATOR_SA, Some(SYSTEM_NS));
-    // Events only in the namespace the Recorder writes them to.
-    let events = rules(
-        &cp,
-        "role",
-        "podcidr-bgp-allocator-events",
-        Some(EVENT_NAMESPACE),
-    );
+    // Events: about its own objects in "default", on Services in theirs (any namespace).
+    let events = rules(&cp, "clusterrole", "podcidr-bgp-allocator-events", None);
     let covered = |rules: &[(Vec<String>, Vec<String>, Vec<String>)], c: &Call| {
         rules.iter().any(|(g, r, v)| {
             g.contains(&c.group) && r.contains(&c.rbac_resource) && v.contains(&c.verb)
@@ -219,7 +213,7 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
         assert!(
             covered(&cluster, c)
                 || (c.namespace == SYSTEM_NS && covered(&ns, c))
-                || (c.namespace == EVENT_NAMESPACE && covered(&events, c)),
+                || covered(&events, c),
             "not granted: {c:?}"
         );
         used.insert((c.group.clone(), c.rbac_resource.clone(), c.verb.clone()));

@@ -147,18 +147,23 @@ fn both_workloads_run_under_the_runtimes_default_seccomp_profile() {
 }
 
 /// Both Recorders write Events about cluster-scoped objects, which land in `default`
-/// (`EVENT_NAMESPACE`; kube-runtime's Recorder for the speaker's Node Events too). Each
-/// identity may create and patch Events there and nowhere else, and no ClusterRole grants
-/// Events.
+/// (`EVENT_NAMESPACE`; kube-runtime's Recorder for the speaker's Node Events too); the
+/// allocator also writes Events on Services (`BGPAnnounced`, `BGPWithdrawn`) in each
+/// Service's namespace. So: the speaker may create and patch Events in `default` and nowhere
+/// else; the allocator in every namespace, through the one ClusterRole that grants Events,
+/// `podcidr-bgp-allocator-events`, which grants nothing but events.k8s.io create and patch.
 #[test]
-fn events_are_granted_only_in_the_namespace_they_are_written_to() {
+fn speaker_events_only_in_default_allocator_events_wherever_a_service_is() {
     integration_tests::require!(Need::Kubectl);
     let tmp = TempDir::new("install-events");
     let written_to = ipam_watch::allocator::EVENT_NAMESPACE;
     for (what, docs) in all_renderings(&tmp) {
         for r in of_kind(&docs, "ClusterRole") {
+            let name = r["metadata"]["name"].as_str().unwrap();
+            // A rendering may prefix every name (`namePrefix`).
+            let allocator_events = name.ends_with("podcidr-bgp-allocator-events");
             for rule in r["rules"].as_array().unwrap() {
-                for verb in ["create", "patch", "update", "delete"] {
+                for verb in ["create", "patch", "update", "delete", "get", "list"] {
                     for group in ["events.k8s.io", ""] {
                         let ask = Ask {
                             group,
@@ -166,13 +171,19 @@ fn events_are_granted_only_in_the_namespace_they_are_written_to() {
                             verb,
                             namespace: None,
                         };
-                        assert!(
-                            !rbac::rule_grants(rule, &ask),
-                            "{what}: ClusterRole {} grants events {verb}",
-                            r["metadata"]["name"]
+                        let allowed = allocator_events
+                            && group == "events.k8s.io"
+                            && matches!(verb, "create" | "patch");
+                        assert_eq!(
+                            rbac::rule_grants(rule, &ask),
+                            allowed,
+                            "{what}: ClusterRole {name}, events {group:?} {verb}"
                         );
                     }
                 }
+            }
+            if allocator_events {
+                assert_eq!(r["rules"].as_array().unwrap().len(), 1, "{what}: {r}");
             }
         }
         let system = pod_spec(allocator(&docs))["serviceAccountName"]
@@ -183,7 +194,7 @@ fn events_are_granted_only_in_the_namespace_they_are_written_to() {
         let speaker = pod_spec(of_kind(&docs, "DaemonSet")[0])["serviceAccountName"]
             .as_str()
             .unwrap();
-        for sa in [system.as_str(), speaker] {
+        for (sa, everywhere) in [(system.as_str(), true), (speaker, false)] {
             let user = User::service_account(ns, sa);
             for verb in ["create", "patch"] {
                 let ask = |namespace| Ask {
@@ -197,9 +208,10 @@ fn events_are_granted_only_in_the_namespace_they_are_written_to() {
                     "{what}: {sa} {verb}"
                 );
                 for elsewhere in ["kube-system", ns, "podcidr-node-lease", "team-a"] {
-                    assert!(
-                        !rbac::allowed(&docs, &user, &ask(elsewhere)),
-                        "{what}: {sa} may {verb} Events in {elsewhere}"
+                    assert_eq!(
+                        rbac::allowed(&docs, &user, &ask(elsewhere)),
+                        everywhere,
+                        "{what}: {sa} {verb} Events in {elsewhere}"
                     );
                 }
             }
