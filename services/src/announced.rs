@@ -26,7 +26,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::advertisement::Advertisement;
 use crate::endpoints::Endpoints;
-use crate::plan::{NodeFacts, PeerFacts, Reason, plan};
+use crate::plan::{NodeFacts, PeerFacts, Reason, plan, selects_service};
 use crate::service::{ServiceFacts, TrafficPolicy};
 
 /// A Service's endpoints with a count per node, so that each node's [`Endpoints`] is one
@@ -234,17 +234,6 @@ fn not_announced(why: &str) -> Announced {
         why_not: Some(why.to_owned()),
         ..Announced::default()
     }
-}
-
-/// Whether `ad` selects `svc`: plan.rs's rule (class, then `serviceSelector`), asked once per
-/// Service here so that an unselected Service costs no node.
-fn selects_service(ad: &Advertisement, svc: &ServiceFacts) -> bool {
-    use kube_core::SelectorExt;
-    ad.load_balancer_class == svc.load_balancer_class
-        && ad
-            .service_selector
-            .as_ref()
-            .is_some_and(|s| s.matches(&svc.labels))
 }
 
 /// Events for the whole cluster: sustained rate (per second) ...

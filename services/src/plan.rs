@@ -387,7 +387,9 @@ pub fn plan<'a>(
     out
 }
 
-fn selects_service(ad: &Advertisement, svc: &ServiceFacts) -> bool {
+/// Whether `ad` selects `svc`: its `loadBalancerClass`, then its `serviceSelector` (absent
+/// selects none).
+pub(crate) fn selects_service(ad: &Advertisement, svc: &ServiceFacts) -> bool {
     use kube_core::SelectorExt;
     ad.load_balancer_class == svc.load_balancer_class
         && ad

@@ -261,6 +261,19 @@ async fn run_file(args: &Args, dir: &Path) -> std::io::Result<bool> {
     Ok(all)
 }
 
+/// One `BGPAdvertisement` for every Service's LoadBalancer address in 198.18.0.0/15.
+fn insert_advertisement(fake: &FakeKube) -> std::io::Result<()> {
+    fake.insert(
+        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpadvertisements"),
+        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
+               "metadata": {"name": "lb"},
+               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
+                        "allowedPrefixes": ["198.18.0.0/15"]}}),
+    )
+    .map(|_| ())
+    .map_err(|e| std::io::Error::other(format!("{e:?}")))
+}
+
 /// The i-th Service's LoadBalancer address (198.18.0.0/15, the benchmarking range).
 fn service_ip(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(0xc612_0000 + i)
@@ -287,14 +300,7 @@ async fn run_service(args: &Args, dir: &Path) -> std::io::Result<bool> {
                "spec": {"podCIDRs": [prefix(0).to_string()]}}),
     )
     .map_err(err)?;
-    fake.insert(
-        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpadvertisements"),
-        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
-               "metadata": {"name": "lb"},
-               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
-                        "allowedPrefixes": ["198.18.0.0/15"]}}),
-    )
-    .map_err(err)?;
+    insert_advertisement(&fake)?;
     let slices = Gvr::new("discovery.k8s.io/v1", "endpointslices");
     for i in 1..=args.changes {
         fake.insert(

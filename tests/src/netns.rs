@@ -59,6 +59,15 @@ pub fn wire(tor: &str, node: &str, i: usize) {
     }
 }
 
+/// Node `i` behind `tor`: its namespace, [`wire`]d to the ToR, its default route via the
+/// ToR's end (198.18.<i>.1).
+pub fn node_behind(ns: &mut Netns, tor: &str, node: &str, i: usize) {
+    ns.add(node);
+    wire(tor, node, i);
+    let via = format!("198.18.{i}.1");
+    ip(&["-n", node, "route", "add", "default", "via", &via]);
+}
+
 /// A veth pair `a_if` in `a` ↔ `b_if` in `b`, addresses `.1` and `.2` of `net` (a /24, given
 /// as its first three octets), up.
 pub fn link(a: &str, a_if: &str, b: &str, b_if: &str, net: &str) {

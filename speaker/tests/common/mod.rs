@@ -308,3 +308,15 @@ pub async fn metric_line(admin: SocketAddr, line_prefix: &str) -> Option<String>
         .find(|l| l.starts_with(line_prefix))
         .map(str::to_owned)
 }
+
+/// Serves `fake` inside namespace `ns` on 198.18.0.1 (where the netns tests' node routes
+/// lead) and writes a kubeconfig for it at `kubeconfig`: how speakers in node namespaces reach
+/// the in-process fake API. Call it inside the fake's runtime.
+pub fn serve_fake_api_in(fake: &fake_kube::FakeKube, ns: &str, kubeconfig: &std::path::Path) {
+    let addr = "198.18.0.1:0".parse().expect("address");
+    let listener =
+        integration_tests::netns::tcp_listener_in(ns, addr).expect("a listener in the namespace");
+    let api = fake.serve_also(listener).expect("serve the fake API");
+    fake.write_kubeconfig_at(kubeconfig, &format!("http://{api}"))
+        .expect("write the kubeconfig");
+}

@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::{Proc, TempDir};
 use fake_kube::{FakeKube, Gvr};
 use integration_tests::cni::{Attachment, CniRuntime, result_addresses};
-use integration_tests::netns::{Netns, in_ns, ip, ping_within, tcp_listener_in, wire};
+use integration_tests::netns::{Netns, in_ns, ip, node_behind, ping_within};
 use integration_tests::wait_for;
 use ipam_watch::allocator::PodCidrPool;
 use ipam_watch::allocator::{self, AllocatorMetrics, AllocatorOptions, Family, LeaseConfig};
@@ -56,18 +56,8 @@ fn topology(ns: &mut Netns, tor: &str, nodes: &[String]) {
     sysctl_forwarding(tor);
     for (k, n) in nodes.iter().enumerate() {
         let i = k + 1;
-        ns.add(n);
+        node_behind(ns, tor, n, i);
         sysctl_forwarding(n);
-        wire(tor, n, i);
-        ip(&[
-            "-n",
-            n,
-            "route",
-            "add",
-            "default",
-            "via",
-            &format!("198.18.{i}.1"),
-        ]);
         ip(&[
             "-n",
             n,
@@ -221,11 +211,8 @@ fn scenario(plugin: &str, letter: &str) {
             .await
             .unwrap()
     }));
-    let listener = tcp_listener_in(&tor, "198.18.0.1:0".parse().unwrap()).unwrap();
-    let api = fake.serve_also(listener).unwrap();
     let kubeconfig = dir.path("kubeconfig");
-    fake.write_kubeconfig_at(&kubeconfig, &format!("http://{api}"))
-        .unwrap();
+    common::serve_fake_api_in(&fake, &tor, &kubeconfig);
     for i in 1..=NODES {
         fake.insert(
             &Gvr::nodes(),

@@ -34,7 +34,7 @@ use common::{Proc, TempDir};
 use fake_kube::{FakeKube, Gvr};
 use integration_tests::bird_parse::parse_routes;
 use integration_tests::netns::{
-    Netns, in_netns, ip, link, route_gateways, sysctl, tcp_listener_in, wire,
+    Netns, in_netns, ip, link, node_behind, route_gateways, sysctl, tcp_listener_in,
 };
 use integration_tests::{
     Bird, BirdConfig, BirdNeighbor, BirdRoute, Export, KernelConfig, ProtocolInfo,
@@ -157,17 +157,7 @@ fn topology(ns: &mut Netns, tor: &str, client: &str, nodes: &[String]) {
     ]);
     for (k, n) in nodes.iter().enumerate() {
         let i = k + 1;
-        ns.add(n);
-        wire(tor, n, i);
-        ip(&[
-            "-n",
-            n,
-            "route",
-            "add",
-            "default",
-            "via",
-            &format!("198.18.{i}.1"),
-        ]);
+        node_behind(ns, tor, n, i);
         // The Service's address, held by every node as kube-proxy's IPVS mode holds it on a
         // dummy interface (here on `lo`: a container's kernel may lack the dummy module, and
         // the node answers for a local address either way), so which node gets a flow is the
@@ -389,14 +379,11 @@ fn a_local_service_ip_reaches_only_nodes_with_a_ready_endpoint_and_a_drained_nod
     // nodes at 198.18.0.1 through a socket made inside the ToR namespace.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fake = rt.block_on(async { FakeKube::start().await.unwrap() });
-    let listener = tcp_listener_in(&tor, "198.18.0.1:0".parse().unwrap()).unwrap();
-    let api = {
-        let _in_rt = rt.enter();
-        fake.serve_also(listener).unwrap()
-    };
     let kubeconfig = dir.path("kubeconfig");
-    fake.write_kubeconfig_at(&kubeconfig, &format!("http://{api}"))
-        .unwrap();
+    {
+        let _in_rt = rt.enter();
+        common::serve_fake_api_in(&fake, &tor, &kubeconfig);
+    }
     for i in 1..=NODES {
         fake.insert(
             &Gvr::nodes(),

@@ -20,7 +20,7 @@ use ipnet::IpNet;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Args, ID, config, prefix, report, spawn, stop, wait_first};
+use super::{Args, ID, config, insert_advertisement, prefix, report, spawn, stop, wait_first};
 
 const NODES: u32 = 5_000;
 const SERVICES: u32 = 10_000;
@@ -112,14 +112,7 @@ pub async fn run(args: &Args, dir: &Path) -> std::io::Result<bool> {
         fake.insert(&Gvr::nodes(), node(&format!("node-{n}")))
             .map_err(err)?;
     }
-    fake.insert(
-        &Gvr::new("bgp.podcidr.io/v1beta1", "bgpadvertisements"),
-        json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPAdvertisement",
-               "metadata": {"name": "lb"},
-               "spec": {"serviceSelector": {}, "addresses": ["LoadBalancerIP"],
-                        "allowedPrefixes": ["198.18.0.0/15"]}}),
-    )
-    .map_err(err)?;
+    insert_advertisement(&fake)?;
     let slices = Gvr::new("discovery.k8s.io/v1", "endpointslices");
     let mut ready: BTreeMap<u32, [bool; 4]> = BTreeMap::new();
     for i in 1..=SERVICES {
