@@ -84,6 +84,18 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every [`Reason::as_str`], for metrics that export each at 0.
+    pub const CODES: [&'static str; 8] = [
+        "ipModeProxy",
+        "excludedNode",
+        "outsideAllowList",
+        "notReady",
+        "noLocalEndpoint",
+        "datapathNotReady",
+        "draining",
+        "noPeer",
+    ];
+
     /// The short word `diff` and metrics use.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -291,6 +303,14 @@ pub(crate) struct Share {
 impl Share {
     pub(crate) fn announced(&self) -> usize {
         self.rows.iter().filter(|r| !r.announced.is_empty()).count()
+    }
+
+    /// The reasons of its rows not announced.
+    pub(crate) fn held(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.rows
+            .iter()
+            .filter(|r| r.announced.is_empty())
+            .filter_map(|r| r.held.as_ref().map(Reason::as_str))
     }
 }
 

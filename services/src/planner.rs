@@ -32,9 +32,10 @@ pub struct Planner {
     routes: BTreeMap<String, BTreeMap<IpNet, Announce>>,
     /// (peer, prefix) → the Services whose share announces it.
     contributors: BTreeMap<(String, IpNet), BTreeSet<ServiceKey>>,
-    /// Rows announced, rows in all.
+    /// Rows announced, rows in all, rows not announced by reason.
     announced: usize,
     rows: usize,
+    held: BTreeMap<&'static str, usize>,
     /// Services to probe for the datapath gate, with their `healthCheckNodePort`.
     targets: BTreeMap<ServiceKey, u16>,
     routes_changed: bool,
@@ -115,14 +116,8 @@ impl Planner {
     }
 
     /// Rows not announced, by [`crate::Reason::as_str`].
-    pub fn held_by_reason(&self) -> BTreeMap<&'static str, usize> {
-        let mut out = BTreeMap::new();
-        for r in self.rows().filter(|r| r.announced.is_empty()) {
-            if let Some(reason) = &r.held {
-                *out.entry(reason.as_str()).or_default() += 1;
-            }
-        }
-        out
+    pub fn held_by_reason(&self) -> &BTreeMap<&'static str, usize> {
+        &self.held
     }
 
     /// What [`crate::probe_targets`] gives: the Services to probe and the longest hold-down.
@@ -180,6 +175,17 @@ impl Planner {
         }
         self.announced = self.announced + new.announced() - old.announced();
         self.rows = self.rows + new.rows.len() - old.rows.len();
+        for reason in old.held() {
+            if let Some(n) = self.held.get_mut(reason) {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.remove(reason);
+                }
+            }
+        }
+        for reason in new.held() {
+            *self.held.entry(reason).or_default() += 1;
+        }
         if old.probe != new.probe {
             match new.probe {
                 Some(port) => self.targets.insert(key.clone(), port),

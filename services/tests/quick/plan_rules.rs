@@ -470,3 +470,20 @@ fn drain_triggers_are_the_drain_key_deletion_removal_taints_and_kubelet_shutdown
         Some("the Node has podcidr.io/drain-services")
     );
 }
+
+#[test]
+fn every_reason_code_is_listed_for_the_metrics() {
+    let net: ipnet::IpNet = "198.51.100.0/24".parse().unwrap();
+    let all = [
+        Reason::ProxyMode,
+        Reason::ExcludedNode,
+        Reason::OutsideAllowList(net),
+        Reason::NotReady,
+        Reason::NoLocalEndpoint,
+        Reason::DatapathNotReady(String::new()),
+        Reason::Draining,
+        Reason::NoPeer,
+    ];
+    let codes: Vec<&str> = all.iter().map(Reason::as_str).collect();
+    assert_eq!(codes, Reason::CODES);
+}

@@ -236,7 +236,7 @@ proptest! {
             let whole = plan(&world.node, &world.peers, &world.ads, services());
             prop_assert_eq!(planner.to_plan(), whole.clone());
             prop_assert_eq!(planner.counts(), whole.counts());
-            prop_assert_eq!(planner.held_by_reason(), whole.held_by_reason());
+            prop_assert_eq!(planner.held_by_reason(), &whole.held_by_reason());
             prop_assert_eq!(planner.probe_targets(), probe_targets(&world.node, &world.ads, services()));
             // The change flag says exactly whether the routes moved.
             let changed = planner.take_routes_changed();

@@ -125,7 +125,7 @@ pub struct Metrics {
     pub node_announced_cidrs: Gauge,
     /// Service addresses announced from this node, and those selected but held back.
     pub service_addresses_announced: Gauge,
-    pub service_addresses_held: Gauge,
+    pub service_addresses_held: Family<ReasonLabel, Gauge>,
     /// Peers the rollout gate excuses although they answer: never Established on this node.
     pub ready_excused_peers: Gauge,
 }
@@ -176,7 +176,7 @@ impl Metrics {
             node_source_cidrs: Gauge::default(),
             node_announced_cidrs: Gauge::default(),
             service_addresses_announced: Gauge::default(),
-            service_addresses_held: Gauge::default(),
+            service_addresses_held: Family::default(),
             ready_excused_peers: Gauge::default(),
         };
         // Every state from the start (0 with a config file: no objects select the node), so
@@ -352,7 +352,7 @@ impl Metrics {
         );
         registry.register(
             "podcidr_service_addresses_held",
-            "Service addresses a BGPAdvertisement selects that this node does not announce (no local endpoint, not ready, outside the allow-list, draining, ...): `podcidr-bgp diff --services` says why",
+            "Service addresses a BGPAdvertisement selects that this node does not announce, by reason (noLocalEndpoint, notReady, datapathNotReady, outsideAllowList, draining, excludedNode, ipModeProxy, noPeer): `podcidr-bgp diff --services` says which",
             m.service_addresses_held.clone(),
         );
         registry.register(

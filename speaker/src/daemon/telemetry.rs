@@ -209,12 +209,23 @@ pub fn record(m: &Metrics, notice: Notice) {
             m.ready_excused_peers
                 .set(i64::try_from(peers.len()).unwrap_or(i64::MAX));
         }
-        Notice::ServiceRoutes { announced, held } => {
-            tracing::info!(announced, held, "service addresses");
+        Notice::ServiceRoutes {
+            announced,
+            held,
+            held_by_reason,
+        } => {
+            tracing::info!(announced, held, ?held_by_reason, "service addresses");
             m.service_addresses_announced
                 .set(i64::try_from(announced).unwrap_or(i64::MAX));
-            m.service_addresses_held
-                .set(i64::try_from(held).unwrap_or(i64::MAX));
+            // Every reason, so a reason that clears reads 0 rather than its last value.
+            for reason in podcidr_services::Reason::CODES {
+                let n = held_by_reason.get(reason).copied().unwrap_or(0);
+                m.service_addresses_held
+                    .get_or_create(&ReasonLabel {
+                        reason: reason.to_owned(),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
         }
         Notice::AdvertisementRefused { name, problems } => {
             tracing::warn!(advertisement = %name, %problems, "BGPAdvertisement not applied: it cannot be read");

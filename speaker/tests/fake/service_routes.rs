@@ -142,7 +142,7 @@ async fn a_local_load_balancer_ip_is_announced_once_its_endpoint_here_is_ready()
     wait_prefixes(&s, &[POD_CIDR]).await;
     // A new pod that is not ready adds no route, and the speaker says it holds one back.
     let held = poll(Duration::from_secs(20), || async {
-        metric(&s, "podcidr_service_addresses_held 1").await
+        metric(&s, "podcidr_service_addresses_held{reason=\"notReady\"} 1").await
     })
     .await;
     assert!(held.is_some(), "{}", s.speaker.log());
@@ -255,7 +255,11 @@ async fn an_address_outside_the_allow_list_is_never_announced_and_is_counted_as_
         .unwrap();
     wait_prefixes(&s, &[POD_CIDR, VIP]).await;
     let held = poll(Duration::from_secs(20), || async {
-        metric(&s, "podcidr_service_addresses_held 1").await
+        metric(
+            &s,
+            "podcidr_service_addresses_held{reason=\"outsideAllowList\"} 1",
+        )
+        .await
     })
     .await;
     assert!(held.is_some(), "{}", s.speaker.log());
@@ -431,11 +435,39 @@ async fn the_datapath_gate_announces_only_once_the_proxy_serves_the_service_on_i
     .await;
     assert!(held.is_some(), "{}", s.speaker.log());
     assert_eq!(prefixes(&s), [POD_CIDR.parse::<IpNet>().unwrap()]);
+    // The condition and the metric say so too.
+    let st = s.fake.get(&nbs(), None, "node-a").unwrap();
+    let condition = st["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "ServiceDatapathHeld"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(condition["status"], "True", "{condition}");
+    assert_eq!(condition["reason"], "ProxyNotServing", "{condition}");
+    let line = "podcidr_service_addresses_held{reason=\"datapathNotReady\"}";
+    assert_eq!(
+        common::metric_line(s.admin, line).await.as_deref(),
+        Some(format!("{line} 1").as_str())
+    );
 
     // The proxy programs the Service: announced (after the hold-down, which the core's
     // simulated-time test `datapath_gate_announces_after_the_hold_down_...` proves exactly).
     proxy.set(1);
     wait_prefixes(&s, &[POD_CIDR, VIP]).await;
+    let cleared = poll(Duration::from_secs(20), || async {
+        let st = s.fake.get(&nbs(), None, "node-a")?;
+        let c = st["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "ServiceDatapathHeld")?
+            .clone();
+        (c["status"] == "False" && c["reason"] == "NothingHeld").then_some(())
+    })
+    .await;
+    assert!(
+        cleared.is_some(),
+        "ServiceDatapathHeld cleared once announced"
+    );
 
     // The proxy loses it (the pod died before the EndpointSlice says so): withdrawn.
     proxy.set(0);

@@ -592,6 +592,9 @@ impl ReportInputs {
             }),
             ConfigOrigin::Objects(objects) => objects_report(&mut r, objects.as_deref(), now),
         }
+        if let Some(services) = &self.services {
+            r.conditions.push(datapath_held(services, now));
+        }
         r.services = self.services.clone();
         if let Some(lease) = &self.lease {
             r.conditions.push(match lease {
@@ -601,6 +604,31 @@ impl ReportInputs {
         }
         stamp_transitions(&mut r.conditions, &mut (*self.transitions).clone(), now);
         r
+    }
+}
+
+/// `ServiceDatapathHeld`: Service addresses an advertisement's `healthCheckGate` holds back
+/// because the node's service proxy does not serve them yet (or the hold-down runs). Only this
+/// reason: the others (no local endpoint, not ready) are the normal state of most nodes.
+fn datapath_held(services: &podcidr_api::ServiceRoutesReport, now: u64) -> Condition {
+    match services.held_by_reason.get("datapathNotReady").copied() {
+        Some(n) if n > 0 => condition(
+            "ServiceDatapathHeld",
+            true,
+            "ProxyNotServing",
+            format!(
+                "{n} Service address(es) wait for the node's service proxy to report a local \
+                 endpoint on the healthCheckNodePort; `podcidr-bgp diff --services` lists them"
+            ),
+            now,
+        ),
+        _ => condition(
+            "ServiceDatapathHeld",
+            false,
+            "NothingHeld",
+            String::new(),
+            now,
+        ),
     }
 }
 

@@ -40,8 +40,8 @@ pub struct ServiceState {
     planner: Planner,
     /// Since when and why the node drains, while it does.
     drain: Option<(Since, String)>,
-    /// Counts last said (announced, held).
-    counts: (usize, usize),
+    /// Counts last said (announced, held by reason).
+    counts: (usize, BTreeMap<&'static str, usize>),
     /// The datapath gate: what the node's service proxy last answered per Service.
     probes: BTreeMap<ServiceKey, Probe>,
     /// What the prober was last asked to probe.
@@ -236,12 +236,13 @@ impl Core {
             s.targets = Some(targets.clone());
             out.push(Effect::ProbeServices(targets));
         }
-        let counts = s.planner.counts();
-        if counts != s.counts {
-            s.counts = counts;
+        let (announced, held) = s.planner.counts();
+        if announced != s.counts.0 || s.planner.held_by_reason() != &s.counts.1 {
+            s.counts = (announced, s.planner.held_by_reason().clone());
             out.push(Effect::Notice(Notice::ServiceRoutes {
-                announced: counts.0,
-                held: counts.1,
+                announced,
+                held,
+                held_by_reason: s.counts.1.clone(),
             }));
         }
         // Only a change of routes touches the peers' sets (a reason alone is for diff).
@@ -306,8 +307,8 @@ impl Core {
             held: n(held),
             held_by_reason: planner
                 .held_by_reason()
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), n(v)))
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), n(*v)))
                 .collect(),
         })
     }

@@ -308,11 +308,13 @@ pub enum Notice {
     RefusedNow([(&'static str, usize); 8]),
     /// The source's CIDRs for this node and how many of them some peer is offered.
     Coverage(Coverage),
-    /// Service addresses this node announces, and those it holds back (`diff --services`
-    /// says why); sent when the counts change.
+    /// Service addresses this node announces, and those it holds back by reason
+    /// (`podcidr_services::Reason::as_str`; `diff --services` says which); sent when the
+    /// counts change.
     ServiceRoutes {
         announced: usize,
         held: usize,
+        held_by_reason: BTreeMap<&'static str, usize>,
     },
     /// A `BGPAdvertisement` that cannot be read (its status says so too); sent when its
     /// problems change.
