@@ -260,3 +260,44 @@ fn drain_marks_service_routes_graceful_shutdown_then_withdraws_after_the_wait_rf
     assert_eq!(gs(&during), Some(true));
     assert_eq!(gs(&after), Some(true), "kept, with GRACEFUL_SHUTDOWN");
 }
+
+#[test]
+fn a_dual_stack_service_announces_each_family_only_on_the_sessions_that_carry_it() {
+    let peers = "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, families: [ipv4-unicast]}\n  \
+                 - {name: tor2, address: 192.0.2.2, asn: 65000, families: [ipv4-unicast, ipv6-unicast]}\n";
+    let config = api_config("nextHop: {ipv6: \"2001:db8::10\"}", peers);
+    let mut core = Core::with_lookup(config, "node-a".into(), true, lookup);
+    core.start();
+    core.handle(ready(&["198.19.1.0/24"]));
+    let ev = core.node_seen(NodeFacts::default());
+    core.handle(ev);
+    let ad = lb_ad(json!({"allowedPrefixes": ["198.51.100.0/24", "2001:db8:5::/64"]}));
+    let svc = json!({"externalTrafficPolicy": "Cluster", "ipFamilies": ["IPv4", "IPv6"]});
+    let mut event = one_service(ad, svc, served(0, 1));
+    // The second family's address, as a dual-stack load balancer reports it.
+    if let Event::Services(c) = &mut event {
+        for (facts, _) in c.services.values_mut().flatten() {
+            Arc::make_mut(facts)
+                .load_balancer_ips
+                .push(("2001:db8:5::7".parse().unwrap(), false));
+        }
+    }
+    let out = core.handle(event);
+    let sent = |peer: &str| -> Vec<String> {
+        out.iter()
+            .rev()
+            .find_map(|e| match e {
+                Effect::SetRoutes { name, routes } if name == peer => Some(
+                    routes
+                        .iter()
+                        .map(|(p, _)| p.to_string())
+                        .filter(|p| !p.starts_with("198.19."))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(sent("tor1"), ["198.51.100.7/32"], "IPv4 only");
+    assert_eq!(sent("tor2"), ["198.51.100.7/32", "2001:db8:5::7/128"]);
+}
