@@ -445,7 +445,6 @@ fn a_local_service_ip_reaches_only_nodes_with_a_ready_endpoint_and_a_drained_nod
     for i in 1..=NODES {
         rig.wait_via(&pod_cidr(i), &[i], "the pod CIDRs");
     }
-    let sessions: Vec<String> = (1..=NODES).map(|i| rig.session(i).since).collect();
 
     // 1. Local, ready on node-1 only: the ToR routes the address via node-1 alone, and only
     //    node-1 gets flows although node-2 holds the address too.
@@ -521,16 +520,17 @@ fn a_local_service_ip_reaches_only_nodes_with_a_ready_endpoint_and_a_drained_nod
         "node-2's pods stay reachable",
     );
 
-    // No session was reset along the way: every change was an UPDATE.
+    // No session was reset along the way: every change was an UPDATE. BIRD's log says each
+    // protocol came up once; its "since" column is no witness (it moved by a millisecond
+    // with no reset in one CI run).
+    let log = rig.bird.log();
     for i in 1..=NODES {
         let s = rig.session(i);
         assert!(s.is_established(), "node{i}: {s:?}");
-        assert_eq!(
-            s.since,
-            sessions[usize::from(i - 1)],
-            "node{i}'s session was reset\n{}",
-            rig.diagnostics()
-        );
+        let ups = log
+            .matches(&format!("node{i}: State changed to up"))
+            .count();
+        assert_eq!(ups, 1, "node{i}'s session was reset\n{}", rig.diagnostics());
     }
     eprintln!("service VIP scenario: {:?}", started.elapsed());
     // Speakers (SIGKILL by PID), BIRD (by PID), then the runtime's listeners and API
