@@ -450,6 +450,27 @@ pub struct Request {
     pub code: u16,
 }
 
+impl Request {
+    /// The server refused it. A 429 is not a refusal when a later request of the same verb and
+    /// resource succeeded: it is API Priority and Fairness asking the client to come back (a
+    /// loaded CI machine running several API servers saw one on a watch), and the client did.
+    pub fn refused_in(&self, all: &[Request]) -> bool {
+        if self.code < 400 {
+            return false;
+        }
+        if self.code != 429 {
+            return true;
+        }
+        let at = all.iter().position(|r| std::ptr::eq(r, self)).unwrap_or(0);
+        !all.iter().skip(at + 1).any(|r| {
+            r.verb == self.verb
+                && r.group == self.group
+                && r.resource == self.resource
+                && r.code < 400
+        })
+    }
+}
+
 /// Every resource request `username` made so far (discovery and other non-resource requests
 /// left out), in order. A watch is audited when it ends: stop the client first.
 pub fn requests_by(cp: &ControlPlane, username: &str) -> Vec<Request> {
