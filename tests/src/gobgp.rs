@@ -141,6 +141,9 @@ pub struct GobgpConfig {
     pub routes: Vec<GobgpRoute>,
     /// Start with `-r` (graceful-restart restarting: R and F bits set).
     pub restarting: bool,
+    /// A whole gobgpd.toml written as is (docs/tor.md's blocks), in place of the rendered
+    /// neighbors; it must listen on `listen_addr:listen_port` itself.
+    pub raw: Option<String>,
 }
 
 impl GobgpConfig {
@@ -159,7 +162,23 @@ impl GobgpConfig {
             neighbors: Vec::new(),
             routes: Vec::new(),
             restarting: false,
+            raw: None,
         }
+    }
+    /// `text` as gobgpd.toml, its `[global.config]` given this config's listen address and
+    /// port (the line after `router-id`).
+    pub fn raw(mut self, text: &str) -> Self {
+        let listen = format!(
+            "  port = {}\n  local-address-list = [\"{}\"]\n",
+            self.listen_port, self.listen_addr
+        );
+        let (head, tail) = text
+            .split_once("  router-id = ")
+            .and_then(|(h, t)| Some((h, t.split_once('\n')?)))
+            .map(|(h, (id, rest))| (format!("{h}  router-id = {id}\n{listen}"), rest))
+            .expect("a gobgpd.toml with a router-id line");
+        self.raw = Some(head + tail);
+        self
     }
     pub fn port(mut self, port: u16) -> Self {
         self.listen_port = port;
@@ -187,6 +206,9 @@ impl GobgpConfig {
     }
 
     pub fn render(&self) -> String {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let mut c = String::new();
         let _ = writeln!(
             c,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use common::TempDir;
 use common::speaker::{Peer, Speaker};
 use integration_tests::frr::Frr;
+use integration_tests::gobgp::{Family as GobgpFamily, Gobgp, GobgpConfig};
 use integration_tests::{Bird, BirdConfig, RouteQuery, net};
 use ipnet::IpNet;
 
@@ -32,26 +33,7 @@ const ANNOUNCED: &[&str] = &[
 const ACCEPTED_V4: &str = "10.5.113.0/24";
 const ACCEPTED_V6: &str = "fd00:5:0:7::/64";
 
-/// The fenced block after `<!-- tested: NAME -->` in docs/tor.md.
-fn snippet(name: &str) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tor.md");
-    let doc = std::fs::read_to_string(path).unwrap();
-    let marker = format!("<!-- tested: {name} -->");
-    let after = doc
-        .split_once(&marker)
-        .unwrap_or_else(|| panic!("docs/tor.md has no {marker}"))
-        .1;
-    let body = after
-        .trim_start()
-        .strip_prefix("```")
-        .and_then(|s| s.split_once('\n'))
-        .unwrap_or_else(|| panic!("{marker} is not followed by a fenced block"))
-        .1;
-    body.split_once("\n```")
-        .unwrap_or_else(|| panic!("{marker}: unterminated block"))
-        .0
-        .to_owned()
-}
+use integration_tests::tor_guide::snippet;
 
 /// Loopback addresses standing in for the documentation ones.
 struct Addrs {
@@ -179,26 +161,69 @@ fn run_frr(name: &str) {
     );
 }
 
+/// The GoBGP block: filters as the others, and the graceful-restart helper it exists for:
+/// a speaker killed with SIGKILL leaves its routes stale at GoBGP, not withdrawn.
+fn run_gobgp(name: &str) {
+    let addrs = Addrs::new();
+    let text = addrs.apply(&snippet(name));
+    let gobgp = Gobgp::start(GobgpConfig::new(addrs.tor, 65000).raw(&text));
+    // GoBGP treats a loopback (127/8) next hop as invalid: use a routable one.
+    let mut s = speaker(name, &addrs, &text, "\"198.18.0.10\"");
+    sent_everything(&s, || gobgp.diagnostics());
+    let held = |g: &Gobgp, f: GobgpFamily| -> BTreeSet<IpNet> {
+        g.rib(f).into_iter().map(|p| p.prefix).collect()
+    };
+    let both = |g: &Gobgp| {
+        held(g, GobgpFamily::Ipv4) == set(&[ACCEPTED_V4])
+            && held(g, GobgpFamily::Ipv6) == set(&[ACCEPTED_V6])
+    };
+    assert!(
+        gobgp.wait_until(T, both),
+        "GoBGP with the `{name}` snippet holds {:?} and {:?}\n{}\n{}",
+        held(&gobgp, GobgpFamily::Ipv4),
+        held(&gobgp, GobgpFamily::Ipv6),
+        gobgp.diagnostics(),
+        s.proc.log()
+    );
+    s.proc.signal(libc::SIGKILL);
+    s.proc.wait_exit(Duration::from_secs(10)).expect("killed");
+    let stale = |g: &Gobgp| {
+        [GobgpFamily::Ipv4, GobgpFamily::Ipv6]
+            .into_iter()
+            .all(|f| g.rib(f).iter().all(|p| p.stale) && !g.rib(f).is_empty())
+    };
+    assert!(
+        gobgp.wait_until(T, stale),
+        "GoBGP with the `{name}` snippet keeps a killed speaker's routes stale (graceful-restart helper)\n{}",
+        gobgp.diagnostics()
+    );
+}
+
 #[test]
 fn every_tested_block_of_the_tor_guide_is_run_here() {
     integration_tests::require!(Need::Bird, Need::Frr);
-    let doc =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tor.md")).unwrap();
-    let marked: BTreeSet<&str> = doc
-        .match_indices("<!-- tested: ")
-        .filter_map(|(i, m)| doc[i + m.len()..].split_once(" -->").map(|(n, _)| n))
-        .collect();
+    let marked = integration_tests::tor_guide::tested_names(&integration_tests::tor_guide::text());
+    let run_here = [
+        "bird-per-node",
+        "bird-range",
+        "bird-range-per-node-as",
+        "frr-per-node",
+        "frr-range",
+        "frr-range-per-node-as",
+        "gobgp-per-node",
+    ];
+    // Blocks that need a real link (namespaces) run in the netns tier, by the named test.
+    let run_in_netns = [
+        // netns_default_gateway.rs: default_gateway_peers_with_gobgp_dynamic_neighbors
+        "gobgp-dynamic-neighbors",
+    ];
     assert_eq!(
         marked,
-        [
-            "bird-per-node",
-            "bird-range",
-            "bird-range-per-node-as",
-            "frr-per-node",
-            "frr-range",
-            "frr-range-per-node-as",
-        ]
-        .into(),
+        run_here
+            .iter()
+            .chain(&run_in_netns)
+            .map(|s| (*s).to_owned())
+            .collect(),
         "a block marked tested needs a test below"
     );
 }
@@ -241,4 +266,12 @@ fn bird_neighbor_range_external_with_import_limit_accepts_a_node_with_its_own_as
 fn frr_listen_range_remote_as_external_with_outbound_deny_accepts_a_node_with_its_own_as() {
     integration_tests::require!(Need::Bird, Need::Frr);
     run_frr("frr-range-per-node-as");
+}
+
+/// GoBGP helps a restarting node only where configured; the guide's first GoBGP block had no
+/// `graceful-restart`, so a rolling restart withdrew each node's routes at a GoBGP ToR.
+#[test]
+fn gobgp_one_neighbor_per_node_helps_a_restart_and_filters_both_families_rfc4724() {
+    integration_tests::require!(Need::Bird, Need::Frr, Need::Gobgp);
+    run_gobgp("gobgp-per-node");
 }
