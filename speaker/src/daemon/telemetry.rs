@@ -11,6 +11,7 @@ use super::core::Notice;
 use super::core::bfd_gate::GateAction;
 use super::core::errors::ApiWriteError;
 use super::core::gateways::Gateway;
+use super::core::routes::PeerRefusal;
 use super::metrics::{
     Metrics, ObjectLabel, ObjectReasonLabel, PeerFamilyLabel, PeerKindLabel, ReasonLabel,
     ResultLabel, StateLabel,
@@ -41,18 +42,74 @@ pub fn record(m: &Metrics, notice: Notice) {
                 m.set_refused_now(reason, n);
             }
         }
-        Notice::HeldNow(counts) => {
+        Notice::HeldNow { counts, enforced } => {
+            // One gauge carries the counts, the other zeros: a mode change moves them.
             for (family, reason, n) in *counts {
-                m.set_held_now(family, reason, n);
+                let (held, would) = if enforced { (n, 0) } else { (0, n) };
+                m.set_held_now(family, reason, held);
+                m.set_would_hold_now(family, reason, would);
             }
         }
-        Notice::ForwardingHeld { cidr, reason } => tracing::warn!(
+        Notice::ForwardingHeld {
+            cidr,
+            reason,
+            enforced: true,
+        } => tracing::warn!(
             %cidr,
             reason = reason.as_str(),
             "forwarding gate holds a pod CIDR back: the node cannot deliver to it yet"
         ),
-        Notice::ForwardingReleased { cidr } => {
+        Notice::ForwardingHeld {
+            cidr,
+            reason,
+            enforced: false,
+        } => tracing::warn!(
+            %cidr,
+            reason = reason.as_str(),
+            "forwarding gate (mode report) would hold this pod CIDR back; announced anyway"
+        ),
+        Notice::ForwardingReleased {
+            cidr,
+            enforced: true,
+        } => {
             tracing::info!(%cidr, "forwarding gate released a pod CIDR: the node can deliver to it, announcing");
+        }
+        Notice::ForwardingReleased {
+            cidr,
+            enforced: false,
+        } => {
+            tracing::info!(%cidr, "forwarding gate (mode report) would release this pod CIDR again");
+        }
+        Notice::ForwardingWithdrawDeferred {
+            cidr,
+            reason,
+            hold_down,
+        } => tracing::info!(
+            %cidr,
+            reason = reason.as_str(),
+            hold_down_secs = hold_down.as_secs(),
+            "forwarding gate: the pod CIDR's route is gone; it stays announced for the withdraw hold-down in case it returns"
+        ),
+        Notice::NoNextHop {
+            peer,
+            family,
+            reason: Some(reason),
+        } => {
+            m.set_no_next_hop(&peer, family, true);
+            tracing::warn!(
+                %peer,
+                family,
+                reason = reason.as_str(),
+                "no usable next hop for this family: its pod CIDRs are announced to no one on this session (set nextHop, the peer's localAddress, or give the Node an InternalIP of the family)"
+            );
+        }
+        Notice::NoNextHop {
+            peer,
+            family,
+            reason: None,
+        } => {
+            m.set_no_next_hop(&peer, family, false);
+            tracing::info!(%peer, family, "this family has a usable next hop again");
         }
         Notice::GuardRefused { cidr, reason } => {
             tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
@@ -63,7 +120,13 @@ pub fn record(m: &Metrics, notice: Notice) {
             prefix,
             reason,
         } => {
-            tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            // A family without a next hop is logged once (`NoNextHop`), not per prefix.
+            if !matches!(
+                reason,
+                PeerRefusal::NoNextHop | PeerRefusal::NeedsExtendedNextHop
+            ) {
+                tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            }
             count_refusal(m, reason.as_str());
         }
         Notice::Mismatch(Some(text)) => {
