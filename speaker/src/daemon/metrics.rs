@@ -511,6 +511,13 @@ impl Metrics {
         self.peer_info.get_or_create(&label).set(1);
         // Counters start at 0, so `increase()` sees the first flap.
         let _ = self.session_flaps.get_or_create(&Self::peer(peer));
+        // The next-hop gauge exists (at 0) from the start, keeping a value already set.
+        for family in ["ipv4-unicast", "ipv6-unicast"] {
+            let _ = self.peer_no_next_hop.get_or_create(&PeerFamilyLabel {
+                peer: peer.to_owned(),
+                family: family.to_owned(),
+            });
+        }
     }
 
     /// Forgets a removed peer's series.
