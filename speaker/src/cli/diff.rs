@@ -661,7 +661,9 @@ impl<'a> NodeDiff<'a> {
             local_asn_source: report
                 .map(|r| r.local_asn_source.clone())
                 .unwrap_or_default(),
-            would_hold: report.and_then(|r| would_hold(r, prefix)).map(str::to_owned),
+            would_hold: report
+                .and_then(|r| would_hold(r, prefix))
+                .map(str::to_owned),
         }
     }
 

@@ -326,7 +326,14 @@ async fn json_output_schema() {
             let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
             assert_eq!(
                 keys,
-                ["name", "address", "state", "announced", "nextHop", "refused"]
+                [
+                    "name",
+                    "address",
+                    "state",
+                    "announced",
+                    "nextHop",
+                    "refused"
+                ]
             );
             assert_type(p, "announced", Value::is_boolean, "a boolean");
         }

@@ -773,12 +773,20 @@ fn a_family_without_a_next_hop_is_shown_per_peer_with_its_reason() {
     let v6 = "fd00:5::/64";
     let mut tor = peer("tor1", "Established", &[P]);
     tor.no_next_hop = vec!["ipv6-unicast".into()];
-    let n = node("a", Some(&[P, v6]), None, Some(report(&[P, v6], vec![tor], FRESH)));
+    let n = node(
+        "a",
+        Some(&[P, v6]),
+        None,
+        Some(report(&[P, v6], vec![tor], FRESH)),
+    );
     let rows = diff(&input(vec![n.clone()]));
     assert_eq!(rows[0].verdict, Verdict::Ok);
     assert_eq!(rows[0].peers[0].refused, None);
     assert_eq!(rows[1].verdict, Verdict::NotAnnounced);
-    assert_eq!(rows[1].detail, "missing on Established tor1 (refused: no-next-hop)");
+    assert_eq!(
+        rows[1].detail,
+        "missing on Established tor1 (refused: no-next-hop)"
+    );
     assert_eq!(rows[1].peers[0].refused.as_deref(), Some("no-next-hop"));
     let json = serde_json::to_value(&rows[1]).unwrap();
     assert_eq!(json["peers"][0]["refused"], "no-next-hop");

@@ -106,7 +106,8 @@ impl Core {
             return false;
         }
         for h in &held {
-            if !self.announce.fwd_held.contains(h) {
+            // A mode change says every verdict again, in the new mode's words.
+            if mode_changed || !self.announce.fwd_held.contains(h) {
                 out.push(Effect::Notice(Notice::ForwardingHeld {
                     cidr: h.cidr,
                     reason: h.reason,
