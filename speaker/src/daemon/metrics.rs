@@ -254,7 +254,7 @@ impl Metrics {
         }
         registry.register(
             "podcidr_forwarding_held_prefixes",
-            "Announced pod CIDRs the forwarding gate holds back now (forwardingGate), by family and reason; 0 for every series when nothing is held or the gate is off",
+            "Announced pod CIDRs the forwarding gate holds back now (forwardingGate), by family and reason; 0 for every series when nothing is held, the gate is off or in mode report",
             m.forwarding_held_prefixes.clone(),
         );
         registry.register(

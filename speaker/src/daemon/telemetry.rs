@@ -572,6 +572,65 @@ mod tests {
     }
 
     #[test]
+    fn report_mode_counts_go_to_the_would_hold_gauge_and_a_family_without_next_hop_to_its_own() {
+        let m = Metrics::new();
+        let mut counts = crate::daemon::core::forwarding::count(&[]);
+        counts[1].2 = 2; // ipv4, no-route
+        let held = |enforced| Notice::HeldNow {
+            counts: Box::new(counts),
+            enforced,
+        };
+        record(&m, held(false));
+        let text = m.encode();
+        let series = |name: &str| format!("{name}{{family=\"ipv4\",reason=\"no-route\"}}");
+        assert!(
+            text.contains(&format!(
+                "{} 2\n",
+                series("podcidr_forwarding_would_hold_prefixes")
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{} 0\n",
+                series("podcidr_forwarding_held_prefixes")
+            )),
+            "{text}"
+        );
+        record(&m, held(true));
+        let text = m.encode();
+        assert!(text.contains(&format!(
+            "{} 0\n",
+            series("podcidr_forwarding_would_hold_prefixes")
+        )));
+        assert!(text.contains(&format!(
+            "{} 2\n",
+            series("podcidr_forwarding_held_prefixes")
+        )));
+
+        let nh = |reason| Notice::NoNextHop {
+            peer: "tor1".into(),
+            family: "ipv6-unicast",
+            reason,
+        };
+        record(
+            &m,
+            nh(Some(crate::daemon::core::routes::PeerRefusal::NoNextHop)),
+        );
+        let line = "podcidr_peer_no_next_hop{peer=\"tor1\",family=\"ipv6-unicast\"}";
+        assert!(m.encode().contains(&format!("{line} 1\n")));
+        m.set_peer_info("tor1", &"192.0.2.1", 65000, 65010);
+        assert!(
+            m.encode().contains(&format!("{line} 1\n")),
+            "a restart keeps it"
+        );
+        record(&m, nh(None));
+        assert!(m.encode().contains(&format!("{line} 0\n")));
+        m.remove_peer("tor1");
+        assert!(!m.encode().contains("podcidr_peer_no_next_hop{"));
+    }
+
+    #[test]
     fn refused_now_sets_every_reason_and_writes_count_every_attempt() {
         let m = Metrics::new();
         let mut counts = crate::daemon::core::refused_now::count([], []);
