@@ -73,6 +73,10 @@ pub struct SpeakerReport {
     /// CIDRs the forwarding gate holds back, with the reason (first `MAX_REPORTED_ROUTES`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<HeldCidr>,
+    /// With `forwardingGate.mode: report`: CIDRs the gate would hold back but announces
+    /// anyway, with the reason (first `MAX_REPORTED_ROUTES`). Never in `held` then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub would_hold: Vec<HeldCidr>,
     /// CIDRs the guard refused, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedCidr>,
@@ -224,6 +228,11 @@ pub struct PeerReport {
     /// Capabilities the peer sent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// Families this peer is configured for that have pod CIDRs to announce and no usable
+    /// next hop (e.g. `nextHop.ipv6: self` on an IPv4 session on a node without an IPv6
+    /// InternalIP): announced to no one on this session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_next_hop: Vec<String>,
     /// Prefixes advertised, per family.
     #[serde(default)]
     pub prefixes_sent: BTreeMap<String, u64>,

@@ -23,6 +23,7 @@ mod forwarding;
 mod local_asn;
 mod md5;
 mod model;
+mod next_hop_check;
 mod peer;
 mod peer_auto;
 mod peer_endpoint;
@@ -44,12 +45,15 @@ pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::parse_seconds;
-pub use forwarding::ForwardingGateConfig;
+pub use forwarding::{
+    DEFAULT_WITHDRAW_HOLD_DOWN, ForwardingGateConfig, GateMode, MAX_WITHDRAW_HOLD_DOWN,
+};
 pub use local_asn::{AsnOrigin, NodeAsnError, NodeMeta, ResolvedAsn};
 pub use md5::{
     MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError, load_md5_key, md5_key_from_bytes,
 };
 pub use model::*;
+pub use next_hop_check::NextHopGap;
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};
 
 use crate::error::Errors;

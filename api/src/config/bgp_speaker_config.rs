@@ -260,6 +260,22 @@ pub struct ForwardingGateSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub interfaces: Vec<String>,
+    /// `enforce` (default): held CIDRs are not announced; `report`: everything is announced
+    /// and what would be held is only reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ForwardingGateModeSpec>,
+    /// How long an announced CIDR the gate would hold stays announced before it is withdrawn
+    /// (0..300 s, default 10 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration")]
+    pub withdraw_hold_down: Option<IntOrString>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForwardingGateModeSpec {
+    Enforce,
+    Report,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

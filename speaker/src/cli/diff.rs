@@ -125,6 +125,9 @@ pub struct PeerCell {
     /// The peer's advertised routes include the prefix.
     pub announced: bool,
     pub next_hop: Option<String>,
+    /// Why the speaker does not offer the prefix to this peer (`no-next-hop`,
+    /// `needs-extended-next-hop`, `family-not-carried`), when it says so.
+    pub refused: Option<String>,
 }
 
 /// Another node's allocation that overlaps this row's prefix.
@@ -163,6 +166,9 @@ pub struct DiffRow {
     pub local_asn: Option<u32>,
     /// Where it came from (`config`, `label <key>`, `asnOverrides[i]`, …).
     pub local_asn_source: String,
+    /// `forwardingGate.mode: report`: why the gate would hold the prefix (it is announced
+    /// anyway); `None` when it would not, or the gate enforces or is off.
+    pub would_hold: Option<String>,
 }
 
 impl DiffRow {
@@ -345,6 +351,22 @@ fn carries_family(p: &PeerReport, prefix: &IpNet) -> bool {
     p.families.is_empty() || p.families.iter().any(|f| f == family(prefix))
 }
 
+/// Why the speaker does not offer `prefix` to `p`: the prefix's own refusal when the report
+/// lists it, else the peer's family without a next hop (the list stops at 256 refusals).
+fn refusal_of<'a>(report: &'a SpeakerReport, p: &PeerReport, prefix: &IpNet) -> Option<&'a str> {
+    let listed = report.refused.iter().find(|r| {
+        r.peer.as_deref() == Some(p.name.as_str()) && parse(&r.cidr).as_ref() == Some(prefix)
+    });
+    match listed {
+        Some(r) => Some(r.reason.as_str()),
+        None => p
+            .no_next_hop
+            .iter()
+            .any(|f| f == family(prefix))
+            .then_some("no-next-hop"),
+    }
+}
+
 fn peer_cells(report: &SpeakerReport, prefix: &IpNet) -> Vec<PeerCell> {
     report
         .peers
@@ -357,6 +379,11 @@ fn peer_cells(report: &SpeakerReport, prefix: &IpNet) -> Vec<PeerCell> {
                 state: p.state.clone(),
                 announced: nh.is_some(),
                 next_hop: nh.map(str::to_owned),
+                refused: nh
+                    .is_none()
+                    .then(|| refusal_of(report, p, prefix))
+                    .flatten()
+                    .map(str::to_owned),
             }
         })
         .collect()
@@ -435,19 +462,21 @@ fn announce_problem(report: &SpeakerReport, prefix: &IpNet) -> Option<String> {
         return Some(format!("no Established session: {}", states(&all)));
     }
     if fam.is_empty() {
-        return Some(format!("no Established session carries {}", family(prefix)));
+        let mut why = format!("no Established session carries {}", family(prefix));
+        let no_hop: Vec<&str> = (all.iter())
+            .filter(|p| p.no_next_hop.iter().any(|f| f == family(prefix)))
+            .map(|p| p.name.as_str())
+            .collect();
+        if !no_hop.is_empty() {
+            why.push_str(&format!("; no next hop for it on {}", no_hop.join(", ")));
+        }
+        return Some(why);
     }
     let names: Vec<String> = missing
         .iter()
-        .map(|p| {
-            let why = report.refused.iter().find(|r| {
-                r.peer.as_deref() == Some(p.name.as_str())
-                    && parse(&r.cidr).as_ref() == Some(prefix)
-            });
-            match why {
-                Some(r) => format!("{} (refused: {})", p.name, r.reason),
-                None => p.name.clone(),
-            }
+        .map(|p| match refusal_of(report, p, prefix) {
+            Some(r) => format!("{} (refused: {r})", p.name),
+            None => p.name.clone(),
         })
         .collect();
     Some(format!("missing on Established {}", names.join(", ")))
@@ -474,6 +503,15 @@ fn local_asn_note(report: &SpeakerReport) -> Option<String> {
     (!source.is_empty() && source != "config").then(|| format!("local AS {asn} from {source}"))
 }
 
+/// Why a gate in `mode: report` would hold `prefix`.
+fn would_hold<'a>(report: &'a SpeakerReport, prefix: &IpNet) -> Option<&'a str> {
+    report
+        .would_hold
+        .iter()
+        .find(|h| parse(&h.cidr).as_ref() == Some(prefix))
+        .map(|h| h.reason.as_str())
+}
+
 fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
     let to: Vec<&str> = report
         .peers
@@ -488,6 +526,11 @@ fn announced_note(report: &SpeakerReport, prefix: &IpNet) -> String {
     }
     if !down.is_empty() {
         s.push_str(&format!("; not Established: {}", states(&down)));
+    }
+    if let Some(why) = would_hold(report, prefix) {
+        s.push_str(&format!(
+            "; the forwarding gate (mode report) would hold it ({why})"
+        ));
     }
     s
 }
@@ -618,6 +661,9 @@ impl<'a> NodeDiff<'a> {
             local_asn_source: report
                 .map(|r| r.local_asn_source.clone())
                 .unwrap_or_default(),
+            would_hold: report
+                .and_then(|r| would_hold(r, prefix))
+                .map(str::to_owned),
         }
     }
 

@@ -121,18 +121,24 @@ fn verdict_cell(r: &DiffRow) -> Cell {
     }
 }
 
-fn peers_cell(r: &DiffRow) -> String {
+pub(crate) fn peers_cell(r: &DiffRow) -> String {
     let cells: Vec<String> = r
         .peers
         .iter()
-        .map(|p| match (p.state == "Established", p.announced) {
-            (true, true) => format!("{}=Established(sent)", p.name),
-            // "missing" only where the prefix should be there.
-            (true, false) if r.allocated.contains(&r.prefix) => {
-                format!("{}=Established(missing)", p.name)
-            }
-            _ => format!("{}={}", p.name, p.state),
-        })
+        .map(
+            |p| match (p.state == "Established", p.announced, &p.refused) {
+                (true, true, _) => format!("{}=Established(sent)", p.name),
+                // Whatever the state: the speaker would not send it once Established either.
+                (_, false, Some(why)) if r.allocated.contains(&r.prefix) => {
+                    format!("{}={}(refused: {why})", p.name, p.state)
+                }
+                // "missing" only where the prefix should be there.
+                (true, false, _) if r.allocated.contains(&r.prefix) => {
+                    format!("{}=Established(missing)", p.name)
+                }
+                _ => format!("{}={}", p.name, p.state),
+            },
+        )
         .collect();
     list_or_dash(&cells)
 }

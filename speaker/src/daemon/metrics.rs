@@ -90,6 +90,10 @@ pub struct Metrics {
     pub guard_refused_prefixes: Family<ReasonLabel, Gauge>,
     /// What the forwarding gate holds now, per family and reason.
     pub forwarding_held_prefixes: Family<FamilyReasonLabel, Gauge>,
+    /// With `forwardingGate.mode: report`: what it would hold (announced anyway).
+    pub forwarding_would_hold_prefixes: Family<FamilyReasonLabel, Gauge>,
+    /// 1 per peer and family with pod CIDRs to announce and no usable next hop.
+    pub peer_no_next_hop: Family<PeerFamilyLabel, Gauge>,
     pub source_mismatch: Gauge,
     pub source_ready: Gauge,
     pub config_reloads: Family<ResultLabel, Counter>,
@@ -150,6 +154,8 @@ impl Metrics {
             guard_refused: Family::default(),
             guard_refused_prefixes: Family::default(),
             forwarding_held_prefixes: Family::default(),
+            forwarding_would_hold_prefixes: Family::default(),
+            peer_no_next_hop: Family::default(),
             source_mismatch: Gauge::default(),
             source_ready: Gauge::default(),
             config_reloads: Family::default(),
@@ -248,12 +254,23 @@ impl Metrics {
         }
         registry.register(
             "podcidr_forwarding_held_prefixes",
-            "Announced pod CIDRs the forwarding gate holds back now (forwardingGate), by family and reason; 0 for every series when nothing is held or the gate is off",
+            "Announced pod CIDRs the forwarding gate holds back now (forwardingGate), by family and reason; 0 for every series when nothing is held, the gate is off or in mode report",
             m.forwarding_held_prefixes.clone(),
+        );
+        registry.register(
+            "podcidr_forwarding_would_hold_prefixes",
+            "Announced pod CIDRs the forwarding gate would hold back (forwardingGate.mode: report: announced anyway), by family and reason; 0 for every series when enforcing or off",
+            m.forwarding_would_hold_prefixes.clone(),
         );
         for (family, reason, n) in crate::daemon::core::forwarding::count(&[]) {
             m.set_held_now(family, reason, n);
+            m.set_would_hold_now(family, reason, n);
         }
+        registry.register(
+            "podcidr_peer_no_next_hop",
+            "1 while a peer carries a family that has pod CIDRs to announce and no usable next hop for it (nextHop, localAddress, the Node's InternalIPs): that family is announced to no one on the session",
+            m.peer_no_next_hop.clone(),
+        );
         registry.register(
             "podcidr_source_mismatch",
             "1 while the chosen source and Node.spec.podCIDRs disagree",
@@ -433,6 +450,26 @@ impl Metrics {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// Pod CIDRs the forwarding gate would hold now (`mode: report`).
+    pub fn set_would_hold_now(&self, family: &str, reason: &str, n: usize) {
+        self.forwarding_would_hold_prefixes
+            .get_or_create(&FamilyReasonLabel {
+                family: family.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Whether `peer` has no usable next hop for `family` now.
+    pub fn set_no_next_hop(&self, peer: &str, family: &str, none: bool) {
+        self.peer_no_next_hop
+            .get_or_create(&PeerFamilyLabel {
+                peer: peer.to_owned(),
+                family: family.to_owned(),
+            })
+            .set(i64::from(none));
+    }
+
     /// Counts `n` Kubernetes Events with this result.
     pub fn kube_event(&self, result: &str, n: u64) {
         self.kube_events
@@ -474,6 +511,13 @@ impl Metrics {
         self.peer_info.get_or_create(&label).set(1);
         // Counters start at 0, so `increase()` sees the first flap.
         let _ = self.session_flaps.get_or_create(&Self::peer(peer));
+        // The next-hop gauge exists (at 0) from the start, keeping a value already set.
+        for family in ["ipv4-unicast", "ipv6-unicast"] {
+            let _ = self.peer_no_next_hop.get_or_create(&PeerFamilyLabel {
+                peer: peer.to_owned(),
+                family: family.to_owned(),
+            });
+        }
     }
 
     /// Forgets a removed peer's series.
@@ -495,10 +539,12 @@ impl Metrics {
         // update_errors stays: its kinds are not known here, and a counter of a removed
         // peer only stops growing.
         for family in ["ipv4-unicast", "ipv6-unicast"] {
-            self.announced_prefixes.remove(&PeerFamilyLabel {
+            let label = PeerFamilyLabel {
                 peer: name.to_owned(),
                 family: family.to_owned(),
-            });
+            };
+            self.announced_prefixes.remove(&label);
+            self.peer_no_next_hop.remove(&label);
         }
     }
 }

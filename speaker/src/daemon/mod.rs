@@ -276,6 +276,9 @@ fn check_objects(args: &SpeakerArgs) -> ExitCode {
             result.advertisements.join(", ")
         );
     }
+    for w in &result.warnings {
+        println!("warning: {w}");
+    }
     ExitCode::SUCCESS
 }
 
@@ -295,6 +298,11 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
             crate::text::count(config.peers.len(), "peer"),
             config.source
         );
+        // Valid, and it runs: a family without a next hop is a warning (exit 0), since
+        // whether a node has the InternalIP `self` falls back to is not in the config.
+        for gap in config.next_hop_gaps() {
+            println!("warning: {gap}");
+        }
         return ExitCode::SUCCESS;
     }
     let log = process::logging::init(&config.log);

@@ -11,6 +11,7 @@ use super::core::Notice;
 use super::core::bfd_gate::GateAction;
 use super::core::errors::ApiWriteError;
 use super::core::gateways::Gateway;
+use super::core::routes::PeerRefusal;
 use super::metrics::{
     Metrics, ObjectLabel, ObjectReasonLabel, PeerFamilyLabel, PeerKindLabel, ReasonLabel,
     ResultLabel, StateLabel,
@@ -41,18 +42,74 @@ pub fn record(m: &Metrics, notice: Notice) {
                 m.set_refused_now(reason, n);
             }
         }
-        Notice::HeldNow(counts) => {
+        Notice::HeldNow { counts, enforced } => {
+            // One gauge carries the counts, the other zeros: a mode change moves them.
             for (family, reason, n) in *counts {
-                m.set_held_now(family, reason, n);
+                let (held, would) = if enforced { (n, 0) } else { (0, n) };
+                m.set_held_now(family, reason, held);
+                m.set_would_hold_now(family, reason, would);
             }
         }
-        Notice::ForwardingHeld { cidr, reason } => tracing::warn!(
+        Notice::ForwardingHeld {
+            cidr,
+            reason,
+            enforced: true,
+        } => tracing::warn!(
             %cidr,
             reason = reason.as_str(),
             "forwarding gate holds a pod CIDR back: the node cannot deliver to it yet"
         ),
-        Notice::ForwardingReleased { cidr } => {
+        Notice::ForwardingHeld {
+            cidr,
+            reason,
+            enforced: false,
+        } => tracing::warn!(
+            %cidr,
+            reason = reason.as_str(),
+            "forwarding gate (mode report) would hold this pod CIDR back; announced anyway"
+        ),
+        Notice::ForwardingReleased {
+            cidr,
+            enforced: true,
+        } => {
             tracing::info!(%cidr, "forwarding gate released a pod CIDR: the node can deliver to it, announcing");
+        }
+        Notice::ForwardingReleased {
+            cidr,
+            enforced: false,
+        } => {
+            tracing::info!(%cidr, "forwarding gate (mode report) would release this pod CIDR again");
+        }
+        Notice::ForwardingWithdrawDeferred {
+            cidr,
+            reason,
+            hold_down,
+        } => tracing::info!(
+            %cidr,
+            reason = reason.as_str(),
+            hold_down_secs = hold_down.as_secs(),
+            "forwarding gate: the pod CIDR's route is gone; it stays announced for the withdraw hold-down in case it returns"
+        ),
+        Notice::NoNextHop {
+            peer,
+            family,
+            reason: Some(reason),
+        } => {
+            m.set_no_next_hop(&peer, family, true);
+            tracing::warn!(
+                %peer,
+                family,
+                reason = reason.as_str(),
+                "no usable next hop for this family: its pod CIDRs are announced to no one on this session (set nextHop, the peer's localAddress, or give the Node an InternalIP of the family)"
+            );
+        }
+        Notice::NoNextHop {
+            peer,
+            family,
+            reason: None,
+        } => {
+            m.set_no_next_hop(&peer, family, false);
+            tracing::info!(%peer, family, "this family has a usable next hop again");
         }
         Notice::GuardRefused { cidr, reason } => {
             tracing::warn!(%cidr, reason = reason.as_str(), "announce guard refused a pod CIDR");
@@ -63,7 +120,13 @@ pub fn record(m: &Metrics, notice: Notice) {
             prefix,
             reason,
         } => {
-            tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            // A family without a next hop is logged once (`NoNextHop`), not per prefix.
+            if !matches!(
+                reason,
+                PeerRefusal::NoNextHop | PeerRefusal::NeedsExtendedNextHop
+            ) {
+                tracing::warn!(%peer, %prefix, reason = reason.as_str(), "not announced to this peer");
+            }
             count_refusal(m, reason.as_str());
         }
         Notice::Mismatch(Some(text)) => {
@@ -506,6 +569,65 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn report_mode_counts_go_to_the_would_hold_gauge_and_a_family_without_next_hop_to_its_own() {
+        let m = Metrics::new();
+        let mut counts = crate::daemon::core::forwarding::count(&[]);
+        counts[1].2 = 2; // ipv4, no-route
+        let held = |enforced| Notice::HeldNow {
+            counts: Box::new(counts),
+            enforced,
+        };
+        record(&m, held(false));
+        let text = m.encode();
+        let series = |name: &str| format!("{name}{{family=\"ipv4\",reason=\"no-route\"}}");
+        assert!(
+            text.contains(&format!(
+                "{} 2\n",
+                series("podcidr_forwarding_would_hold_prefixes")
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{} 0\n",
+                series("podcidr_forwarding_held_prefixes")
+            )),
+            "{text}"
+        );
+        record(&m, held(true));
+        let text = m.encode();
+        assert!(text.contains(&format!(
+            "{} 0\n",
+            series("podcidr_forwarding_would_hold_prefixes")
+        )));
+        assert!(text.contains(&format!(
+            "{} 2\n",
+            series("podcidr_forwarding_held_prefixes")
+        )));
+
+        let nh = |reason| Notice::NoNextHop {
+            peer: "tor1".into(),
+            family: "ipv6-unicast",
+            reason,
+        };
+        record(
+            &m,
+            nh(Some(crate::daemon::core::routes::PeerRefusal::NoNextHop)),
+        );
+        let line = "podcidr_peer_no_next_hop{peer=\"tor1\",family=\"ipv6-unicast\"}";
+        assert!(m.encode().contains(&format!("{line} 1\n")));
+        m.set_peer_info("tor1", &"192.0.2.1", 65000, 65010);
+        assert!(
+            m.encode().contains(&format!("{line} 1\n")),
+            "a restart keeps it"
+        );
+        record(&m, nh(None));
+        assert!(m.encode().contains(&format!("{line} 0\n")));
+        m.remove_peer("tor1");
+        assert!(!m.encode().contains("podcidr_peer_no_next_hop{"));
     }
 
     #[test]

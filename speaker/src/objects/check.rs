@@ -27,6 +27,9 @@ pub struct ObjectsCheck {
     pub errors: Vec<String>,
     /// The `BGPAdvertisement`s that select the node.
     pub advertisements: Vec<String>,
+    /// What a valid config announces to no one, or only from some nodes (a family whose
+    /// `self` next hop the session cannot supply): printed, not an error.
+    pub warnings: Vec<String>,
 }
 
 /// Reads every YAML document of `files`; an unreadable file or an object that is not of its
@@ -138,6 +141,7 @@ pub fn check(
             not_applied,
             errors: ad_errors,
             advertisements,
+            warnings: Vec::new(),
         };
     };
     let spec = |key: String| raw.get(&key).cloned().unwrap_or(Value::Null);
@@ -148,6 +152,7 @@ pub fn check(
         .map(|n| (n.clone(), spec(format!("BGPPeer/{n}"))))
         .collect();
     let key_file = |_: &str, r: &SecretKeyRef| key_dir.join(&r.name).join(&r.key);
+    let mut warnings = Vec::new();
     let mut errors = match assemble_specs(
         (&config_name, &config_spec),
         &peer_specs
@@ -156,7 +161,10 @@ pub fn check(
             .collect::<Vec<_>>(),
         &key_file,
     ) {
-        Ok(_) => Vec::new(),
+        Ok(c) => {
+            warnings = c.next_hop_gaps().iter().map(ToString::to_string).collect();
+            Vec::new()
+        }
         Err(e) => e.0.iter().map(ToString::to_string).collect(),
     };
     errors.extend(ad_errors);
@@ -166,6 +174,7 @@ pub fn check(
         not_applied,
         errors,
         advertisements,
+        warnings,
     }
 }
 

@@ -542,7 +542,7 @@ fn a_forwarding_gate_object_field_runs_as_the_file_key_does() {
         "default",
         "2026-11-01T00:00:00Z",
         "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16], \
-         forwardingGate: {enabled: true, interfaces: [\"cali*\"]}}",
+         forwardingGate: {enabled: true, interfaces: [\"cali*\"], mode: report, withdrawHoldDown: 30s}}",
     );
     let p = bgp_peer(
         "tor1",
@@ -552,11 +552,19 @@ fn a_forwarding_gate_object_field_runs_as_the_file_key_does() {
     let from_objects = assemble(&c, &[&p], &key_file).unwrap();
     let from_file = podcidr_config::Config::from_yaml_str(
         "asn: 65010\nsource: {kind: ipam-crd}\nallowedPrefixes: [10.244.0.0/16]\n\
-         forwardingGate: {enabled: true, interfaces: [\"cali*\"]}\n\
+         forwardingGate: {enabled: true, interfaces: [\"cali*\"], mode: report, withdrawHoldDown: 30s}\n\
          peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000}\n",
     )
     .unwrap();
     assert!(from_objects.forwarding_gate.enabled);
+    assert_eq!(
+        from_objects.forwarding_gate.mode,
+        podcidr_config::GateMode::Report
+    );
+    assert_eq!(
+        from_objects.forwarding_gate.withdraw_hold_down.as_secs(),
+        30
+    );
     assert_eq!(from_objects, from_file);
 }
 

@@ -301,7 +301,8 @@ async fn json_output_schema() {
                 "leaseAgeSeconds",
                 "conflictsWith",
                 "localAsn",
-                "localAsnSource"
+                "localAsnSource",
+                "wouldHold"
             ]
         );
         for k in ["node", "prefix", "verdict", "detail"] {
@@ -323,7 +324,17 @@ async fn json_output_schema() {
         assert_type(row, "liveness", Value::is_string, "a string");
         for p in row["peers"].as_array().unwrap() {
             let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
-            assert_eq!(keys, ["name", "address", "state", "announced", "nextHop"]);
+            assert_eq!(
+                keys,
+                [
+                    "name",
+                    "address",
+                    "state",
+                    "announced",
+                    "nextHop",
+                    "refused"
+                ]
+            );
             assert_type(p, "announced", Value::is_boolean, "a boolean");
         }
     }

@@ -6,7 +6,9 @@
 //! The node has three CIDRs: 198.19.1.0/24 (the CNI bridge's, routed once the first pod gives
 //! the bridge its address), 198.19.2.0/24 (routed from the start on a veth: the
 //! control that proves the speaker's announcements reach BIRD) and 198.19.3.0/24 (routed back
-//! out of the uplink, towards the ToR: never announced). Addresses: 198.18.0.0/15 only.
+//! out of the uplink, towards the ToR: never announced). At the end the config is reloaded
+//! with `mode: report`: every CIDR goes out, and the log and `/debug/status` say what the gate
+//! would hold. Addresses: 198.18.0.0/15 only.
 //! Skipped with a message where namespaces, BIRD or the plugins are not available.
 
 use crate::common;
@@ -108,20 +110,21 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
     let cni_dir = dir.path("cni");
     std::fs::create_dir_all(cni_dir.join("net.d")).unwrap();
     let cfg = dir.path("speaker.yaml");
-    std::fs::write(
-        &cfg,
+    // The admin port is the node namespace's own loopback. `withdrawHoldDown: 0`: the
+    // withdrawals below measure the gate's reaction, not its hold-down (core tests cover that).
+    let config = |gate: &str| {
         format!(
             "nodeName: node1\nasn: 64512\nrouterId: 198.18.1.2\n\
-             source: {{kind: file, path: {cidrs}}}\nadmin: {{listen: \"127.0.0.1:0\"}}\n\
+             source: {{kind: file, path: {cidrs}}}\nadmin: {{listen: \"127.0.0.1:9180\"}}\n\
              peers:\n  - {{name: tor, address: 198.18.1.1, asn: 65000, holdTime: 9, \
              connectRetry: {{base: 1, max: 2}}, gracefulRestart: {{enabled: false}}}}\n\
              cni: {{enabled: true, confDir: {d}/net.d, dataDir: {d}/leases}}\n\
-             forwardingGate: {{enabled: true}}\n",
+             forwardingGate: {{enabled: true, withdrawHoldDown: 0{gate}}}\n",
             cidrs = cidrs.display(),
             d = cni_dir.display(),
-        ),
-    )
-    .unwrap();
+        )
+    };
+    std::fs::write(&cfg, config("")).unwrap();
     let mut speaker_cmd = Command::new("ip");
     speaker_cmd
         .args(["netns", "exec", &node, common::BIN, "speaker", "--final"])
@@ -248,4 +251,65 @@ fn gated_cidr_is_announced_once_the_cni_bridge_routes_it_and_withdrawn_when_the_
     );
     assert_eq!(at_tor(&tor, &sock), [DUMMY_CIDR]);
     let _ = cni.del(&conflist, &attachment, &result);
+
+    // Review 2 F8, `mode: report` by reload: the same verdicts (the bridge's CIDR without a
+    // route, the other looping out of the uplink), reported, and nothing withheld.
+    std::fs::write(&cfg, config(", mode: report")).unwrap();
+    speaker.signal(libc::SIGHUP);
+    assert!(
+        wait_for(WAIT, || at_tor(&tor, &sock).len() == 3),
+        "{}",
+        diagnostics("report mode announces every CIDR")
+    );
+    let log = speaker.log();
+    for (cidr, reason) in [(BRIDGE_CIDR, "no-route"), (UPLINK_CIDR, "via-uplink")] {
+        assert!(
+            log.contains(&format!(
+                "forwarding gate (mode report) would hold this pod CIDR back; announced anyway cidr={cidr} reason=\"{reason}\""
+            )),
+            "{}",
+            diagnostics("report mode logs what it would hold")
+        );
+    }
+    // The admin endpoint renders what the last 1 s tick handed it.
+    let mut status = Value::Null;
+    wait_for(WAIT, || {
+        status = admin_status(&node)["status"].clone();
+        !status["wouldHold"].is_null()
+    });
+    assert_eq!(
+        status["wouldHold"],
+        serde_json::json!([
+            {"cidr": BRIDGE_CIDR, "reason": "no-route"},
+            {"cidr": UPLINK_CIDR, "reason": "via-uplink"}
+        ]),
+        "{status}"
+    );
+    assert!(status.get("held").is_none(), "{status}");
+    let cond = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "ForwardingHeld"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (&cond["status"], &cond["reason"]),
+        (&Value::from("False"), &Value::from("WouldHold")),
+        "{cond}"
+    );
+}
+
+/// The speaker's `/debug/status` from inside the node namespace (bash's `/dev/tcp`: no HTTP
+/// client to install).
+fn admin_status(node: &str) -> Value {
+    let out = in_ns(
+        node,
+        &[
+            "bash",
+            "-c",
+            "exec 3<>/dev/tcp/127.0.0.1/9180 && printf 'GET /debug/status HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3 && cat <&3",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("/debug/status: {e}: {text}"))
 }

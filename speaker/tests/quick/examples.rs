@@ -162,3 +162,53 @@ fn crds_and_example_objects_carry_the_annotations_gitops_tools_read_to_never_pru
     }
     assert!(checked > 10, "{checked}");
 }
+
+/// Issue 32 item 10: `nextHop.ipv6: self` on an IPv4-only session announces IPv6 pod CIDRs
+/// only from nodes with an IPv6 InternalIP (with a file source: never). `--check-config`
+/// says so per peer and family, and still accepts the config (exit 0): it runs, and whether
+/// a node has that address is not in it.
+#[test]
+fn check_config_warns_of_a_family_whose_self_next_hop_the_session_cannot_supply() {
+    let file = manifest(
+        "dual-stack-v4-session.yaml",
+        "asn: 65010\nrouterId: 192.0.2.10\nsource: {kind: file, path: /x}\n\
+         allowedPrefixes: [10.0.0.0/8, \"fd00::/48\"]\n\
+         peers: [{name: tor1, address: 192.0.2.1, asn: 65000}]\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_podcidr-bgp"))
+        .args(["speaker", "--node-name", "n1", "--check-config", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("config OK"), "{text}");
+    assert!(
+        text.contains(
+            "warning: peer tor1: nextHop.ipv6 is self and the session has no IPv6 address of its \
+             own; with a file source there is no Node to take an IPv6 InternalIP from, so no \
+             ipv6-unicast route is announced to it"
+        ),
+        "{text}"
+    );
+    let config = manifest(
+        "dual-stack-config.yaml",
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPSpeakerConfig\n\
+         metadata: {name: default}\n\
+         spec: {asn: 65001, source: {kind: ipam-crd}, allowedPrefixes: [10.0.0.0/8, \"fd00::/48\"]}\n",
+    );
+    let peer = manifest(
+        "v4-peer.yaml",
+        "apiVersion: bgp.podcidr.io/v1beta1\nkind: BGPPeer\nmetadata: {name: tor1}\n\
+         spec: {address: 192.0.2.1, asn: 65000}\n",
+    );
+    let (code, out) = check_objects(&[&config, &peer], "");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "warning: peer tor1: nextHop.ipv6 is self and the session has no IPv6 address of its \
+             own; ipv6-unicast routes go to it only from nodes with an IPv6 InternalIP"
+        ),
+        "{out}"
+    );
+}

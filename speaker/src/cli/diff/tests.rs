@@ -763,3 +763,64 @@ fn per_node_local_asn_is_shown_on_the_row_and_a_bad_one_is_why_nothing_is_announ
     );
     assert_eq!(r.local_asn, None);
 }
+
+/// Issue 32 item 10: `nextHop.ipv6: self` on an IPv4 session of a node without an IPv6
+/// InternalIP. The peer says which family has no next hop (`noNextHop`); the row names the
+/// peer and the reason even when the report lists no refusal for the prefix (past 256), the
+/// JSON cell carries `refused`, and the wide table says it per peer.
+#[test]
+fn a_family_without_a_next_hop_is_shown_per_peer_with_its_reason() {
+    let v6 = "fd00:5::/64";
+    let mut tor = peer("tor1", "Established", &[P]);
+    tor.no_next_hop = vec!["ipv6-unicast".into()];
+    let n = node(
+        "a",
+        Some(&[P, v6]),
+        None,
+        Some(report(&[P, v6], vec![tor], FRESH)),
+    );
+    let rows = diff(&input(vec![n.clone()]));
+    assert_eq!(rows[0].verdict, Verdict::Ok);
+    assert_eq!(rows[0].peers[0].refused, None);
+    assert_eq!(rows[1].verdict, Verdict::NotAnnounced);
+    assert_eq!(
+        rows[1].detail,
+        "missing on Established tor1 (refused: no-next-hop)"
+    );
+    assert_eq!(rows[1].peers[0].refused.as_deref(), Some("no-next-hop"));
+    let json = serde_json::to_value(&rows[1]).unwrap();
+    assert_eq!(json["peers"][0]["refused"], "no-next-hop");
+    assert_eq!(
+        crate::cli::render::peers_cell(&rows[1]),
+        "tor1=Established(refused: no-next-hop)"
+    );
+    // The ToR did not negotiate IPv6 either: still the speaker's side is named.
+    let mut n = n;
+    let r = n.speaker.as_mut().unwrap();
+    r.peers[0].families = vec!["ipv4-unicast".into()];
+    let rows = diff(&input(vec![n]));
+    assert_eq!(
+        rows[1].detail,
+        "no Established session carries ipv6-unicast; no next hop for it on tor1"
+    );
+}
+
+/// Review 2 F8 (`forwardingGate.mode: report`): the prefix is announced (no drift: `ok`, the
+/// exit code does not change) and the row says what an enforcing gate would do.
+#[test]
+fn report_mode_rows_say_what_the_gate_would_hold_and_stay_ok() {
+    let mut rep = report(&[P], vec![peer("tor1", "Established", &[P])], FRESH);
+    rep.would_hold.push(podcidr_api::HeldCidr {
+        cidr: P.into(),
+        reason: "no-route".into(),
+    });
+    let r = one(&input(vec![node("a", Some(&[P]), None, Some(rep))]));
+    assert_eq!(r.verdict, Verdict::Ok);
+    assert_eq!(
+        r.detail,
+        "announced to tor1; the forwarding gate (mode report) would hold it (no-route)"
+    );
+    assert_eq!(r.would_hold.as_deref(), Some("no-route"));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["wouldHold"], "no-route");
+}

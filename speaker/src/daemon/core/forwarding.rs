@@ -6,7 +6,8 @@
 //! route for the CIDR itself or for a prefix inside it (the CNI bridge's subnet route, per-pod
 //! /32 or /128 routes), through a device that is not an uplink (a device of a default route or
 //! of the route towards a peer), not `lo`, and listed in `forwardingGate.interfaces` when that
-//! is set. A shorter route that covers the CIDR (a default route, a cluster-wide route) never
+//! is set; a device `interfaces` lists explicitly counts even when it is an uplink (a bridge
+//! holding both the NIC and the pods' veths). A shorter route that covers the CIDR (a default route, a cluster-wide route) never
 //! counts, nor does a blackhole, unreachable or prohibit route. With `cni.enabled`, the
 //! conflist handing the CIDR out must also be written.
 
@@ -174,6 +175,11 @@ pub fn verdict(cidr: &IpNet, i: &GateInputs<'_>) -> Option<HoldReason> {
     for r in i.table.within(cidr) {
         match (r.kind, r.dev.as_deref()) {
             (RouteKind::Drop, _) => note(HoldReason::Unreachable),
+            // A device the operator names counts even when it is also an uplink: in a
+            // bridged design one bridge holds the NIC and the pods' veths.
+            (RouteKind::Unicast, Some(dev)) if dev != "lo" && i.config.names(dev) => {
+                return None;
+            }
             (RouteKind::Unicast, Some(dev)) if i.uplinks.contains(dev) => {
                 note(HoldReason::ViaUplink);
             }

@@ -65,6 +65,7 @@ pub mod report;
 pub mod routes;
 pub mod services;
 pub mod session_setup;
+mod since;
 mod vocab;
 
 pub use asn::AsnResolution;
@@ -77,6 +78,8 @@ struct Peer {
     config: PeerConfig,
     routes: Option<Arc<RouteSet>>,
     refused: Arc<[(IpNet, PeerRefusal)]>,
+    /// Families with prefixes to announce and no usable next hop, as last said.
+    no_next_hop: BTreeMap<&'static str, PeerRefusal>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -129,8 +132,15 @@ struct AnnounceState {
     desired: Arc<DesiredSet>,
     /// The first guarded set; `None` until the source is ready once.
     guarded: Option<Arc<Guarded>>,
-    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off).
+    /// What the forwarding gate holds back now (sorted by CIDR; empty when it is off); with
+    /// `mode: report`, what it would hold.
     fwd_held: Arc<Vec<forwarding::Held>>,
+    /// `fwd_held` was decided by an enforcing gate (a mode change re-sends the gauges).
+    fwd_enforced: bool,
+    /// What the gate let through at its last decision (the hold-down applies only to these).
+    fwd_released: BTreeSet<IpNet>,
+    /// Let-through CIDRs the gate would hold now, waiting out `withdrawHoldDown`.
+    fwd_deferred: BTreeMap<IpNet, since::Since>,
     refusals_seen: BTreeSet<(String, GuardRefusal)>,
     /// The counts last sent as [`Notice::RefusedNow`].
     refused_now: [(&'static str, usize); 8],
@@ -246,6 +256,9 @@ impl Core {
                 desired: Arc::new(DesiredSet::default()),
                 guarded: None,
                 fwd_held: Arc::default(),
+                fwd_enforced: true,
+                fwd_released: BTreeSet::new(),
+                fwd_deferred: BTreeMap::new(),
                 refusals_seen: BTreeSet::new(),
                 refused_now: refused_now::count([], []),
                 coverage: Coverage::default(),
@@ -704,6 +717,7 @@ impl Core {
             self.release_held(out);
         }
         self.cni.set_now(now);
+        self.gate_tick(out);
         self.services_tick(out);
         // The conflist is rendered when its inputs change, and otherwise only when the file
         // on disk is due for a recheck (or a failed write for a retry).

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use podcidr_config::{PeerAddress, PeerConfig};
 
-use super::routes::{NodeAddresses, next_hops, peer_routes};
+use std::collections::BTreeMap;
+
+use super::routes::{NodeAddresses, PeerRefusal, next_hops, peer_routes};
 use super::{Core, Effect, Notice, PeerRoutes};
 
 impl Core {
@@ -50,6 +52,7 @@ impl Core {
             return;
         };
         // Both lists are sorted by prefix: new refusals by binary search, not a scan.
+        // A family without a next hop is said once per family (below), not per prefix.
         for (prefix, reason) in &refused {
             if peer.refused.binary_search(&(*prefix, *reason)).is_err() {
                 out.push(Effect::Notice(Notice::PeerRefused {
@@ -59,6 +62,26 @@ impl Core {
                 }));
             }
         }
+        let families = no_next_hop(&refused);
+        for (family, reason) in &families {
+            if peer.no_next_hop.get(family) != Some(reason) {
+                out.push(Effect::Notice(Notice::NoNextHop {
+                    peer: name.to_owned(),
+                    family,
+                    reason: Some(*reason),
+                }));
+            }
+        }
+        for family in peer.no_next_hop.keys() {
+            if !families.contains_key(family) {
+                out.push(Effect::Notice(Notice::NoNextHop {
+                    peer: name.to_owned(),
+                    family,
+                    reason: None,
+                }));
+            }
+        }
+        peer.no_next_hop = families;
         peer.refused = refused.into();
         if peer.routes.as_deref() != Some(&*set) {
             peer.routes = Some(Arc::clone(&set));
@@ -68,4 +91,27 @@ impl Core {
             });
         }
     }
+}
+
+/// The families of `refused` that have no usable next hop on the session, with why: what
+/// `podcidr_peer_no_next_hop` and the report's `noNextHop` show per peer.
+pub(super) fn no_next_hop(
+    refused: &[(ipnet::IpNet, PeerRefusal)],
+) -> BTreeMap<&'static str, PeerRefusal> {
+    refused
+        .iter()
+        .filter(|(_, r)| {
+            matches!(
+                r,
+                PeerRefusal::NoNextHop | PeerRefusal::NeedsExtendedNextHop
+            )
+        })
+        .map(|(p, r)| {
+            let family = match p {
+                ipnet::IpNet::V4(_) => "ipv4-unicast",
+                ipnet::IpNet::V6(_) => "ipv6-unicast",
+            };
+            (family, *r)
+        })
+        .collect()
 }

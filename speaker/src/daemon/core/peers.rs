@@ -15,13 +15,22 @@ impl Core {
         let refused = self
             .routes_for(cfg)
             .map(|(_, r)| r.into())
-            .unwrap_or_else(|| Arc::from([]));
+            .unwrap_or_else(|| Arc::<[_]>::from([]));
+        let no_next_hop = super::offer::no_next_hop(&refused);
+        for (family, reason) in &no_next_hop {
+            out.push(Effect::Notice(Notice::NoNextHop {
+                peer: cfg.name.clone(),
+                family,
+                reason: Some(*reason),
+            }));
+        }
         self.sessions.peers.insert(
             cfg.name.clone(),
             Peer {
                 config: cfg.clone(),
                 routes: setup.routes.clone(),
                 refused,
+                no_next_hop,
             },
         );
         out.push(peer_started(cfg, identity));

@@ -102,6 +102,10 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
         hold_time: neg.map(|n| n.hold_time.seconds()),
         keepalive_time: neg.map(|n| u16::try_from(n.keepalive.as_secs()).unwrap_or(u16::MAX)),
         families: families.iter().map(|f| f.name()).collect(),
+        no_next_hop: super::offer::no_next_hop(&v.refused)
+            .into_keys()
+            .map(str::to_owned)
+            .collect(),
         capabilities: neg
             .map(|n| {
                 n.peer_capabilities
@@ -237,6 +241,7 @@ pub fn report(
             .map(|g| g.announce.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
         held: Vec::new(),
+        would_hold: Vec::new(),
         refused,
         refused_omitted,
         node_spec_pod_cidrs: desired
@@ -388,8 +393,9 @@ pub struct ReportInputs {
     pub asn_error: Option<podcidr_config::NodeAsnError>,
     pub desired: Arc<DesiredSet>,
     pub guarded: Option<Arc<Guarded>>,
-    /// What the forwarding gate holds (`None`: the gate is off).
-    pub held: Option<Arc<Vec<super::forwarding::Held>>>,
+    /// What the forwarding gate holds (`None`: the gate is off), and whether it enforces
+    /// (`false`: `mode: report`, it would hold them and announces them anyway).
+    pub held: Option<(Arc<Vec<super::forwarding::Held>>, bool)>,
     pub peers: Vec<PeerInput>,
     /// `CNIConfigured`, when `cni` is enabled.
     pub cni: Option<CniCondition>,
@@ -554,8 +560,10 @@ impl ReportInputs {
             ),
             None => condition("LocalASN", false, "NodeNotSeen", String::new(), now),
         });
-        if let Some(held) = &self.held {
-            report_held(&mut r, held, now);
+        match &self.held {
+            Some((held, true)) => report_held(&mut r, held, now),
+            Some((held, false)) => report_would_hold(&mut r, held, now),
+            None => {}
         }
         if let Some(c) = &self.cni {
             r.conditions.push(condition(
@@ -638,14 +646,55 @@ pub fn report_held(r: &mut SpeakerReport, held: &[super::forwarding::Held], now:
     let shown: std::collections::HashSet<String> =
         held.iter().map(|h| h.cidr.to_string()).collect();
     r.announced.retain(|c| !shown.contains(c));
-    r.held = held
-        .iter()
+    r.held = held_list(held);
+    let (status, reason) = if held.is_empty() {
+        (false, "NothingHeld")
+    } else {
+        (true, "CidrsHeld")
+    };
+    r.conditions.push(condition(
+        "ForwardingHeld",
+        status,
+        reason,
+        held_message(held),
+        now,
+    ));
+}
+
+/// The report with `forwardingGate.mode: report`: everything stays in `announced`, what an
+/// enforcing gate would hold goes to `wouldHold`, and `ForwardingHeld` is `False` (nothing
+/// is held) with reason `WouldHold` and the list, so a rollout can be judged first.
+pub fn report_would_hold(r: &mut SpeakerReport, held: &[super::forwarding::Held], now: u64) {
+    r.would_hold = held_list(held);
+    let (reason, message) = if held.is_empty() {
+        (
+            "NothingHeld",
+            "mode report: nothing would be held".to_owned(),
+        )
+    } else {
+        (
+            "WouldHold",
+            format!(
+                "mode report, announced anyway: would hold {}",
+                held_message(held)
+            ),
+        )
+    };
+    r.conditions
+        .push(condition("ForwardingHeld", false, reason, message, now));
+}
+
+fn held_list(held: &[super::forwarding::Held]) -> Vec<HeldCidr> {
+    held.iter()
         .take(MAX_REPORTED_ROUTES)
         .map(|h| HeldCidr {
             cidr: h.cidr.to_string(),
             reason: h.reason.as_str().to_owned(),
         })
-        .collect();
+        .collect()
+}
+
+fn held_message(held: &[super::forwarding::Held]) -> String {
     let mut message = held
         .iter()
         .take(CONDITION_LISTED)
@@ -655,13 +704,7 @@ pub fn report_held(r: &mut SpeakerReport, held: &[super::forwarding::Held], now:
     if held.len() > CONDITION_LISTED {
         message.push_str(&format!(" and {} more", held.len() - CONDITION_LISTED));
     }
-    let (status, reason) = if held.is_empty() {
-        (false, "NothingHeld")
-    } else {
-        (true, "CidrsHeld")
-    };
-    r.conditions
-        .push(condition("ForwardingHeld", status, reason, message, now));
+    message
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use podcidr_services::{
 
 use super::routes::attributes;
 
+use super::since::Since;
 use super::{Core, Effect, Notice};
 
 pub use podcidr_api::contract::SERVICE_DRAIN_KEY as DRAIN_KEY;
@@ -53,33 +54,6 @@ pub struct ServiceState {
 struct Probe {
     answer: Result<(), String>,
     ok_since: Option<Since>,
-}
-
-/// The start of a period (a drain's graceful-shutdown wait, a gate's hold-down). The core's
-/// clock is the last tick's, up to a tick behind an event that arrives between ticks: a period
-/// starting at such an event counts from the next tick, so it lasts at least what was asked
-/// (at most a tick more), never up to a tick less.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Since {
-    NextTick,
-    At(Duration),
-}
-
-impl Since {
-    /// On a tick: a period that started since the last one starts now.
-    fn stamp(&mut self, now: Duration) {
-        if *self == Since::NextTick {
-            *self = Since::At(now);
-        }
-    }
-
-    /// Whether `period` has passed by `now`.
-    fn over(self, now: Duration, period: Duration) -> bool {
-        match self {
-            Since::NextTick => false,
-            Since::At(t) => now.saturating_sub(t) >= period,
-        }
-    }
 }
 
 /// What the prober probes: `healthCheckNodePort`s at the node's address.

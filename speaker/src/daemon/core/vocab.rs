@@ -334,17 +334,38 @@ pub enum Notice {
         reason: PeerRefusal,
     },
     Mismatch(Option<String>),
-    /// The forwarding gate holds an announced CIDR back (Warning), or with a new reason.
+    /// The forwarding gate holds an announced CIDR back (Warning), or with a new reason;
+    /// `enforced: false` (`mode: report`): it would, and announces it anyway.
     ForwardingHeld {
         cidr: IpNet,
         reason: super::forwarding::HoldReason,
+        enforced: bool,
     },
     /// The node can deliver to a held CIDR again: it is announced.
     ForwardingReleased {
         cidr: IpNet,
+        enforced: bool,
     },
-    /// What the gate holds now, per family and reason (zeros included); sent when it changes.
-    HeldNow(Box<super::forwarding::HeldCounts>),
+    /// An announced CIDR the gate would hold stays announced for `hold_down`
+    /// (`forwardingGate.withdrawHoldDown`) in case its route comes back.
+    ForwardingWithdrawDeferred {
+        cidr: IpNet,
+        reason: super::forwarding::HoldReason,
+        hold_down: Duration,
+    },
+    /// What the gate holds now (`enforced`) or would hold (`mode: report`), per family and
+    /// reason (zeros included); sent when it changes.
+    HeldNow {
+        counts: Box<super::forwarding::HeldCounts>,
+        enforced: bool,
+    },
+    /// A peer carries a family with pod CIDRs to announce and no usable next hop for it
+    /// (`Some(reason)`), or has one again (`None`): once per peer and family, not per prefix.
+    NoNextHop {
+        peer: String,
+        family: &'static str,
+        reason: Option<PeerRefusal>,
+    },
     NoRouterId,
     /// The node's default routes changed (the gateways of `default-gateway` peers).
     DefaultRoutesChanged(DefaultRoutes),

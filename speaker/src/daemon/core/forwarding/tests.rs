@@ -152,6 +152,7 @@ fn with_interfaces_set_only_listed_devices_count() {
     let cfg = ForwardingGateConfig {
         enabled: true,
         interfaces: vec!["cni0".into(), "cali*".into()],
+        ..ForwardingGateConfig::default()
     };
     let docker = table(vec![uni("198.19.1.0/24", "docker0")]);
     assert_eq!(
@@ -160,6 +161,50 @@ fn with_interfaces_set_only_listed_devices_count() {
     );
     let cali = table(vec![uni("198.19.1.9/32", "caliabc")]);
     assert_eq!(verdict_with(&cali, &cfg, "198.19.1.0/24"), None);
+}
+
+/// Review 2 F8: in a bridged design `br0` holds the NIC (so the default route goes out of it)
+/// and the pods' veths (so the pod CIDR's route does too). Listed, it counts; unlisted, the
+/// uplink heuristic still holds it (a route back into the fabric would loop).
+#[test]
+fn a_listed_interface_counts_even_when_it_is_an_uplink() {
+    let t = RouteTable::new(vec![
+        route(
+            "0.0.0.0/0",
+            RouteKind::Unicast,
+            Some("br0"),
+            Some("198.18.1.1"),
+        ),
+        uni("198.18.1.0/24", "br0"),
+        uni("198.19.1.0/24", "br0"),
+    ]);
+    assert!(uplinks(&t, &[]).contains("br0"));
+    let listed = ForwardingGateConfig {
+        enabled: true,
+        interfaces: vec!["br0".into()],
+        ..ForwardingGateConfig::default()
+    };
+    assert_eq!(verdict_with(&t, &listed, "198.19.1.0/24"), None);
+    let pattern = ForwardingGateConfig {
+        interfaces: vec!["br*".into()],
+        ..listed.clone()
+    };
+    assert_eq!(verdict_with(&t, &pattern, "198.19.1.0/24"), None);
+    assert_eq!(
+        verdict(&t, "198.19.1.0/24"),
+        Some(HoldReason::ViaUplink),
+        "not listed: the uplink heuristic holds"
+    );
+    let lo = ForwardingGateConfig {
+        interfaces: vec!["lo".into()],
+        ..listed
+    };
+    let t = table(vec![uni("198.19.1.0/24", "lo")]);
+    assert_eq!(
+        verdict_with(&t, &lo, "198.19.1.0/24"),
+        Some(HoldReason::InterfaceNotListed),
+        "lo never counts"
+    );
 }
 
 #[test]

@@ -37,7 +37,7 @@ fn routes_of(out: &[Effect], peer: &str) -> Option<Vec<IpNet>> {
 fn held_notices(out: &[Effect]) -> Vec<(IpNet, HoldReason)> {
     out.iter()
         .filter_map(|e| match e {
-            Effect::Notice(Notice::ForwardingHeld { cidr, reason }) => Some((*cidr, *reason)),
+            Effect::Notice(Notice::ForwardingHeld { cidr, reason, .. }) => Some((*cidr, *reason)),
             _ => None,
         })
         .collect()
@@ -76,10 +76,14 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
     let out = core.handle(kernel_with(&c, &["198.19.1.0/24"]));
     assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.1.0/24")]));
     assert!(out.contains(&Effect::Notice(Notice::ForwardingReleased {
-        cidr: net("198.19.1.0/24")
+        cidr: net("198.19.1.0/24"),
+        enforced: true,
     })));
     let counts = out.iter().find_map(|e| match e {
-        Effect::Notice(Notice::HeldNow(c)) => Some(**c),
+        Effect::Notice(Notice::HeldNow {
+            counts,
+            enforced: true,
+        }) => Some(**counts),
         _ => None,
     });
     let counts = counts.expect("the gauge follows");
@@ -102,12 +106,16 @@ fn a_cidr_is_announced_only_once_its_conflist_is_written_and_its_route_is_there_
         ("True", "CidrsHeld")
     );
     assert_eq!(cond.message, "fd00:19:1::/64 (no-route)");
-    // The same table again changes nothing; the route gone withdraws the CIDR.
+    // The same table again changes nothing; the route gone withdraws the CIDR once the
+    // withdraw hold-down (10 s by default) is over.
     assert_eq!(
         routes_of(&core.handle(kernel_with(&c, &["198.19.1.0/24"])), "tor1"),
         None
     );
     let out = core.handle(kernel_with(&c, &[]));
+    assert_eq!(routes_of(&out, "tor1"), None, "hold-down: {out:?}");
+    tick(&mut core, 1);
+    let out = tick(&mut core, 11);
     assert_eq!(routes_of(&out, "tor1"), Some(vec![]));
     assert_eq!(
         held_notices(&out),
@@ -186,7 +194,8 @@ fn with_the_gate_off_there_is_no_condition_and_nothing_is_held() {
 }
 
 #[test]
-fn turning_the_gate_on_by_reload_withdraws_what_cannot_be_forwarded_without_a_reset() {
+fn turning_the_gate_on_by_reload_withdraws_what_cannot_be_forwarded_after_the_hold_down_without_a_reset()
+ {
     let (mut core, _) = file_core(config("", PEERS));
     core.handle(ready(&["198.19.1.0/24", "198.19.2.0/24"]));
     let c = config("forwardingGate: {enabled: true}", PEERS);
@@ -197,6 +206,13 @@ fn turning_the_gate_on_by_reload_withdraws_what_cannot_be_forwarded_without_a_re
         *kernel = k;
     }
     let out = core.handle(ev);
+    assert_eq!(
+        routes_of(&out, "tor1"),
+        None,
+        "announced: the hold-down runs"
+    );
+    tick(&mut core, 1);
+    let out = tick(&mut core, 11);
     assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.2.0/24")]));
     assert!(resets(&out).is_empty(), "{out:?}");
     let out = core.handle(reload(config("", PEERS)));
@@ -219,4 +235,195 @@ fn an_unreadable_routing_table_keeps_the_last_decision_instead_of_withdrawing() 
     let out = core.handle(Event::Kernel(unread));
     assert_eq!(routes_of(&out, "tor1"), None, "{out:?}");
     assert!(held_notices(&out).is_empty());
+}
+
+/// Review 2 F8 (`mode: report`): a gate enabled on a CNI whose routes it cannot see must not
+/// withdraw anything. It decides as an enforcing gate would, says so (gauge, condition,
+/// `wouldHold`, log) and announces everything.
+#[test]
+fn report_mode_announces_what_it_would_hold_and_reports_it_as_would_hold() {
+    let c = config("forwardingGate: {enabled: true, mode: report}", PEERS);
+    let (mut core, _) = file_core(c.clone());
+    core.handle(kernel_with(&c, &["198.19.2.0/24"]));
+    let out = core.handle(ready(&["198.19.1.0/24", "198.19.2.0/24"]));
+    assert_eq!(
+        routes_of(&out, "tor1"),
+        Some(vec![net("198.19.1.0/24"), net("198.19.2.0/24")]),
+        "nothing withheld: {out:?}"
+    );
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Effect::Notice(Notice::ForwardingHeld {
+            reason: HoldReason::NoRoute,
+            enforced: false,
+            ..
+        })
+    )));
+    let counts = out.iter().find_map(|e| match e {
+        Effect::Notice(Notice::HeldNow {
+            counts,
+            enforced: false,
+        }) => Some(**counts),
+        _ => None,
+    });
+    assert!(
+        counts
+            .expect("the would-hold gauge")
+            .contains(&("ipv4", "no-route", 1)),
+        "{counts:?}"
+    );
+    let r = core.report_inputs().render(0);
+    assert_eq!(r.announced, ["198.19.1.0/24", "198.19.2.0/24"]);
+    assert!(r.held.is_empty(), "{:?}", r.held);
+    assert_eq!(r.would_hold.len(), 1);
+    assert_eq!(
+        (
+            r.would_hold[0].cidr.as_str(),
+            r.would_hold[0].reason.as_str()
+        ),
+        ("198.19.1.0/24", "no-route")
+    );
+    let cond = (r.conditions.iter())
+        .find(|c| c.type_ == "ForwardingHeld")
+        .expect("the condition");
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "WouldHold")
+    );
+    assert_eq!(
+        cond.message,
+        "mode report, announced anyway: would hold 198.19.1.0/24 (no-route)"
+    );
+    // Enforcing by reload withdraws what it would hold (after the hold-down: it was announced).
+    let e = config(
+        "forwardingGate: {enabled: true, withdrawHoldDown: 0}",
+        PEERS,
+    );
+    let mut ev = reload(e.clone());
+    if let (Event::ConfigReloaded { kernel, .. }, Event::Kernel(k)) =
+        (&mut ev, kernel_with(&e, &["198.19.2.0/24"]))
+    {
+        *kernel = k;
+    }
+    let out = core.handle(ev);
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.2.0/24")]));
+    let r = core.report_inputs().render(0);
+    assert!(r.would_hold.is_empty());
+    assert_eq!(r.held.len(), 1);
+}
+
+/// Review 2 F8 (hysteresis): a per-pod CNI's node draining to zero pods, or a CNI agent
+/// rewriting its routes, must not churn the fabric. An announced CIDR whose route goes stays
+/// announced for `withdrawHoldDown`; a route back within it changes nothing; a route back
+/// after the withdraw announces at once (no hold-down before announcing).
+#[test]
+fn withdraw_hold_down_delays_a_withdraw_but_not_an_announce() {
+    let c = config(
+        "forwardingGate: {enabled: true, withdrawHoldDown: 5s}",
+        PEERS,
+    );
+    let (mut core, _) = file_core(c.clone());
+    core.handle(kernel_with(&c, &["198.19.1.7/32"]));
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.1.0/24")]));
+    tick(&mut core, 10);
+    // The last pod goes: announced still, the hold-down starts at the next tick.
+    let out = core.handle(kernel_with(&c, &[]));
+    assert_eq!(routes_of(&out, "tor1"), None, "{out:?}");
+    assert!(held_notices(&out).is_empty());
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Effect::Notice(Notice::ForwardingWithdrawDeferred { hold_down, .. })
+            if hold_down.as_secs() == 5
+    )));
+    assert!(core.report_inputs().render(0).held.is_empty());
+    assert_eq!(routes_of(&tick(&mut core, 11), "tor1"), None);
+    assert_eq!(routes_of(&tick(&mut core, 15), "tor1"), None, "4 s in");
+    // The next pod within the hold-down: nothing changes, and the clock starts again.
+    let out = core.handle(kernel_with(&c, &["198.19.1.9/32"]));
+    assert_eq!(routes_of(&out, "tor1"), None);
+    core.handle(kernel_with(&c, &[]));
+    assert_eq!(routes_of(&tick(&mut core, 16), "tor1"), None);
+    assert_eq!(
+        routes_of(&tick(&mut core, 20), "tor1"),
+        None,
+        "4 s in again"
+    );
+    let out = tick(&mut core, 21);
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![]), "5 s: withdrawn");
+    assert_eq!(
+        held_notices(&out),
+        [(net("198.19.1.0/24"), HoldReason::NoRoute)]
+    );
+    // A pod again: announced by the event itself, no tick, no hold-down.
+    let out = core.handle(kernel_with(&c, &["198.19.1.3/32"]));
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![net("198.19.1.0/24")]));
+}
+
+#[test]
+fn a_zero_withdraw_hold_down_withdraws_at_once() {
+    let c = config(
+        "forwardingGate: {enabled: true, withdrawHoldDown: 0}",
+        PEERS,
+    );
+    let (mut core, _) = file_core(c.clone());
+    core.handle(kernel_with(&c, &["198.19.1.0/24"]));
+    core.handle(ready(&["198.19.1.0/24"]));
+    let out = core.handle(kernel_with(&c, &[]));
+    assert_eq!(routes_of(&out, "tor1"), Some(vec![]));
+}
+
+/// Issue 32 item 10: `nextHop.ipv6: self` on IPv4 sessions of a node without an IPv6
+/// InternalIP announces no IPv6 route. Said once per peer and family (not per prefix), in
+/// the report's `noNextHop`, and again when it is over.
+#[test]
+fn a_family_without_a_next_hop_is_said_once_per_peer_and_family_not_per_prefix() {
+    let c = config("", PEERS);
+    let (mut core, _) = file_core(c);
+    let no_next_hop = |out: &[Effect]| -> Vec<(String, &'static str, bool)> {
+        out.iter()
+            .filter_map(|e| match e {
+                Effect::Notice(Notice::NoNextHop {
+                    peer,
+                    family,
+                    reason,
+                }) => Some((peer.clone(), *family, reason.is_some())),
+                _ => None,
+            })
+            .collect()
+    };
+    let out = core.handle(ready(&[
+        "198.19.1.0/24",
+        "fd00:19:1::/64",
+        "fd00:19:2::/64",
+    ]));
+    assert_eq!(
+        no_next_hop(&out),
+        [
+            ("tor1".to_owned(), "ipv6-unicast", true),
+            ("tor2".to_owned(), "ipv6-unicast", true)
+        ]
+    );
+    let r = core.report_inputs().render(0);
+    assert!(
+        r.peers.iter().all(|p| p.no_next_hop == ["ipv6-unicast"]),
+        "{:?}",
+        r.peers
+    );
+    let out = core.handle(ready(&[
+        "198.19.1.0/24",
+        "fd00:19:1::/64",
+        "fd00:19:3::/64",
+    ]));
+    assert!(no_next_hop(&out).is_empty(), "{out:?}");
+    let out = core.handle(ready(&["198.19.1.0/24"]));
+    assert_eq!(
+        no_next_hop(&out),
+        [
+            ("tor1".to_owned(), "ipv6-unicast", false),
+            ("tor2".to_owned(), "ipv6-unicast", false)
+        ]
+    );
+    let r = core.report_inputs().render(0);
+    assert!(r.peers.iter().all(|p| p.no_next_hop.is_empty()));
 }
