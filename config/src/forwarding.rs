@@ -62,13 +62,13 @@ impl GateMode {
 }
 
 impl ForwardingGateConfig {
-    /// Whether a route through `dev` may count when `dev` is not an uplink: any device when
-    /// `interfaces` is empty, else the devices it names.
     /// The gate decides (enabled) and withholds what it holds (not only reports it).
     pub fn enforces(&self) -> bool {
         self.enabled && self.mode == GateMode::Enforce
     }
 
+    /// Whether a route through `dev` may count when `dev` is not an uplink: any device when
+    /// `interfaces` is empty, else the devices it names.
     pub fn lists(&self, dev: &str) -> bool {
         self.interfaces.is_empty() || self.names(dev)
     }
