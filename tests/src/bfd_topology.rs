@@ -12,6 +12,14 @@ use crate::TempDir;
 use crate::netns::{Netns, in_ns, wire};
 use crate::process::stop_child;
 
+/// [`BfdTopology::hold_tor_bfd`]'s rules: drop the ToR's BFD packets, count the node's.
+const HOLD_TOR_BFD: [&[&str]; 2] = [
+    &[
+        "INPUT", "-i", "eth0", "-p", "udp", "--dport", "3784", "-j", "DROP",
+    ],
+    &["OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "3784"],
+];
+
 /// The node's pod CIDR, as BIRD shows it.
 pub const POD_CIDR: &str = "198.19.1.0/24";
 
@@ -42,6 +50,17 @@ pub struct BfdTopology {
 impl BfdTopology {
     /// Namespaces `<tag>-tor` and `<tag>-n1`, wired, with BIRD running in the ToR.
     pub fn new(tag: &str, speaker_bin: &Path, o: &BfdTopologyOptions) -> BfdTopology {
+        Self::with_tor_bgp(tag, speaker_bin, o, "")
+    }
+
+    /// [`BfdTopology::new`] with `extra` in BIRD's `protocol bgp` block (e.g.
+    /// `long lived graceful restart on;`).
+    pub fn with_tor_bgp(
+        tag: &str,
+        speaker_bin: &Path,
+        o: &BfdTopologyOptions,
+        extra: &str,
+    ) -> BfdTopology {
         let tor = format!("{tag}-tor");
         let node = format!("{tag}-n1");
         let mut ns = Netns::default();
@@ -62,7 +81,7 @@ impl BfdTopology {
         let conf = format!(
             "log \"{log}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n{bfd_proto}\
              protocol bgp node1 {{ local 198.18.1.1 as 65000; neighbor 198.18.1.2 as 64512;\n  \
-             hold time {hold}; graceful restart on;{bfd_on}\n  \
+             hold time {hold}; graceful restart on;{bfd_on} {extra}\n  \
              error wait time 1, 5;\n  \
              ipv4 {{ import all; export none; }}; }}\n",
             log = dir.path("bird.log").display(),
@@ -181,6 +200,38 @@ impl BfdTopology {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// Holds back the BFD packets the ToR sends to the node (at the node: a ToR that sends
+    /// slower than anything the node does), and counts the node's BFD packets to the ToR
+    /// from now on.
+    pub fn hold_tor_bfd(&self) {
+        for rule in HOLD_TOR_BFD {
+            let mut args = vec!["iptables", "-I"];
+            args.extend_from_slice(rule);
+            let out = in_ns(&self.node, &args);
+            assert!(
+                out.status.success(),
+                "iptables: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// Ends [`BfdTopology::hold_tor_bfd`]: how many BFD packets the node sent meanwhile.
+    pub fn release_tor_bfd(&self) -> u64 {
+        let list = in_ns(&self.node, &["iptables", "-L", "OUTPUT", "-v", "-x", "-n"]);
+        let list = String::from_utf8_lossy(&list.stdout).into_owned();
+        for rule in HOLD_TOR_BFD {
+            let mut args = vec!["iptables", "-D"];
+            args.extend_from_slice(rule);
+            let _ = in_ns(&self.node, &args);
+        }
+        // The counting rule: "pkts bytes target prot ... udp dpt:3784" with no target.
+        list.lines()
+            .find(|l| l.contains("dpt:3784"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .expect("the counting rule")
     }
 
     pub fn heal_link(&self) {
