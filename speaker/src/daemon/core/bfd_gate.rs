@@ -228,7 +228,7 @@ mod tests {
     fn handover_window_spans_restart_and_long_lived_stale_time_rfc9494_4() {
         let s = Duration::from_secs;
         let peer = |restart: u16, llgr: u32, enabled: bool, no_llgr: bool| {
-            let yaml = "nodeName: n\nasn: 64512\nrouterId: 198.18.0.2\n\
+            let yaml = "nodeName: node1\nasn: 64512\nrouterId: 198.18.0.2\n\
                         source: {kind: file, path: /dev/null}\n\
                         peers: [{name: tor, address: 198.18.0.1, asn: 65000}]\n";
             let mut p = podcidr_config::Config::from_yaml_str(yaml).unwrap().peers[0].clone();

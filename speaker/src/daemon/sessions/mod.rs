@@ -94,7 +94,7 @@ impl PeerManager {
         let handle = PeerHandle {
             task,
             bfd: None,
-            restart_time: 0,
+            handover_window: Duration::from_secs(1),
             routes,
             incoming: None,
             forward,
