@@ -295,6 +295,9 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
             crate::text::count(config.peers.len(), "peer"),
             config.source
         );
+        for note in core::bfd_gate::handover_notes(&config.peers) {
+            println!("note: {note}");
+        }
         return ExitCode::SUCCESS;
     }
     let log = process::logging::init(&config.log);

@@ -79,6 +79,41 @@ pub fn handover_window(p: &PeerConfig) -> Duration {
     Duration::from_secs(secs.max(1)).min(MAX_HANDOVER_WINDOW)
 }
 
+/// What a planned restart does to a BFD peer that its config does not say, one line per
+/// peer (`--check-config` prints them as notes): a restart time of 0 without long-lived
+/// graceful restart keeps no routes at the router (BFD or not), and a window past
+/// [`MAX_HANDOVER_WINDOW`] ends early at a ToR that ends BGP on BFD Down.
+pub fn handover_notes(peers: &[PeerConfig]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in peers {
+        let gr = p.graceful_restart;
+        if p.bfd.is_none() || !gr.enabled {
+            continue;
+        }
+        let llgr = gr.long_lived_stale_time > 0 && !p.communities.contains(&Community::NO_LLGR);
+        if gr.restart_time == 0 && !llgr {
+            notes.push(format!(
+                "peer {}: gracefulRestart.restartTime 0 without longLivedStaleTime: the router keeps none of our routes across a restart, so every rollout withdraws them (BFD or not; the BFD handover spans only the close); set a restart time, or longLivedStaleTime for restartTime 0 as FRR advises",
+                p.name
+            ));
+        }
+        let total = u64::from(gr.restart_time)
+            + if llgr {
+                u64::from(gr.long_lived_stale_time)
+            } else {
+                0
+            };
+        if Duration::from_secs(total) > MAX_HANDOVER_WINDOW {
+            notes.push(format!(
+                "peer {}: restartTime + longLivedStaleTime is {total} s; the BFD handover lasts at most {} s, after which a ToR that ends BGP on BFD Down (BIRD `bfd on`) drops the long-lived stale routes",
+                p.name,
+                MAX_HANDOVER_WINDOW.as_secs()
+            ));
+        }
+    }
+    notes
+}
+
 /// How BFD ends with its BGP session: a graceful-restart stop hands the session over to the
 /// next process for `window` ([`handover_window`]); every other stop is AdminDown.
 pub fn stop_mode(reason: &StopReason, window: Duration) -> StopMode {
@@ -230,7 +265,7 @@ mod tests {
         let peer = |restart: u16, llgr: u32, enabled: bool, no_llgr: bool| {
             let yaml = "nodeName: node1\nasn: 64512\nrouterId: 198.18.0.2\n\
                         source: {kind: file, path: /dev/null}\n\
-                        peers: [{name: tor, address: 198.18.0.1, asn: 65000}]\n";
+                        peers: [{name: tor, address: 198.18.0.1, asn: 65000, bfd: {}}]\n";
             let mut p = podcidr_config::Config::from_yaml_str(yaml).unwrap().peers[0].clone();
             p.graceful_restart.enabled = enabled;
             p.graceful_restart.restart_time = restart;
@@ -259,6 +294,15 @@ mod tests {
             assert_eq!(handover_window(&p), want, "{restart} {llgr} {no_llgr}");
         }
         assert_eq!(MAX_HANDOVER_WINDOW.as_micros(), u128::from(u32::MAX));
+        // --check-config says what the window cannot do.
+        let notes = handover_notes(&[
+            peer(0, 0, true, false),
+            peer(0, 3600, true, false),
+            peer(120, 86_400, true, false),
+        ]);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("restartTime 0 without longLivedStaleTime"));
+        assert!(notes[1].contains("86520 s") && notes[1].contains("4294 s"));
         // Every window the fields can announce at the default 300 ms × 3.
         let (interval, mult) = bgp_proto::bfd::timers::handover_timers(
             MAX_HANDOVER_WINDOW,
