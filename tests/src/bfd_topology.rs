@@ -20,6 +20,56 @@ const HOLD_TOR_BFD: [&[&str]; 2] = [
     &["OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "3784"],
 ];
 
+/// A scripted BFD peer (Python, RFC 5880 packets, 100 ms × 3 once Up, 1 s while not) that
+/// replays what FRR 10.3's bfdd does when BGP reaches Established: once `argv[3]` exists and
+/// the session is Up, the old session's last packet is Down with diag 3 (Neighbor Signaled
+/// Session Down) and Your Discriminator 0, then a new session (a new discriminator) starts
+/// 0.95 s later with Down/Your Discriminator 0 and comes Up with us. It answers Polls with
+/// Final, ignores packets for the replaced discriminator and runs until killed.
+const FRR_REPLACING_BFD_PEER: &str = r#"
+import os, select, socket, struct, sys, time
+me, node, trigger = sys.argv[1], sys.argv[2], sys.argv[3]
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.bind((me, 3784))
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 255)
+tx.bind((me, 49999))
+DOWN, INIT, UP = 1, 2, 3
+disc, ours, state, replaced = 0xA001, 0, DOWN, False
+def send(diag=0, final=False):
+    flags = (state << 6) | (0x10 if final else 0)
+    iv = 100000 if state == UP else 1000000
+    pkt = struct.pack("!BBBBIIIII", (1 << 5) | diag, flags, 3, 24, disc, ours, iv, 100000, 0)
+    tx.sendto(pkt, (node, 3784))
+next_tx = time.monotonic()
+while True:
+    now = time.monotonic()
+    r, _, _ = select.select([rx], [], [], max(0.0, min(next_tx - now, 0.02)))
+    if r:
+        data = rx.recv(64)
+        flags, my, your = data[1], *struct.unpack("!II", data[4:12])
+        theirs, poll = flags >> 6, bool(flags & 0x20)
+        if your == 0 or your == disc:
+            ours = my
+            if state == DOWN and theirs == DOWN:
+                state = INIT
+                send()
+            elif state == DOWN and theirs == INIT or state == INIT and theirs in (INIT, UP):
+                state = UP
+                send()
+            if poll:
+                send(final=True)
+    if not replaced and state == UP and os.path.exists(trigger):
+        state, ours = DOWN, 0
+        send(diag=3)
+        disc, replaced = 0xB002, True
+        next_tx = time.monotonic() + 0.95
+        continue
+    if time.monotonic() >= next_tx:
+        send()
+        next_tx = time.monotonic() + (0.1 if state == UP else 1.0)
+"#;
+
 /// The node's pod CIDR, as BIRD shows it.
 pub const POD_CIDR: &str = "198.19.1.0/24";
 
@@ -276,6 +326,19 @@ impl BfdTopology {
         std::fs::write(&path, conf.replace(" bfd on;", "")).unwrap();
         let out = self.birdc("configure");
         assert!(out.contains("Reconfigur"), "birdc configure: {out}");
+    }
+
+    /// Starts [`FRR_REPLACING_BFD_PEER`] in the ToR's namespace (BIRD must run no BFD there):
+    /// it replaces its session once `trigger` exists. The caller stops it.
+    pub fn spawn_frr_replacing_bfd_peer(&self, trigger: &Path) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.tor, "python3", "-c"])
+            .arg(FRR_REPLACING_BFD_PEER)
+            .args(["198.18.1.1", "198.18.1.2"])
+            .arg(trigger)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     pub fn birdc(&self, cmd: &str) -> String {

@@ -346,3 +346,59 @@ fn planned_restart_past_restart_time_keeps_llgr_routes_and_a_slow_tor_bfd_up_rfc
     assert_eq!(bfd_since(&t), since_before, "{}", t.diagnostics());
     assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
 }
+
+/// FRR 10.3's bfdd replaces a peer's BFD session the moment BGP reaches Established (its old
+/// session's last packet: Down, diag 3; then a new discriminator starts with Down). Both
+/// sides follow RFC 5880, the path never failed: the speaker must not reset the fresh BGP
+/// session (it did, Cease/BFD Down 0-2 ms after Established). Debian's FRR is 8.4, which does
+/// not do this, so a scripted BFD peer in the ToR's namespace replays the sequence, with
+/// BIRD (BFD off) as the BGP peer.
+#[test]
+fn peer_bfd_session_replaced_at_established_does_not_reset_bgp_rfc5880_6_8_6() {
+    integration_tests::require!(Need::Netns, Need::Bird, Need::Bin("python3"));
+    let tag = format!("pcbfdr{}", std::process::id() % 100_000);
+    let opts = BfdTopologyOptions {
+        bfd: None,
+        hold_time: 90,
+        restart_time: 120,
+    };
+    let mut t = BfdTopology::new(&tag, common::BIN.as_ref(), &opts);
+    t.edit_speaker_config(|c| format!("{c}    bfd: {{minTx: 100, minRx: 100, multiplier: 3}}\n"));
+    let trigger = integration_tests::TempDir::new(&tag);
+    let trigger = trigger.path("established");
+    let _frr = Killed(t.spawn_frr_replacing_bfd_peer(&trigger));
+    t.start_speaker();
+    let bfd_up = |t: &BfdTopology| {
+        t.metrics()
+            .contains("podcidr_bgp_bfd_state{peer=\"tor\"} 3")
+    };
+    let up = t.poll_until(POLL, WAIT, |t| t.tor_bgp_established() && bfd_up(t));
+    let since = bgp_since(&t);
+    // BGP is Established: the ToR replaces its BFD session.
+    std::fs::write(&trigger, "").unwrap();
+    let replaced = up.and_then(|_| {
+        t.poll_until(POLL, WAIT, |t| {
+            t.log().contains("the peer replaced its BFD session")
+                || t.log().contains("BGP session torn down")
+        })
+    });
+    assert!(up.is_some(), "no BGP or BFD\n{}", t.diagnostics());
+    assert!(replaced.is_some(), "{}", t.diagnostics());
+    assert!(
+        !t.log().contains("BGP session torn down"),
+        "BGP reset on the peer's replaced BFD session\n{}",
+        t.diagnostics()
+    );
+    assert!(bfd_up(&t), "{}", t.metrics());
+    assert_eq!(bgp_since(&t), since, "{}", t.diagnostics());
+}
+
+/// A child process of this test, killed (by its PID) when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
