@@ -57,6 +57,7 @@ while True:
             elif state == DOWN and theirs == INIT or state == INIT and theirs in (INIT, UP):
                 state = UP
                 send()
+                next_tx = time.monotonic() + 0.1
             if poll:
                 send(final=True)
     if not replaced and state == UP and os.path.exists(trigger):
