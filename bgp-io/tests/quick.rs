@@ -11,6 +11,8 @@ mod frames;
 
 #[path = "quick/bfd_driver.rs"]
 mod bfd_driver;
+#[path = "quick/bfd_peer_replaced.rs"]
+mod bfd_peer_replaced;
 #[path = "quick/codec.rs"]
 mod codec;
 #[path = "quick/collector.rs"]

@@ -12,6 +12,65 @@ use crate::TempDir;
 use crate::netns::{Netns, in_ns, wire};
 use crate::process::stop_child;
 
+/// [`BfdTopology::hold_tor_bfd`]'s rules: drop the ToR's BFD packets, count the node's.
+const HOLD_TOR_BFD: [&[&str]; 2] = [
+    &[
+        "INPUT", "-i", "eth0", "-p", "udp", "--dport", "3784", "-j", "DROP",
+    ],
+    &["OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "3784"],
+];
+
+/// A scripted BFD peer (Python, RFC 5880 packets, 100 ms × 3 once Up, 1 s while not) that
+/// replays what FRR 10.3's bfdd does when BGP reaches Established: once `argv[3]` exists and
+/// the session is Up, the old session's last packet is Down with diag 3 (Neighbor Signaled
+/// Session Down) and Your Discriminator 0, then a new session (a new discriminator) starts
+/// 0.95 s later with Down/Your Discriminator 0 and comes Up with us. It answers Polls with
+/// Final, ignores packets for the replaced discriminator and runs until killed.
+const FRR_REPLACING_BFD_PEER: &str = r#"
+import os, select, socket, struct, sys, time
+me, node, trigger = sys.argv[1], sys.argv[2], sys.argv[3]
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.bind((me, 3784))
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 255)
+tx.bind((me, 49999))
+DOWN, INIT, UP = 1, 2, 3
+disc, ours, state, replaced = 0xA001, 0, DOWN, False
+def send(diag=0, final=False):
+    flags = (state << 6) | (0x10 if final else 0)
+    iv = 100000 if state == UP else 1000000
+    pkt = struct.pack("!BBBBIIIII", (1 << 5) | diag, flags, 3, 24, disc, ours, iv, 100000, 0)
+    tx.sendto(pkt, (node, 3784))
+next_tx = time.monotonic()
+while True:
+    now = time.monotonic()
+    r, _, _ = select.select([rx], [], [], max(0.0, min(next_tx - now, 0.02)))
+    if r:
+        data = rx.recv(64)
+        flags, my, your = data[1], *struct.unpack("!II", data[4:12])
+        theirs, poll = flags >> 6, bool(flags & 0x20)
+        if your == 0 or your == disc:
+            ours = my
+            if state == DOWN and theirs == DOWN:
+                state = INIT
+                send()
+            elif state == DOWN and theirs == INIT or state == INIT and theirs in (INIT, UP):
+                state = UP
+                send()
+                next_tx = time.monotonic() + 0.1
+            if poll:
+                send(final=True)
+    if not replaced and state == UP and os.path.exists(trigger):
+        state, ours = DOWN, 0
+        send(diag=3)
+        disc, replaced = 0xB002, True
+        next_tx = time.monotonic() + 0.95
+        continue
+    if time.monotonic() >= next_tx:
+        send()
+        next_tx = time.monotonic() + (0.1 if state == UP else 1.0)
+"#;
+
 /// The node's pod CIDR, as BIRD shows it.
 pub const POD_CIDR: &str = "198.19.1.0/24";
 
@@ -42,6 +101,17 @@ pub struct BfdTopology {
 impl BfdTopology {
     /// Namespaces `<tag>-tor` and `<tag>-n1`, wired, with BIRD running in the ToR.
     pub fn new(tag: &str, speaker_bin: &Path, o: &BfdTopologyOptions) -> BfdTopology {
+        Self::with_tor_bgp(tag, speaker_bin, o, "")
+    }
+
+    /// [`BfdTopology::new`] with `extra` in BIRD's `protocol bgp` block (e.g.
+    /// `long lived graceful restart on;`).
+    pub fn with_tor_bgp(
+        tag: &str,
+        speaker_bin: &Path,
+        o: &BfdTopologyOptions,
+        extra: &str,
+    ) -> BfdTopology {
         let tor = format!("{tag}-tor");
         let node = format!("{tag}-n1");
         let mut ns = Netns::default();
@@ -62,7 +132,7 @@ impl BfdTopology {
         let conf = format!(
             "log \"{log}\" all;\nrouter id 198.18.0.1;\nprotocol device {{}}\n{bfd_proto}\
              protocol bgp node1 {{ local 198.18.1.1 as 65000; neighbor 198.18.1.2 as 64512;\n  \
-             hold time {hold}; graceful restart on;{bfd_on}\n  \
+             hold time {hold}; graceful restart on;{bfd_on} {extra}\n  \
              error wait time 1, 5;\n  \
              ipv4 {{ import all; export none; }}; }}\n",
             log = dir.path("bird.log").display(),
@@ -183,6 +253,38 @@ impl BfdTopology {
         }
     }
 
+    /// Holds back the BFD packets the ToR sends to the node (at the node: a ToR that sends
+    /// slower than anything the node does), and counts the node's BFD packets to the ToR
+    /// from now on.
+    pub fn hold_tor_bfd(&self) {
+        for rule in HOLD_TOR_BFD {
+            let mut args = vec!["iptables", "-I"];
+            args.extend_from_slice(rule);
+            let out = in_ns(&self.node, &args);
+            assert!(
+                out.status.success(),
+                "iptables: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// Ends [`BfdTopology::hold_tor_bfd`]: how many BFD packets the node sent meanwhile.
+    pub fn release_tor_bfd(&self) -> u64 {
+        let list = in_ns(&self.node, &["iptables", "-L", "OUTPUT", "-v", "-x", "-n"]);
+        let list = String::from_utf8_lossy(&list.stdout).into_owned();
+        for rule in HOLD_TOR_BFD {
+            let mut args = vec!["iptables", "-D"];
+            args.extend_from_slice(rule);
+            let _ = in_ns(&self.node, &args);
+        }
+        // The counting rule: "pkts bytes target prot ... udp dpt:3784" with no target.
+        list.lines()
+            .find(|l| l.contains("dpt:3784"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .expect("the counting rule")
+    }
+
     pub fn heal_link(&self) {
         for rule in [["INPUT", "-i"], ["OUTPUT", "-o"]] {
             let args = ["iptables", "-D", rule[0], rule[1], "eth0", "-j", "DROP"];
@@ -225,6 +327,19 @@ impl BfdTopology {
         std::fs::write(&path, conf.replace(" bfd on;", "")).unwrap();
         let out = self.birdc("configure");
         assert!(out.contains("Reconfigur"), "birdc configure: {out}");
+    }
+
+    /// Starts [`FRR_REPLACING_BFD_PEER`] in the ToR's namespace (BIRD must run no BFD there):
+    /// it replaces its session once `trigger` exists. The caller stops it.
+    pub fn spawn_frr_replacing_bfd_peer(&self, trigger: &Path) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.tor, "python3", "-c"])
+            .arg(FRR_REPLACING_BFD_PEER)
+            .args(["198.18.1.1", "198.18.1.2"])
+            .arg(trigger)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     pub fn birdc(&self, cmd: &str) -> String {

@@ -3,6 +3,7 @@
 //! time. The driver enforces the single-hop checks the session cannot see: the packet must
 //! come from the peer's address with TTL / hop limit 255 (RFC 5881 §5, GTSM).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -124,8 +125,7 @@ pub fn spawn<T: BfdTransport>(
         transport,
         status: status_tx,
         events: events.clone(),
-        transmit_at: None,
-        detect_at: None,
+        timers: BTreeMap::new(),
     };
     let join = tokio::spawn(driver.run(control_rx));
     BfdTask {
@@ -142,29 +142,36 @@ struct Driver<T> {
     transport: T,
     status: watch::Sender<BfdStatus>,
     events: broadcast::Sender<BfdEvent>,
-    transmit_at: Option<Instant>,
-    detect_at: Option<Instant>,
-}
-
-async fn sleep_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+    /// The session's armed timers and when they fire.
+    timers: BTreeMap<BfdTimer, Instant>,
 }
 
 impl<T: BfdTransport> Driver<T> {
+    /// The timer that fires first (never, while none is armed).
+    fn next_timer(&self) -> impl Future<Output = BfdTimer> + use<T> {
+        let first = self
+            .timers
+            .iter()
+            .min_by_key(|(_, at)| **at)
+            .map(|(t, at)| (*t, *at));
+        async move {
+            match first {
+                Some((timer, at)) => {
+                    sleep_until(at).await;
+                    timer
+                }
+                None => std::future::pending().await,
+            }
+        }
+    }
+
     async fn run(mut self, mut control: mpsc::UnboundedReceiver<Control>) {
         self.process(BfdInput::Start).await;
         let mode = loop {
             tokio::select! {
-                _ = sleep_opt(self.transmit_at), if self.transmit_at.is_some() => {
-                    self.transmit_at = None;
-                    self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
-                }
-                _ = sleep_opt(self.detect_at), if self.detect_at.is_some() => {
-                    self.detect_at = None;
-                    self.process(BfdInput::TimerFired(BfdTimer::Detect)).await;
+                timer = self.next_timer() => {
+                    self.timers.remove(&timer);
+                    self.process(BfdInput::TimerFired(timer)).await;
                 }
                 got = self.transport.recv() => match got {
                     Ok(d) => self.on_datagram(d).await,
@@ -259,14 +266,12 @@ impl<T: BfdTransport> Driver<T> {
                     }
                     Err(e) => self.event(BfdEvent::SendFailed(e.to_string())),
                 },
-                BfdOutput::ArmTimer(BfdTimer::Transmit, d) => {
-                    self.transmit_at = Some(Instant::now() + d);
+                BfdOutput::ArmTimer(timer, d) => {
+                    self.timers.insert(timer, Instant::now() + d);
                 }
-                BfdOutput::ArmTimer(BfdTimer::Detect, d) => {
-                    self.detect_at = Some(Instant::now() + d);
+                BfdOutput::StopTimer(timer) => {
+                    self.timers.remove(&timer);
                 }
-                BfdOutput::StopTimer(BfdTimer::Transmit) => self.transmit_at = None,
-                BfdOutput::StopTimer(BfdTimer::Detect) => self.detect_at = None,
                 BfdOutput::StateChanged {
                     from,
                     to,
@@ -282,6 +287,9 @@ impl<T: BfdTransport> Driver<T> {
                     kind: "discriminator",
                     detail: why.to_string(),
                 }),
+                BfdOutput::PeerReplaced { old, new } => {
+                    self.event(BfdEvent::PeerReplaced { old, new });
+                }
             }
         }
         let now = status_of(&self.session);

@@ -341,13 +341,16 @@ async fn handover_keeps_the_peer_up_across_a_restart() {
     let ea2 = broadcast::channel(64).0;
     let mut a2_events = ea2.subscribe();
     let _a2 = driver::spawn(
-        BfdSession::resuming(BfdSessionConfig {
-            my_discriminator: 99,
-            desired_min_tx: Duration::from_millis(100),
-            required_min_rx: Duration::from_millis(100),
-            detect_mult: 3,
-            jitter_seed: 99,
-        }),
+        BfdSession::resuming(
+            BfdSessionConfig {
+                my_discriminator: 99,
+                desired_min_tx: Duration::from_millis(100),
+                required_min_rx: Duration::from_millis(100),
+                detect_mult: 3,
+                jitter_seed: 99,
+            },
+            Duration::from_secs(120),
+        ),
         b_ip,
         Chan {
             me: a_ip,
@@ -471,13 +474,16 @@ async fn handover_keeps_the_source_port_rfc5881_4() {
     let ta2 = UdpTransport::bind_with(Some(a_ip), b_ip, 0, SourcePort::Exactly(port)).unwrap();
     let ea2 = broadcast::channel(64).0;
     let mut a2_events = ea2.subscribe();
-    let resumed = BfdSession::resuming(BfdSessionConfig {
-        my_discriminator: 99,
-        desired_min_tx: Duration::from_millis(100),
-        required_min_rx: Duration::from_millis(100),
-        detect_mult: 3,
-        jitter_seed: 99,
-    });
+    let resumed = BfdSession::resuming(
+        BfdSessionConfig {
+            my_discriminator: 99,
+            desired_min_tx: Duration::from_millis(100),
+            required_min_rx: Duration::from_millis(100),
+            detect_mult: 3,
+            jitter_seed: 99,
+        },
+        Duration::from_secs(120),
+    );
     let before = ports.lock().unwrap().len();
     let _a2 = driver::spawn(resumed, b_ip, ta2, ea2);
     wait_up(&mut a2_events).await;

@@ -24,6 +24,10 @@ pub enum BfdEvent {
         diag: Diag,
         remote_state: BfdState,
     },
+    /// The peer replaced its session (discriminator `old`) by a new one (`new`) that came
+    /// Up at once: not a path failure, so no state change was reported
+    /// ([`session::BfdOutput::PeerReplaced`]).
+    PeerReplaced { old: u32, new: u32 },
     /// A datagram discarded before or by the session: label and details.
     Dropped { kind: &'static str, detail: String },
     /// Sending failed; the session keeps going (its detection timer decides).

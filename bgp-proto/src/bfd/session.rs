@@ -30,6 +30,12 @@ pub enum BfdTimer {
     Transmit,
     /// Detection time: no valid packet for this long means the path is down.
     Detect,
+    /// A resumed session's silence ends: the peer's detection time of the session our
+    /// previous process handed over has passed (see [`BfdSession::resuming`]).
+    HandoverWindow,
+    /// The peer's session went Down without claiming a path failure and a new one of its
+    /// may replace it; when this fires the Down counts (see [`BfdOutput::PeerReplaced`]).
+    Replacement,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +73,33 @@ pub enum BfdOutput {
     },
     /// A packet that is not for this session (§6.8.6, Your Discriminator mismatch).
     Ignored(&'static str),
+    /// The peer replaced its session (discriminator `old`) by a new one (`new`) that came
+    /// Up within the grace ([`replacement_grace`]): our session went Down and Up again on
+    /// the wire, but the path never failed, so no state change was reported for it.
+    PeerReplaced {
+        old: u32,
+        new: u32,
+    },
+}
+
+/// How long a peer's Down that claims no path failure waits for the peer's replacement
+/// session to come Up before it counts: the old session's detection time, plus two packets
+/// at the not-Up rate (§6.8.3: a new session sends its first packet within a second, then
+/// one exchange to Up).
+pub fn replacement_grace(detection_time: Duration) -> Duration {
+    detection_time + SLOW_TX * 2
+}
+
+/// A peer Down held back from the client while the peer may be replacing its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Replacement {
+    /// The peer's discriminator when it went Down.
+    old: u32,
+    /// The replacing session's discriminator, once heard.
+    new: Option<u32>,
+    /// What the client hears if the Down counts after all.
+    diag: Diag,
+    remote_state: BfdState,
 }
 
 /// A Poll Sequence in progress (§6.6): values announced, not yet all in use.
@@ -94,6 +127,9 @@ pub struct BfdSession {
     started: bool,
     /// Continue the session a previous process of ours ran (see [`BfdSession::resuming`]).
     adopt: bool,
+    /// Resumed and nothing heard yet: send nothing, for at most this window.
+    listen: Option<Duration>,
+    replacement: Option<Replacement>,
     rng: fastrand::Rng,
 }
 
@@ -119,6 +155,8 @@ impl BfdSession {
             poll: None,
             started: false,
             adopt: false,
+            listen: None,
+            replacement: None,
             rng: fastrand::Rng::with_seed(cfg.jitter_seed),
         };
         s.tx_in_use = s.announced_tx();
@@ -130,9 +168,16 @@ impl BfdSession {
     /// is Up and addressed to a discriminator that is not ours, we take that discriminator
     /// and go Up at once instead of discarding it (§6.8.6), so the peer's session never
     /// sees Down. Any other first packet starts the usual three-way handshake.
-    pub fn resuming(cfg: BfdSessionConfig) -> Self {
+    ///
+    /// Until that first packet it sends nothing: our first packet would be Down with Your
+    /// Discriminator 0, which takes the peer's still-Up session down (§6.8.6), and the peer
+    /// may send to us slower than any interval of ours. `window` is the peer's detection
+    /// time of the handed-over session (what the previous process announced): once it has
+    /// passed, that session is gone at the peer and the session starts as a new one would.
+    pub fn resuming(cfg: BfdSessionConfig, window: Duration) -> Self {
         let mut s = Self::new(cfg);
         s.adopt = true;
+        s.listen = Some(window);
         s
     }
 
@@ -215,6 +260,10 @@ impl BfdSession {
     }
 
     fn send(&self, out: &mut Vec<BfdOutput>, final_: bool) {
+        // Resumed and not heard yet: never a Down towards the handed-over session.
+        if self.listen.is_some() {
+            return;
+        }
         // §6.8.7: nothing while the peer asks for no packets (RemoteMinRxInterval 0).
         if self.remote_min_rx != 0 || final_ {
             out.push(BfdOutput::Send(self.packet(final_)));
@@ -227,27 +276,51 @@ impl BfdSession {
             BfdInput::Start => {
                 if !self.started {
                     self.started = true;
-                    // Resuming: listen first. A Down packet from a new discriminator could
-                    // take the peer's still-Up session down; the peer sends well within
-                    // our first (1 s) interval.
-                    if !self.adopt {
-                        self.send(&mut out, false);
+                    match self.listen {
+                        // Resuming: listen first, for at most the handover window.
+                        Some(window) => {
+                            out.push(BfdOutput::ArmTimer(BfdTimer::HandoverWindow, window));
+                        }
+                        None => {
+                            self.send(&mut out, false);
+                            let next = self.jittered();
+                            out.push(BfdOutput::ArmTimer(BfdTimer::Transmit, next));
+                        }
                     }
+                }
+            }
+            BfdInput::TimerFired(BfdTimer::Transmit) => {
+                if self.started && self.listen.is_none() {
+                    self.send(&mut out, false);
                     let next = self.jittered();
                     out.push(BfdOutput::ArmTimer(BfdTimer::Transmit, next));
                 }
             }
-            BfdInput::TimerFired(BfdTimer::Transmit) => {
-                if self.started {
+            BfdInput::TimerFired(BfdTimer::HandoverWindow) => {
+                // The handed-over session is gone at the peer: start as a new session.
+                if self.listen.take().is_some() && self.started {
                     self.send(&mut out, false);
                     let next = self.jittered();
                     out.push(BfdOutput::ArmTimer(BfdTimer::Transmit, next));
+                }
+            }
+            BfdInput::TimerFired(BfdTimer::Replacement) => {
+                if self.replacement.is_some() {
+                    self.replacement_failed(&mut out);
                 }
             }
             BfdInput::TimerFired(BfdTimer::Detect) => self.detect_expired(&mut out),
             BfdInput::Received(p) => self.received(&mut out, p),
             BfdInput::AdminDown => {
                 if self.state != BfdState::AdminDown {
+                    // A stop on purpose is said even before the peer was heard (it is not
+                    // a Down), and ends any wait for a replacement without a verdict.
+                    if self.listen.take().is_some() {
+                        out.push(BfdOutput::StopTimer(BfdTimer::HandoverWindow));
+                    }
+                    if self.replacement.take().is_some() {
+                        out.push(BfdOutput::StopTimer(BfdTimer::Replacement));
+                    }
                     self.poll = None;
                     self.enter(&mut out, BfdState::AdminDown, Diag::AdministrativelyDown);
                     out.push(BfdOutput::StopTimer(BfdTimer::Detect));
@@ -326,24 +399,38 @@ impl BfdSession {
         if to == BfdState::Up {
             // Faster than the 1 s we used while not Up: safe at once, announced by a poll.
             self.tx_in_use = self.tx_in_use.min(self.announced_tx());
-            out.push(BfdOutput::StateChanged {
-                from,
-                to,
-                diag,
-                remote_state: self.remote_state,
-            });
+            match self.replacement.take() {
+                // The replacing session is Up: the client, which never heard of the
+                // Down, hears that the peer replaced its session.
+                Some(r) => {
+                    out.push(BfdOutput::StopTimer(BfdTimer::Replacement));
+                    out.push(BfdOutput::PeerReplaced {
+                        old: r.old,
+                        new: self.remote_discr,
+                    });
+                }
+                None => out.push(BfdOutput::StateChanged {
+                    from,
+                    to,
+                    diag,
+                    remote_state: self.remote_state,
+                }),
+            }
             if self.remote_discr != 0 {
                 self.start_poll(out);
             }
         } else {
             self.poll = None;
             self.tx_in_use = self.announced_tx();
-            out.push(BfdOutput::StateChanged {
-                from,
-                to,
-                diag,
-                remote_state: self.remote_state,
-            });
+            // Held back while the peer may be replacing its session.
+            if self.replacement.is_none() {
+                out.push(BfdOutput::StateChanged {
+                    from,
+                    to,
+                    diag,
+                    remote_state: self.remote_state,
+                });
+            }
             // Tell the peer at once instead of at the next periodic packet.
             if to != BfdState::AdminDown {
                 self.send(out, false);
@@ -355,7 +442,70 @@ impl BfdSession {
         }
     }
 
+    /// The held-back Down counts after all: the client hears it (Up → Down with the diag
+    /// of then), and where the session has moved on since, that move too.
+    fn replacement_failed(&mut self, out: &mut Vec<BfdOutput>) {
+        let Some(r) = self.replacement.take() else {
+            return;
+        };
+        out.push(BfdOutput::StopTimer(BfdTimer::Replacement));
+        out.push(BfdOutput::StateChanged {
+            from: BfdState::Up,
+            to: BfdState::Down,
+            diag: r.diag,
+            remote_state: r.remote_state,
+        });
+        if self.state != BfdState::Down {
+            out.push(BfdOutput::StateChanged {
+                from: BfdState::Down,
+                to: self.state,
+                diag: self.local_diag,
+                remote_state: self.remote_state,
+            });
+        }
+    }
+
+    /// An Up session hears Down from the peer. RFC 5882 §3.2 makes that a path failure for
+    /// the client, but a peer that replaces its session (FRR's bfdd does when BGP reaches
+    /// Established: the old session's last packet is Down with diag 3, then a new
+    /// discriminator starts with Down) has not seen the path fail. So a Down that claims
+    /// no failure of the path (diag 0, or diag 3 "neighbor signaled down", which we did
+    /// not), or one from a new discriminator (the replacing session itself), is held back
+    /// from the client for [`replacement_grace`]: if a new session of the peer comes Up
+    /// within it, the peer replaced its session ([`BfdOutput::PeerReplaced`]); otherwise
+    /// the Down counts when the grace ends. Every other Down (the peer's detection time
+    /// expired, a path down) counts at once, as does our own detection timeout.
+    fn replacement_begins(&mut self, out: &mut Vec<BfdOutput>, p: &ControlPacket) -> bool {
+        let new_session = self.remote_discr != 0 && p.my_discriminator != self.remote_discr;
+        let claims_no_failure = matches!(p.diag, Diag::None | Diag::NeighborSignaledSessionDown);
+        if self.state != BfdState::Up || p.state != BfdState::Down {
+            return false;
+        }
+        if !(new_session || claims_no_failure) {
+            return false;
+        }
+        let Some(detection) = self.detection_time() else {
+            return false;
+        };
+        self.replacement = Some(Replacement {
+            old: self.remote_discr,
+            new: new_session.then_some(p.my_discriminator),
+            diag: Diag::NeighborSignaledSessionDown,
+            remote_state: p.state,
+        });
+        out.push(BfdOutput::ArmTimer(
+            BfdTimer::Replacement,
+            replacement_grace(detection),
+        ));
+        true
+    }
+
     fn detect_expired(&mut self, out: &mut Vec<BfdOutput>) {
+        // The replacing session went silent half-way: the Down counts. (In Down the old
+        // session's time ran out, which is what the grace waits through.)
+        if self.state != BfdState::Down {
+            self.replacement_failed(out);
+        }
         // §6.8.1: RemoteDiscr is reset when a detection time passes without packets;
         // §6.8.4: Init or Up go Down with diag 1.
         self.remote_discr = 0;
@@ -370,6 +520,11 @@ impl BfdSession {
     }
 
     fn received(&mut self, out: &mut Vec<BfdOutput>, p: ControlPacket) {
+        // Resumed: the peer is heard, so what we say is an answer to what it runs now.
+        let heard_first = self.listen.take().is_some();
+        if heard_first {
+            out.push(BfdOutput::StopTimer(BfdTimer::HandoverWindow));
+        }
         let adopted = std::mem::take(&mut self.adopt)
             && self.state == BfdState::Down
             && p.state == BfdState::Up
@@ -382,7 +537,25 @@ impl BfdSession {
             out.push(BfdOutput::Ignored("your discriminator does not match"));
             return;
         }
+        if let Some(r) = self.replacement {
+            if p.my_discriminator == r.old {
+                if r.new.is_some() {
+                    // The replaced session's leftovers: not for this session any more.
+                    out.push(BfdOutput::Ignored("from the peer's replaced session"));
+                    return;
+                }
+                // The same session carries on: it was not replaced, the Down counts.
+                self.replacement_failed(out);
+            } else if r.new.is_none() {
+                self.replacement = Some(Replacement {
+                    new: Some(p.my_discriminator),
+                    ..r
+                });
+            }
+        }
         let old_interval = self.tx_interval();
+        // Before the peer's new values replace the old session's.
+        let replacing = self.replacement_begins(out, &p);
         self.remote_discr = p.my_discriminator;
         self.remote_state = p.state;
         self.remote_demand = p.demand;
@@ -399,6 +572,7 @@ impl BfdSession {
             return;
         }
         match (self.state, p.state) {
+            _ if replacing => self.enter(out, BfdState::Down, Diag::NeighborSignaledSessionDown),
             _ if adopted => self.enter(out, BfdState::Up, Diag::None),
             (_, BfdState::AdminDown) if self.state != BfdState::Down => {
                 self.enter(out, BfdState::Down, Diag::NeighborSignaledSessionDown);
@@ -417,7 +591,7 @@ impl BfdSession {
         if p.poll {
             self.send(out, true);
         }
-        if self.started && self.tx_interval() < old_interval {
+        if self.started && (heard_first || self.tx_interval() < old_interval) {
             let next = self.jittered();
             out.push(BfdOutput::ArmTimer(BfdTimer::Transmit, next));
         }

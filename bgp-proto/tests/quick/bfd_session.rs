@@ -10,6 +10,8 @@ use bgp_proto::bfd::{
 const MY: u32 = 0x1111;
 const PEER: u32 = 0x2222;
 const MS: Duration = Duration::from_millis(1);
+/// The handover window a resumed session listens through (the restart time).
+const WINDOW: Duration = Duration::from_secs(120);
 
 fn cfg(tx_ms: u64, rx_ms: u64, mult: u8) -> BfdSessionConfig {
     BfdSessionConfig {
@@ -144,7 +146,11 @@ fn state_transitions_table_rfc5880_6_8_6() {
 #[test]
 fn peer_down_while_up_sets_diag_neighbor_signaled_down_rfc5880_6_8_6() {
     let mut s = up(cfg(100, 100, 3));
-    let out = s.handle(BfdInput::Received(from_peer(BfdState::Down)));
+    // The peer's detection time of us expired (a Down that claims no failure waits for a
+    // replacing session first: the replacement tests below).
+    let mut p = from_peer(BfdState::Down);
+    p.diag = Diag::ControlDetectionTimeExpired;
+    let out = s.handle(BfdInput::Received(p));
     assert_eq!(
         changes(&out),
         [(
@@ -383,7 +389,7 @@ fn leaving_up_returns_to_one_second_tx_rfc5880_6_8_3() {
 
 #[test]
 fn resuming_session_adopts_the_discriminator_of_an_up_peer_and_goes_up() {
-    let mut s = BfdSession::resuming(cfg(100, 100, 3));
+    let mut s = BfdSession::resuming(cfg(100, 100, 3), WINDOW);
     let out = s.handle(BfdInput::Start);
     assert!(sent(&out).is_empty(), "listens before it speaks");
     let mut p = from_peer(BfdState::Up);
@@ -401,7 +407,7 @@ fn resuming_session_adopts_the_discriminator_of_an_up_peer_and_goes_up() {
 
 #[test]
 fn resuming_session_with_a_down_peer_does_the_usual_handshake_rfc5880_6_8_6() {
-    let mut s = BfdSession::resuming(cfg(100, 100, 3));
+    let mut s = BfdSession::resuming(cfg(100, 100, 3), WINDOW);
     s.handle(BfdInput::Start);
     s.handle(BfdInput::Received(from_peer(BfdState::Down)));
     assert_eq!(s.state(), BfdState::Init);
@@ -441,4 +447,189 @@ fn multiplier_change_alone_is_sent_at_once_without_poll_rfc5880_6_8_3() {
     });
     let p = sent(&out)[0];
     assert_eq!((p.detect_mult, p.poll), (255, false));
+}
+
+/// A process that resumes after a planned restart must never send before it hears the
+/// peer (its first packet would be Down with Your Discriminator 0, which takes the peer's
+/// handed-over Up session down, §6.8.6), however slowly the peer sends; the periodic
+/// timer firing changes nothing.
+#[test]
+fn resumed_session_sends_nothing_before_it_hears_the_peer_rfc5880_6_8_6() {
+    let mut s = BfdSession::resuming(cfg(300, 2000, 3), WINDOW);
+    let mut out = s.handle(BfdInput::Start);
+    assert_eq!(armed(&out, BfdTimer::HandoverWindow), Some(WINDOW));
+    assert_eq!(armed(&out, BfdTimer::Transmit), None);
+    for _ in 0..10 {
+        out.extend(s.handle(BfdInput::TimerFired(BfdTimer::Transmit)));
+    }
+    // A handover during the wait (the next restart) sends nothing either.
+    out.extend(s.handle(BfdInput::SetIntervals {
+        desired_min_tx: MS * 300,
+        required_min_rx: MS * 2000,
+        detect_mult: 255,
+    }));
+    out.extend(s.handle(BfdInput::TimerFired(BfdTimer::Transmit)));
+    assert!(
+        sent(&out).is_empty(),
+        "sent before hearing the peer: {out:?}"
+    );
+    // The peer's handed-over session, Up, addressed to the previous process.
+    let mut p = from_peer(BfdState::Up);
+    p.your_discriminator = 0x7777;
+    let out = s.handle(BfdInput::Received(p));
+    assert_eq!(s.state(), BfdState::Up);
+    assert!(sent(&out).iter().all(|p| p.state == BfdState::Up));
+    assert!(
+        armed(&out, BfdTimer::Transmit).is_some(),
+        "speaks from now on"
+    );
+}
+
+/// FRR's bfdd replaces a peer's session when BGP reaches Established (FRR 10.3): the old
+/// session's last packet is Down with diag 3 (which we never signaled), then a new session,
+/// a new discriminator, starts with Down/Your Discriminator 0 and comes Up. The peer's
+/// session was replaced, the path never failed: the client hears no Up → Down.
+#[test]
+fn peer_session_replaced_by_a_new_discriminator_is_not_a_path_failure_rfc5880_6_8_6() {
+    const NEW: u32 = 0x3333;
+    let mut s = up(cfg(100, 100, 3));
+    let mut last = from_peer(BfdState::Down);
+    last.diag = Diag::NeighborSignaledSessionDown;
+    let mut out = s.handle(BfdInput::Received(last));
+    assert_eq!(
+        s.state(),
+        BfdState::Down,
+        "Down on the wire, as §6.8.6 says"
+    );
+    let mut first = from_peer(BfdState::Down);
+    first.my_discriminator = NEW;
+    out.extend(s.handle(BfdInput::Received(first)));
+    assert_eq!(s.state(), BfdState::Init);
+    let mut up = from_peer(BfdState::Up);
+    up.my_discriminator = NEW;
+    out.extend(s.handle(BfdInput::Received(up)));
+    assert_eq!(s.state(), BfdState::Up);
+    assert_eq!(s.remote_discriminator(), NEW);
+    assert!(out.contains(&BfdOutput::PeerReplaced {
+        old: PEER,
+        new: NEW
+    }));
+    assert!(
+        !changes(&out)
+            .iter()
+            .any(|c| c.0 == BfdState::Up && c.1 == BfdState::Down),
+        "reported a path failure: {:?}",
+        changes(&out)
+    );
+}
+
+/// The other end of the wait: when the peer's detection time of the handed-over session
+/// (the window) has passed without a word from the peer, that session is gone there, and
+/// the resumed one starts as a new session does (a passive peer waits for us).
+#[test]
+fn resumed_session_speaks_once_the_handover_window_has_passed_rfc5880_6_8_6() {
+    let mut s = BfdSession::resuming(cfg(300, 2000, 3), WINDOW);
+    s.handle(BfdInput::Start);
+    let out = s.handle(BfdInput::TimerFired(BfdTimer::HandoverWindow));
+    let p = sent(&out);
+    assert_eq!(p.len(), 1);
+    assert_eq!((p[0].state, p[0].your_discriminator), (BfdState::Down, 0));
+    assert!(armed(&out, BfdTimer::Transmit).is_some());
+    // A stop on purpose is said even while listening: AdminDown is no Down.
+    let mut s = BfdSession::resuming(cfg(300, 2000, 3), WINDOW);
+    s.handle(BfdInput::Start);
+    let out = s.handle(BfdInput::AdminDown);
+    assert_eq!(sent(&out)[0].state, BfdState::AdminDown);
+}
+
+/// The peer's Down first, then our Down for the client only once the grace has passed:
+/// no new session came, so it was a failure after all.
+#[test]
+fn peer_down_without_a_replacing_session_counts_when_the_grace_ends_rfc5882_3_2() {
+    let mut s = up(cfg(100, 100, 3));
+    let mut last = from_peer(BfdState::Down);
+    last.diag = Diag::NeighborSignaledSessionDown;
+    let detection = s.detection_time().unwrap();
+    let out = s.handle(BfdInput::Received(last));
+    assert!(changes(&out).is_empty(), "held back: {out:?}");
+    assert_eq!(
+        armed(&out, BfdTimer::Replacement),
+        Some(bgp_proto::bfd::session::replacement_grace(detection))
+    );
+    // The old session's detection time passing in Down changes nothing yet.
+    assert!(changes(&s.handle(BfdInput::TimerFired(BfdTimer::Detect))).is_empty());
+    let out = s.handle(BfdInput::TimerFired(BfdTimer::Replacement));
+    assert_eq!(
+        changes(&out),
+        [(
+            BfdState::Up,
+            BfdState::Down,
+            Diag::NeighborSignaledSessionDown,
+            BfdState::Down
+        )]
+    );
+}
+
+/// What keeps real failures as fast as before: the peer reporting its own detection
+/// timeout (diag 1), or its same session coming back (a bounce, not a replacement), counts
+/// at once; so does our own detection timeout.
+#[test]
+fn peer_down_claiming_a_path_failure_counts_at_once_rfc5882_3_2() {
+    let mut s = up(cfg(100, 100, 3));
+    let mut p = from_peer(BfdState::Down);
+    p.diag = Diag::ControlDetectionTimeExpired;
+    let out = s.handle(BfdInput::Received(p));
+    assert_eq!(changes(&out)[0].0, BfdState::Up);
+    assert_eq!(changes(&out)[0].1, BfdState::Down);
+
+    let mut s = up(cfg(100, 100, 3));
+    let mut p = from_peer(BfdState::Down);
+    p.diag = Diag::NeighborSignaledSessionDown;
+    assert!(changes(&s.handle(BfdInput::Received(p))).is_empty());
+    // The same discriminator again: the session was not replaced.
+    let out = s.handle(BfdInput::Received(from_peer(BfdState::Down)));
+    let c = changes(&out);
+    assert_eq!((c[0].0, c[0].1), (BfdState::Up, BfdState::Down), "{c:?}");
+
+    let mut s = up(cfg(100, 100, 3));
+    let out = s.handle(BfdInput::TimerFired(BfdTimer::Detect));
+    assert_eq!(
+        changes(&out),
+        [(
+            BfdState::Up,
+            BfdState::Down,
+            Diag::ControlDetectionTimeExpired,
+            BfdState::Down
+        )]
+    );
+}
+
+/// The other order: the new session's Down (a new discriminator) reaches us first; the old
+/// session's last packet after it is a leftover.
+#[test]
+fn peer_session_replaced_new_discriminator_first_is_not_a_path_failure_rfc5880_6_8_6() {
+    const NEW: u32 = 0x3333;
+    let mut s = up(cfg(100, 100, 3));
+    let mut first = from_peer(BfdState::Down);
+    first.my_discriminator = NEW;
+    let mut out = s.handle(BfdInput::Received(first));
+    assert_eq!(s.state(), BfdState::Down);
+    let mut last = from_peer(BfdState::Down);
+    last.diag = Diag::NeighborSignaledSessionDown;
+    out.extend(s.handle(BfdInput::Received(last)));
+    assert_eq!(
+        s.remote_discriminator(),
+        NEW,
+        "the old session's packet is ignored"
+    );
+    out.extend(s.handle(BfdInput::Received(first)));
+    let mut up = from_peer(BfdState::Up);
+    up.my_discriminator = NEW;
+    out.extend(s.handle(BfdInput::Received(up)));
+    assert_eq!(s.state(), BfdState::Up);
+    assert!(changes(&out).is_empty(), "{:?}", changes(&out));
+    assert!(out.contains(&BfdOutput::PeerReplaced {
+        old: PEER,
+        new: NEW
+    }));
 }

@@ -303,6 +303,9 @@ pub async fn run(args: SpeakerArgs) -> ExitCode {
         for gap in config.next_hop_gaps() {
             println!("warning: {gap}");
         }
+        for note in core::bfd_gate::handover_notes(&config.peers) {
+            println!("note: {note}");
+        }
         return ExitCode::SUCCESS;
     }
     let log = process::logging::init(&config.log);

@@ -455,6 +455,12 @@ fn bfd_event(peer: &str, ev: BfdEvent) {
             tracing::debug!(peer, kind, detail = %escape(&detail), "BFD packet dropped");
         }
         BfdEvent::SendFailed(e) => tracing::debug!(peer, error = %e, "BFD send failed"),
+        BfdEvent::PeerReplaced { old, new } => tracing::info!(
+            peer,
+            old = format_args!("{old:#010x}"),
+            new = format_args!("{new:#010x}"),
+            "the peer replaced its BFD session (a new discriminator, Up at once): not a path failure, BGP stays up"
+        ),
         // Decided in the core (Notice::BfdUnavailable).
         BfdEvent::StartFailed(_) => {}
     }

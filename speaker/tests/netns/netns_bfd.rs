@@ -272,3 +272,133 @@ fn bfd_timer_reload_keeps_bgp_and_polls_the_tor_rfc5880_6_8_3() {
     );
     assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
 }
+
+/// Two edges of the planned restart, one topology (both cost a restart):
+///
+/// - RFC 9494 × RFC 5882 §4.3: with long-lived graceful restart the handover window is
+///   restartTime + longLivedStaleTime. A restart that outlasts restartTime (2 s here) keeps
+///   the ToR's BFD session Up, so BIRD (`bfd on`, which flushes on BFD Down, LLGR-stale
+///   routes included) keeps the routes as LLGR-stale. It was restartTime only.
+/// - RFC 5880 §6.8.6: the resumed session sends nothing before it hears the ToR. With
+///   `bfd.minRx: 2000` the ToR sends to us every 1.5-2 s, slower than the 0.75-1 s at which
+///   the new process's first packet (Down, Your Discriminator 0) went out; a peer that
+///   selects the session by address, as §6.8.6 says, goes Down on it. BIRD 2.0.12 does not
+///   (it drops a new discriminator while Up: "mismatched remote id"), so the check is what
+///   the new process sends: the ToR's packets are held back at the node until well past
+///   that first packet's time, and the node must have sent nothing meanwhile.
+#[test]
+fn planned_restart_past_restart_time_keeps_llgr_routes_and_a_slow_tor_bfd_up_rfc9494_rfc5880_6_8_6()
+{
+    integration_tests::require!(Need::Netns, Need::Bird, Need::Bin("iptables"));
+    let tag = format!("pcbfdl{}", std::process::id() % 100_000);
+    let opts = BfdTopologyOptions {
+        bfd: Some((100, 100, 3)),
+        hold_time: 90,
+        restart_time: 2,
+    };
+    let llgr = "long lived graceful restart on; long lived stale time 60;";
+    let mut t = BfdTopology::with_tor_bgp(&tag, common::BIN.as_ref(), &opts, llgr);
+    t.edit_speaker_config(|c| {
+        c.replace("restartTime: 2}", "restartTime: 2, longLivedStaleTime: 60}")
+            .replace("minRx: 100,", "minRx: 2000,")
+    });
+    t.start_speaker();
+    let up = t.poll_until(POLL, WAIT, |t| t.tor_has_route() && t.tor_bfd_up());
+    assert!(up.is_some(), "{}", t.diagnostics());
+    let since_before = bfd_since(&t);
+    t.stop_speaker();
+    // Past the restart time (2 s) and then some: the route stays, LLGR-stale, and the
+    // ToR's BFD session never leaves Up.
+    let window = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < window {
+        assert!(t.tor_has_route(), "route gone\n{}", t.diagnostics());
+        assert!(t.tor_bfd_up(), "ToR BFD left Up\n{}", t.diagnostics());
+    }
+    let routes = integration_tests::bird_parse::parse_routes(&t.birdc("show route all"));
+    assert!(
+        routes.iter().any(|r| r.llgr_stale),
+        "not LLGR-stale\n{}",
+        t.diagnostics()
+    );
+    assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
+    // The next process, and a ToR it cannot hear yet.
+    t.hold_tor_bfd();
+    t.start_speaker();
+    let established = t.poll_until(POLL, WAIT, |t| t.tor_bgp_established());
+    // Our BFD started with the session, just before; its first periodic packet was due
+    // within 1 s of that. Through 1.2 s more the ToR's session stays Up.
+    let window = Instant::now() + Duration::from_millis(1200);
+    while established.is_some() && Instant::now() < window {
+        assert!(t.tor_bfd_up(), "ToR BFD left Up\n{}", t.diagnostics());
+    }
+    let sent = t.release_tor_bfd();
+    assert!(established.is_some(), "{}", t.diagnostics());
+    assert_eq!(
+        sent,
+        0,
+        "BFD sent before the ToR was heard\n{}",
+        t.diagnostics()
+    );
+    let resumed = t.poll_until(POLL, WAIT, |t| {
+        t.birdc("show bfd sessions").contains("0.300") && t.tor_has_route()
+    });
+    assert!(resumed.is_some(), "{}", t.diagnostics());
+    assert_eq!(bfd_since(&t), since_before, "{}", t.diagnostics());
+    assert!(!bird_says_bfd_down(&t), "{}", t.diagnostics());
+}
+
+/// FRR 10.3's bfdd replaces a peer's BFD session the moment BGP reaches Established (its old
+/// session's last packet: Down, diag 3; then a new discriminator starts with Down). Both
+/// sides follow RFC 5880, the path never failed: the speaker must not reset the fresh BGP
+/// session (it did, Cease/BFD Down 0-2 ms after Established). Debian's FRR is 8.4, which does
+/// not do this, so a scripted BFD peer in the ToR's namespace replays the sequence, with
+/// BIRD (BFD off) as the BGP peer.
+#[test]
+fn peer_bfd_session_replaced_at_established_does_not_reset_bgp_rfc5880_6_8_6() {
+    integration_tests::require!(Need::Netns, Need::Bird, Need::Bin("python3"));
+    let tag = format!("pcbfdr{}", std::process::id() % 100_000);
+    let opts = BfdTopologyOptions {
+        bfd: None,
+        hold_time: 90,
+        restart_time: 120,
+    };
+    let mut t = BfdTopology::new(&tag, common::BIN.as_ref(), &opts);
+    t.edit_speaker_config(|c| format!("{c}    bfd: {{minTx: 100, minRx: 100, multiplier: 3}}\n"));
+    let trigger = integration_tests::TempDir::new(&tag);
+    let trigger = trigger.path("established");
+    let _frr = Killed(t.spawn_frr_replacing_bfd_peer(&trigger));
+    t.start_speaker();
+    let bfd_up = |t: &BfdTopology| {
+        t.metrics()
+            .contains("podcidr_bgp_bfd_state{peer=\"tor\"} 3")
+    };
+    let up = t.poll_until(POLL, WAIT, |t| t.tor_bgp_established() && bfd_up(t));
+    let since = bgp_since(&t);
+    // BGP is Established: the ToR replaces its BFD session.
+    std::fs::write(&trigger, "").unwrap();
+    let replaced = up.and_then(|_| {
+        t.poll_until(POLL, WAIT, |t| {
+            t.log().contains("the peer replaced its BFD session")
+                || t.log().contains("BGP session torn down")
+        })
+    });
+    assert!(up.is_some(), "no BGP or BFD\n{}", t.diagnostics());
+    assert!(replaced.is_some(), "{}", t.diagnostics());
+    assert!(
+        !t.log().contains("BGP session torn down"),
+        "BGP reset on the peer's replaced BFD session\n{}",
+        t.diagnostics()
+    );
+    assert!(bfd_up(&t), "{}", t.metrics());
+    assert_eq!(bgp_since(&t), since, "{}", t.diagnostics());
+}
+
+/// A child process of this test, killed (by its PID) when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bgp_proto::bfd::StopMode;
 use bgp_proto::bfd::{BfdState, Diag};
 use bgp_proto::session::{BfdInput, StopReason};
-use podcidr_config::{BfdConfig, PeerConfig};
+use podcidr_config::{BfdConfig, Community, PeerConfig};
 
 use super::{Effect, Notice};
 
@@ -53,13 +53,72 @@ pub fn gate_action(
     }
 }
 
-/// How BFD ends with its BGP session: a graceful-restart stop hands the session over to the
-/// next process within the restart time; every other stop is AdminDown.
-pub fn stop_mode(reason: &StopReason, restart_time: u16) -> StopMode {
-    match reason {
-        StopReason::GracefulRestart => {
-            StopMode::Handover(Duration::from_secs(u64::from(restart_time.max(1))))
+/// The longest handover window: 2^32 - 1 µs (about 71 min 35 s), the detection time the
+/// interval fields themselves can carry. Longer windows are expressible (255 × 4295 s), but
+/// an engine that keeps the detection time in the fields' 32-bit microseconds would
+/// overflow into a short one, and a false Down is what the handover exists to avoid. The
+/// longest restart time alone (4095 s) already fits.
+pub const MAX_HANDOVER_WINDOW: Duration = Duration::from_micros(u32::MAX as u64);
+
+/// How long the peer should believe in our BFD session across a planned restart
+/// (RFC 5882 §4.3): as long as it keeps our routes, so a peer that ends its BGP session on
+/// BFD Down (BIRD `bfd on`) does not drop routes graceful restart keeps. That is
+/// `restartTime`, plus `longLivedStaleTime` where long-lived graceful restart applies
+/// (RFC 9494; not with `no-llgr`, which asks the peer to drop at `restartTime`). At least
+/// 1 s (a restart time of 0 keeps nothing: the handover then only spans the close), at
+/// most [`MAX_HANDOVER_WINDOW`]: past that, the peer's BFD declares Down and such a peer
+/// drops the long-lived stale routes then.
+pub fn handover_window(p: &PeerConfig) -> Duration {
+    let gr = p.graceful_restart;
+    let llgr = if gr.enabled && !p.communities.contains(&Community::NO_LLGR) {
+        gr.long_lived_stale_time
+    } else {
+        0
+    };
+    let secs = u64::from(gr.restart_time) + u64::from(llgr);
+    Duration::from_secs(secs.max(1)).min(MAX_HANDOVER_WINDOW)
+}
+
+/// What a planned restart does to a BFD peer that its config does not say, one line per
+/// peer (`--check-config` prints them as notes): a restart time of 0 without long-lived
+/// graceful restart keeps no routes at the router (BFD or not), and a window past
+/// [`MAX_HANDOVER_WINDOW`] ends early at a ToR that ends BGP on BFD Down.
+pub fn handover_notes(peers: &[PeerConfig]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in peers {
+        let gr = p.graceful_restart;
+        if p.bfd.is_none() || !gr.enabled {
+            continue;
         }
+        let llgr = gr.long_lived_stale_time > 0 && !p.communities.contains(&Community::NO_LLGR);
+        if gr.restart_time == 0 && !llgr {
+            notes.push(format!(
+                "peer {}: gracefulRestart.restartTime 0 without longLivedStaleTime: the router keeps none of our routes across a restart, so every rollout withdraws them (BFD or not; the BFD handover spans only the close); set a restart time, or longLivedStaleTime for restartTime 0 as FRR advises",
+                p.name
+            ));
+        }
+        let total = u64::from(gr.restart_time)
+            + if llgr {
+                u64::from(gr.long_lived_stale_time)
+            } else {
+                0
+            };
+        if Duration::from_secs(total) > MAX_HANDOVER_WINDOW {
+            notes.push(format!(
+                "peer {}: restartTime + longLivedStaleTime is {total} s; the BFD handover lasts at most {} s, after which a ToR that ends BGP on BFD Down (BIRD `bfd on`) drops the long-lived stale routes",
+                p.name,
+                MAX_HANDOVER_WINDOW.as_secs()
+            ));
+        }
+    }
+    notes
+}
+
+/// How BFD ends with its BGP session: a graceful-restart stop hands the session over to the
+/// next process for `window` ([`handover_window`]); every other stop is AdminDown.
+pub fn stop_mode(reason: &StopReason, window: Duration) -> StopMode {
+    match reason {
+        StopReason::GracefulRestart => StopMode::Handover(window),
         _ => StopMode::AdminDown,
     }
 }
@@ -184,16 +243,73 @@ mod tests {
 
     #[test]
     fn graceful_restart_hands_bfd_over_everything_else_sends_admin_down_rfc5882_4_3() {
+        let window = Duration::from_secs(120);
         assert_eq!(
-            stop_mode(&StopReason::GracefulRestart, 120),
-            StopMode::Handover(Duration::from_secs(120))
+            stop_mode(&StopReason::GracefulRestart, window),
+            StopMode::Handover(window)
         );
         for r in [
             StopReason::Shutdown("bye".into()),
             StopReason::Deconfigured,
             StopReason::ConfigurationChange,
         ] {
-            assert_eq!(stop_mode(&r, 120), StopMode::AdminDown, "{r:?}");
+            assert_eq!(stop_mode(&r, window), StopMode::AdminDown, "{r:?}");
         }
+    }
+
+    /// RFC 9494 × RFC 5882 §4.3: the peer keeps our routes for restartTime, then as
+    /// long-lived stale for longLivedStaleTime; the handover spans both, bounded.
+    #[test]
+    fn handover_window_spans_restart_and_long_lived_stale_time_rfc9494_4() {
+        let s = Duration::from_secs;
+        let peer = |restart: u16, llgr: u32, enabled: bool, no_llgr: bool| {
+            let yaml = "nodeName: node1\nasn: 64512\nrouterId: 198.18.0.2\n\
+                        source: {kind: file, path: /dev/null}\n\
+                        peers: [{name: tor, address: 198.18.0.1, asn: 65000, bfd: {}}]\n";
+            let mut p = podcidr_config::Config::from_yaml_str(yaml).unwrap().peers[0].clone();
+            p.graceful_restart.enabled = enabled;
+            p.graceful_restart.restart_time = restart;
+            p.graceful_restart.long_lived_stale_time = llgr;
+            if no_llgr {
+                p.communities.push(Community::NO_LLGR);
+            }
+            p
+        };
+        // (restartTime, longLivedStaleTime, GR on, no-llgr) → window
+        let rows = [
+            ((120, 0, true, false), s(120)),
+            ((120, 3600, true, false), s(3720)),
+            // FRR's advice with LLGR: restart time 0, straight to long-lived stale.
+            ((0, 3600, true, false), s(3600)),
+            // Nothing kept: the handover only spans the close.
+            ((0, 0, true, false), s(1)),
+            // no-llgr: the peer drops at restartTime, so the window ends there.
+            ((120, 3600, true, true), s(120)),
+            // Bounded: about 71.6 min.
+            ((120, 86_400, true, false), MAX_HANDOVER_WINDOW),
+            ((4095, 16_777_215, true, false), MAX_HANDOVER_WINDOW),
+        ];
+        for ((restart, llgr, enabled, no_llgr), want) in rows {
+            let p = peer(restart, llgr, enabled, no_llgr);
+            assert_eq!(handover_window(&p), want, "{restart} {llgr} {no_llgr}");
+        }
+        assert_eq!(MAX_HANDOVER_WINDOW.as_micros(), u128::from(u32::MAX));
+        // --check-config says what the window cannot do.
+        let notes = handover_notes(&[
+            peer(0, 0, true, false),
+            peer(0, 3600, true, false),
+            peer(120, 86_400, true, false),
+        ]);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("restartTime 0 without longLivedStaleTime"));
+        assert!(notes[1].contains("86520 s") && notes[1].contains("4294 s"));
+        // Every window the fields can announce at the default 300 ms × 3.
+        let (interval, mult) = bgp_proto::bfd::timers::handover_timers(
+            MAX_HANDOVER_WINDOW,
+            Duration::from_millis(300),
+            3,
+        );
+        assert!(interval * u32::from(mult) >= MAX_HANDOVER_WINDOW);
+        assert!(interval.as_micros() <= u128::from(u32::MAX));
     }
 }

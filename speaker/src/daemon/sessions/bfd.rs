@@ -89,9 +89,11 @@ pub(super) fn start(
             Err(e) => return Some(Err(e)),
         };
     let (tx, rx) = broadcast::channel(64);
-    // After a planned restart the peer may still run our previous process's session.
+    // After a planned restart the peer may still run our previous process's session, and
+    // believes in it for the window that process announced: the same config gives the same
+    // window.
     let session = if restarting {
-        BfdSession::resuming(cfg)
+        BfdSession::resuming(cfg, super::bfd_gate::handover_window(p))
     } else {
         BfdSession::new(cfg)
     };

@@ -37,8 +37,8 @@ pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
 struct PeerHandle {
     task: SessionTask,
     bfd: Option<BfdHandle>,
-    /// Our graceful-restart time: how long a BFD handover must last.
-    restart_time: u16,
+    /// How long a BFD handover must last (`bfd_gate::handover_window`).
+    handover_window: Duration,
     routes: watch::Sender<Option<Arc<RouteSet>>>,
     incoming: Option<mpsc::Sender<TcpStream>>,
     forward: JoinHandle<()>,
@@ -94,7 +94,7 @@ impl PeerManager {
         let handle = PeerHandle {
             task,
             bfd: None,
-            restart_time: 0,
+            handover_window: Duration::from_secs(1),
             routes,
             incoming: None,
             forward,
@@ -156,7 +156,7 @@ impl PeerManager {
             PeerHandle {
                 task,
                 bfd,
-                restart_time: p.graceful_restart.restart_time,
+                handover_window: bfd_gate::handover_window(p),
                 routes: routes_tx,
                 incoming,
                 forward,
@@ -231,7 +231,7 @@ impl PeerManager {
                 let PeerHandle {
                     task,
                     bfd,
-                    restart_time,
+                    handover_window,
                     forward,
                     routes,
                     ..
@@ -242,7 +242,8 @@ impl PeerManager {
                     // grows to the restart time), then close BGP without a NOTIFICATION.
                     // Otherwise BGP's Cease goes first, then BFD AdminDown.
                     let mut bfd = bfd;
-                    if let StopMode::Handover(window) = bfd_gate::stop_mode(&reason, restart_time)
+                    if let StopMode::Handover(window) =
+                        bfd_gate::stop_mode(&reason, handover_window)
                         && let Some(b) = bfd.take()
                     {
                         b.stop(StopMode::Handover(window)).await;
