@@ -17,6 +17,7 @@
 mod cni;
 mod community;
 mod diff;
+mod egress;
 mod error;
 mod fields;
 mod forwarding;
@@ -42,6 +43,7 @@ pub use cni::{
 };
 pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
+pub use egress::EgressConfig;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::parse_seconds;
 pub use forwarding::ForwardingGateConfig;
@@ -96,6 +98,7 @@ impl Config {
             log: LogConfig::default(),
             cni: CniConfig::default(),
             forwarding_gate: ForwardingGateConfig::default(),
+            egress: EgressConfig::default(),
         }
     }
 
