@@ -34,7 +34,8 @@ mod tests {
     fn egress_follows_sessions_only_when_asked() {
         let c = Config::from_yaml_str(BASE).unwrap();
         assert!(!c.egress.follow_sessions);
-        let c = Config::from_yaml_str(&format!("{BASE}egress: {{followSessions: true}}\n")).unwrap();
+        let c =
+            Config::from_yaml_str(&format!("{BASE}egress: {{followSessions: true}}\n")).unwrap();
         assert!(c.egress.follow_sessions);
     }
 

@@ -10,9 +10,9 @@ use ipnet::IpNet;
 use serde_json::{Map, Value};
 
 use crate::cni::{CniConfig, parse_cni};
+use crate::egress::{EgressConfig, parse_egress};
 use crate::error::{Errors, quoted};
 use crate::fields::{is_unicast, parse_path, seconds};
-use crate::egress::{EgressConfig, parse_egress};
 use crate::forwarding::{ForwardingGateConfig, parse_forwarding_gate};
 use crate::local_asn::{parse_asn_overrides, parse_graceful_shutdown, parse_local_asn};
 use crate::model::{

@@ -381,9 +381,15 @@ fn egress_decided(m: &Metrics, d: &crate::daemon::core::egress::EgressDecision) 
         if hops.is_empty() {
             return "none (the default route as it is)".to_owned();
         }
-        hops.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        hops.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    for (family, route, v6) in [("ipv4", &d.routes.ipv4, false), ("ipv6", &d.routes.ipv6, true)] {
+    for (family, route, v6) in [
+        ("ipv4", &d.routes.ipv4, false),
+        ("ipv6", &d.routes.ipv6, true),
+    ] {
         let label = FamilyLabel {
             family: family.into(),
         };

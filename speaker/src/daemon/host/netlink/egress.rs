@@ -255,6 +255,10 @@ mod tests {
                 }
             ]
         );
-        assert!(entries.iter().all(|e| e.protocol == PROTOCOL && e.dst == Some(dst)));
+        assert!(
+            entries
+                .iter()
+                .all(|e| e.protocol == PROTOCOL && e.dst == Some(dst))
+        );
     }
 }

@@ -86,8 +86,7 @@ fn main_table_route(body: &[u8]) -> Vec<RouteEntry> {
         body.get(4),
         body.get(5),
         body.get(7),
-    )
-    else {
+    ) else {
         return Vec::new();
     };
     let attrs = attributes(body.get(RTMSG_LEN..).unwrap_or_default());
