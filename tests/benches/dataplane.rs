@@ -100,6 +100,10 @@ struct Scenario {
 /// Both-ways cuts stay cut this long after the client is down to one leg: long enough that
 /// a direction nothing repairs shows the whole cut.
 const CUT_HOLD: Duration = Duration::from_secs(2);
+/// Both-ways cuts: TCP connections client → pod, each echoing 8 bytes every [`ECHO_PERIOD`];
+/// enough that ECMP hashes some onto each uplink in both directions.
+const ECHO_CONNS: usize = 32;
+const ECHO_PERIOD: Duration = Duration::from_millis(10);
 
 const HOLD: u16 = 3;
 
@@ -283,6 +287,8 @@ struct Sample {
     tor_gone: Option<Duration>,
     /// Both-ways cuts: the pod → client and node → client streams.
     back: Option<[LossReport; 2]>,
+    /// Both-ways cuts: per TCP echo connection, its longest stall.
+    tcp: Option<Vec<Duration>>,
 }
 
 fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<Sample, String> {
@@ -334,6 +340,14 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
             } else {
                 None
             };
+            let echo = if s.both_ways {
+                Some(
+                    t.start_echo(ECHO_CONNS, ECHO_PERIOD)
+                        .map_err(|e| format!("TCP echo: {e}"))?,
+                )
+            } else {
+                None
+            };
             if back.is_some() {
                 std::thread::sleep(WARM_UP);
             }
@@ -362,11 +376,13 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
                     analyse(&n.sent_at, &n.received, interval, ne),
                 ]
             });
+            let tcp = echo.map(|e| e.finish());
             t.heal(uplink, how);
             let (g, d) = r?;
             let mut x = sample(split, &result, event, d, pps);
             x.tor_gone = Some(g);
             x.back = back;
+            x.tcp = tcp;
             return Ok(x);
         }
     };
@@ -390,6 +406,7 @@ fn sample(
         recovered,
         tor_gone: None,
         back: None,
+        tcp: None,
     }
 }
 
@@ -422,6 +439,19 @@ fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
                     x.recovered.as_secs_f64(),
                     x.tor_gone
                 );
+                if let Some(tcp) = &x.tcp {
+                    let worst = tcp.iter().max().copied().unwrap_or_default();
+                    let stalled = tcp
+                        .iter()
+                        .filter(|d| **d > Duration::from_millis(100))
+                        .count();
+                    eprintln!(
+                        "dataplane {} run {i}: TCP echo: longest stall {:.0} ms, {stalled} of {} connections stalled > 100 ms",
+                        s.id,
+                        worst.as_secs_f64() * 1000.0,
+                        tcp.len()
+                    );
+                }
                 if let Some([p, n]) = &x.back {
                     eprintln!(
                         "dataplane {} run {i}: the way back: pod → client window {:.0} ms ({} lost), node → client window {:.0} ms ({} lost)",
@@ -489,8 +519,8 @@ fn main() {
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let mut both = String::from(
-        "| scenario | goal ms | runs | client → pod window ms median | max | pod → client window ms median | max | node → client window ms median | max | cut held s median | goal |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| scenario | goal ms | runs | client → pod window ms median | max | pod → client window ms median | max | node → client window ms median | max | TCP longest stall ms median | max | TCP connections stalled > 100 ms median | cut held s median | goal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     let mut targets = Targets::default();
     let mut failed = false;
@@ -529,17 +559,43 @@ fn main() {
                     Some(_) => "**missed**",
                     None => "reported",
                 };
+                let tcp = v
+                    .iter()
+                    .map(|x| x.tcp.clone())
+                    .collect::<Option<Vec<_>>>()
+                    .map(|runs| {
+                        let worst: Vec<f64> = runs
+                            .iter()
+                            .map(|c| {
+                                c.iter().max().copied().unwrap_or_default().as_secs_f64() * 1000.0
+                            })
+                            .collect();
+                        let stalled: Vec<f64> = runs
+                            .iter()
+                            .map(|c| {
+                                c.iter()
+                                    .filter(|d| **d > Duration::from_millis(100))
+                                    .count() as f64
+                            })
+                            .collect();
+                        (
+                            median_max(&worst).unwrap_or_default(),
+                            median_max(&stalled).unwrap_or_default(),
+                        )
+                    })
+                    .unwrap_or_default();
                 targets.record(TargetRow {
                     id: s.id,
                     runs: v.len(),
                     window: win,
                     lost,
                     back: back_cols,
+                    tcp: back_cols.map(|_| tcp.0),
                     verdict,
                 });
                 if let Some((p, n)) = back_cols {
                     both += &format!(
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {verdict} |\n",
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} of {ECHO_CONNS} | {:.2} | {verdict} |\n",
                         s.label,
                         s.goal,
                         v.len(),
@@ -549,6 +605,9 @@ fn main() {
                         fmt_ms(p.1),
                         fmt_ms(n.0),
                         fmt_ms(n.1),
+                        fmt_ms(tcp.0.0),
+                        fmt_ms(tcp.0.1),
+                        tcp.1.0,
                         rec.0 + CUT_HOLD.as_secs_f64() + TAIL.as_secs_f64(),
                     );
                 }
@@ -651,6 +710,8 @@ struct TargetRow {
     lost: (f64, f64),
     /// Both-ways cuts: pod → client and node → client windows (median, max), ms.
     back: Option<((f64, f64), (f64, f64))>,
+    /// Both-ways cuts: the TCP echo connections' longest stall (median, max over runs), ms.
+    tcp: Option<(f64, f64)>,
     verdict: &'static str,
 }
 
@@ -719,20 +780,25 @@ impl Targets {
                 let (p, n) = e.back.unwrap_or_default();
                 let control = self
                     .get("egress-cut-off")
-                    .and_then(|c| c.back)
-                    .map_or(String::new(), |(cp, cn)| {
+                    .and_then(|c| c.back.zip(c.tcp))
+                    .map_or(String::new(), |((cp, cn), ct)| {
                         format!(
-                            "; without `egress.followSessions` pod → client max {} ms, node → client max {} ms (the whole cut)",
+                            "; without `egress.followSessions` pod → client max {} ms, node → client max {} ms, TCP stall max {} ms (the whole cut, held {} s)",
                             fmt_ms(cp.1),
-                            fmt_ms(cn.1)
+                            fmt_ms(cn.1),
+                            fmt_ms(ct.1),
+                            CUT_HOLD.as_secs()
                         )
                     });
+                let tcp = e.tcp.unwrap_or_default();
                 out += &format!(
-                    "| data plane, both ways: one uplink silently cut with BFD 100 ms × 3 and `egress.followSessions`: dark ≤ 350 ms towards the pod, for the pod's replies and for node-originated traffic | windows max: client → pod {} ms, pod → client {} ms, node → client {} ms ({} cuts){control} | {} |\n",
+                    "| data plane, both ways: one uplink silently cut with BFD 100 ms × 3 and `egress.followSessions`: dark ≤ 350 ms towards the pod, for the pod's replies and for node-originated traffic | loss windows max: client → pod {} ms, pod → client {} ms, node → client {} ms ({} cuts); TCP echo connections' longest stall median {} ms, max {} ms{control} | {} |\n",
                     fmt_ms(e.window.1),
                     fmt_ms(p.1),
                     fmt_ms(n.1),
                     e.runs,
+                    fmt_ms(tcp.0),
+                    fmt_ms(tcp.1),
                     e.verdict
                 );
             }

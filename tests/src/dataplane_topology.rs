@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::TempDir;
 use crate::bird_parse::{parse_protocols, parse_routes};
-use crate::netns::{Netns, in_netns, in_ns, ip, link, route_gateways, sysctl};
+use crate::netns::{Netns, in_netns, in_ns, ip, link, route_gateways, sysctl, tcp_listener_in};
 use crate::process::stop_child;
 
 pub const POD_CIDR: &str = "198.19.7.0/24";
@@ -264,7 +264,8 @@ impl DataplaneTopology {
         }
         let mut client = format!(
             "log \"{}\" all;\nrouter id {CLIENT_ADDR};\nprotocol device {{ scan time 1; }}\n\
-             protocol kernel {{ merge paths on; ipv4 {{ import none; export all; }}; }}\n",
+             protocol kernel {{ merge paths on; ipv4 {{ import none; \
+             export filter {{ krt_prefsrc = {CLIENT_ADDR}; accept; }}; }}; }}\n",
             self.dir.path("client.log").display()
         );
         for i in 1..=2 {
@@ -483,6 +484,131 @@ impl DataplaneTopology {
                 .collect::<std::io::Result<Vec<_>>>()
         })??;
         Ok(Stream::start(rx, txs, pps, SocketAddr::from((to, port))))
+    }
+}
+
+/// The TCP echo port in the pod.
+const ECHO_PORT: u16 = 5010;
+
+impl DataplaneTopology {
+    /// `conns` TCP connections from the client (198.18.30.1, the route's source) to the pod,
+    /// each sending 8 bytes every `period` that the pod echoes: the application's view of a
+    /// cut, both directions of the connection at once (see [`Echo::finish`]).
+    pub fn start_echo(&self, conns: usize, period: Duration) -> std::io::Result<Echo> {
+        use std::io::{Read, Write};
+        let listener = tcp_listener_in(&self.pod, SocketAddr::from((POD_ADDR, ECHO_PORT)))?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let server = std::thread::spawn(move || {
+            let mut workers = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let Ok((mut c, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let s = s.clone();
+                workers.push(std::thread::spawn(move || {
+                    let _ = c.set_nonblocking(false);
+                    let _ = c.set_nodelay(true);
+                    let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+                    let mut buf = [0u8; 8];
+                    while !s.load(Ordering::Relaxed) {
+                        match c.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => {
+                                let _ = c.write_all(&buf[..n]);
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }));
+            }
+            for w in workers {
+                let _ = w.join();
+            }
+        });
+        let dest = SocketAddr::from((POD_ADDR, ECHO_PORT));
+        let streams = in_netns(&self.client, move || {
+            (0..conns)
+                .map(|_| std::net::TcpStream::connect_timeout(&dest, Duration::from_secs(2)))
+                .collect::<std::io::Result<Vec<_>>>()
+        })??;
+        let start = Instant::now();
+        let mut clients = Vec::new();
+        for c in streams {
+            c.set_nodelay(true)?;
+            c.set_read_timeout(Some(Duration::from_millis(20)))?;
+            let mut w = c.try_clone()?;
+            let s = stop.clone();
+            let writer = std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !s.load(Ordering::Relaxed) {
+                    n += 1;
+                    let due = start + period * n;
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let _ = w.write_all(&u64::from(n).to_be_bytes());
+                }
+            });
+            let s = stop.clone();
+            let mut r = c;
+            clients.push(std::thread::spawn(move || {
+                let mut last = Instant::now();
+                let mut longest = Duration::ZERO;
+                let mut buf = [0u8; 64];
+                while !s.load(Ordering::Relaxed) {
+                    if let Ok(n) = r.read(&mut buf)
+                        && n > 0
+                    {
+                        let now = Instant::now();
+                        longest = longest.max(now - last);
+                        last = now;
+                    }
+                }
+                // A connection still stalled at the end: the stall lasted until then.
+                longest = longest.max(last.elapsed());
+                let _ = writer.join();
+                longest
+            }));
+        }
+        Ok(Echo {
+            stop,
+            clients,
+            server: Some(server),
+        })
+    }
+}
+
+/// Running TCP echo connections ([`DataplaneTopology::start_echo`]).
+#[derive(Debug)]
+pub struct Echo {
+    stop: Arc<AtomicBool>,
+    clients: Vec<JoinHandle<Duration>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Echo {
+    /// Per connection, the longest time between two echoes arriving at the client (or from
+    /// the last one to the end): a stall in either direction of the connection, plus what
+    /// TCP's retransmission backoff adds after the path is back.
+    pub fn finish(mut self) -> Vec<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        let out = std::mem::take(&mut self.clients)
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
+        out
     }
 }
 
