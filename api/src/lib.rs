@@ -23,7 +23,7 @@ pub use config::{
     AddressFamilySpec, AdvertisedAddressSpec, AsnFromNodeSpec, AsnOverrideSpec, BGPAdvertisement,
     BGPAdvertisementSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec, BfdSpec,
     CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec, ConfigObjectStatus, ConnectRetrySpec,
-    FamilySpec, ForwardingGateModeSpec, ForwardingGateSpec, GracefulRestartSpec,
+    EgressSpec, FamilySpec, ForwardingGateModeSpec, ForwardingGateSpec, GracefulRestartSpec,
     GracefulShutdownSpec, HealthCheckGateSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec,
     MinPrefixLengthSpec, NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, OriginSpec,
     RolloutSpec, RolloutStatus, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec,

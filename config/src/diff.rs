@@ -58,6 +58,8 @@ pub struct SettingsChanges {
     pub cni: bool,
     /// `forwardingGate`: what is held is decided again (no session resets).
     pub forwarding_gate: bool,
+    /// `egress`: the node's default route is decided again (no session resets).
+    pub egress: bool,
 }
 
 impl SettingsChanges {
@@ -73,6 +75,7 @@ impl SettingsChanges {
             log,
             cni,
             forwarding_gate,
+            egress,
         } = *self;
         identity
             || node_name
@@ -84,6 +87,7 @@ impl SettingsChanges {
             || log
             || cni
             || forwarding_gate
+            || egress
     }
 
     /// Routes must be recomputed and re-announced to every peer.
@@ -110,6 +114,7 @@ pub fn diff_peers(old: &Config, new: &Config) -> PeerChanges {
         log: old.log != new.log,
         cni: old.cni != new.cni,
         forwarding_gate: old.forwarding_gate != new.forwarding_gate,
+        egress: old.egress != new.egress,
     };
     let mut changes = PeerChanges {
         settings,

@@ -17,6 +17,7 @@
 mod cni;
 mod community;
 mod diff;
+mod egress;
 mod error;
 mod fields;
 mod forwarding;
@@ -43,6 +44,7 @@ pub use cni::{
 };
 pub use community::{Community, LargeCommunity};
 pub use diff::{PeerChanges, SettingsChanges, diff_peers};
+pub use egress::EgressConfig;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::parse_seconds;
 pub use forwarding::{
@@ -100,6 +102,7 @@ impl Config {
             log: LogConfig::default(),
             cni: CniConfig::default(),
             forwarding_gate: ForwardingGateConfig::default(),
+            egress: EgressConfig::default(),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct Config {
     pub cni: crate::cni::CniConfig,
     /// `forwardingGate`: hold a CIDR back until the node can deliver to it (off by default).
     pub forwarding_gate: crate::forwarding::ForwardingGateConfig,
+    /// `egress`: the node's default route follows its sessions (off by default).
+    pub egress: crate::egress::EgressConfig,
 }
 
 /// `asn`: a number, or read from the node's own Node object.

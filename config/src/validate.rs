@@ -10,6 +10,7 @@ use ipnet::IpNet;
 use serde_json::{Map, Value};
 
 use crate::cni::{CniConfig, parse_cni};
+use crate::egress::{EgressConfig, parse_egress};
 use crate::error::{Errors, quoted};
 use crate::fields::{is_unicast, parse_path, seconds};
 use crate::forwarding::{ForwardingGateConfig, parse_forwarding_gate};
@@ -38,6 +39,7 @@ const TOP_KEYS: &[&str] = &[
     "cni",
     "gracefulShutdown",
     "forwardingGate",
+    "egress",
 ];
 
 pub(crate) const NODE_NAME_RULE: &str =
@@ -151,6 +153,7 @@ pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -
     let cni = Lookup::of(&root, "cni", errs, parse_cni).or(CniConfig::default());
     let forwarding_gate = Lookup::of(&root, "forwardingGate", errs, parse_forwarding_gate)
         .or(ForwardingGateConfig::default());
+    let egress = Lookup::of(&root, "egress", errs, parse_egress).or(EgressConfig::default());
 
     let default_asn = match &local_asn {
         Some(LocalAsn::FromNode {
@@ -175,6 +178,7 @@ pub(crate) fn validate_with(root: &Value, errs: &mut Errors, require: Require) -
         log,
         cni,
         forwarding_gate,
+        egress,
     }
 }
 

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use integration_tests::dataplane_topology::{Cut, DataplaneOptions, DataplaneTopology, FLOWS};
+use integration_tests::dataplane_topology::{
+    Cut, DataplaneOptions, DataplaneTopology, Direction, FLOWS,
+};
 use integration_tests::loss::{LossReport, analyse, median_max};
 use integration_tests::netns::netns_permitted;
 
@@ -90,7 +92,18 @@ struct Scenario {
     goal_ms: Option<f64>,
     event: Event,
     opts: DataplaneOptions,
+    /// Cuts: streams the other way too (the pod's replies, the node's own traffic, both
+    /// through the node's default route), and the cut held [`CUT_HOLD`] (see `egress`).
+    both_ways: bool,
 }
+
+/// Both-ways cuts stay cut this long after the client is down to one leg: long enough that
+/// a direction nothing repairs shows the whole cut.
+const CUT_HOLD: Duration = Duration::from_secs(2);
+/// Both-ways cuts: TCP connections client → pod, each echoing 8 bytes every [`ECHO_PERIOD`];
+/// enough that ECMP hashes some onto each uplink in both directions.
+const ECHO_CONNS: usize = 32;
+const ECHO_PERIOD: Duration = Duration::from_millis(10);
 
 const HOLD: u16 = 3;
 
@@ -101,6 +114,7 @@ fn scenarios() -> Vec<Scenario> {
         graceful_restart: true,
         restart_time: 30,
         llgr: None,
+        egress: false,
     };
     let bfd = DataplaneOptions {
         bfd: Some((100, 100, 3)),
@@ -114,6 +128,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: Some(0.0),
             event: Event::Restart,
             opts: base.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "restart-bfd",
@@ -122,6 +137,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: Some(0.0),
             event: Event::Restart,
             opts: bfd.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "kill",
@@ -130,6 +146,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: Some(0.0),
             event: Event::Kill,
             opts: base.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "kill-no-gr",
@@ -141,6 +158,7 @@ fn scenarios() -> Vec<Scenario> {
                 graceful_restart: false,
                 ..base.clone()
             },
+            both_ways: false,
         },
         Scenario {
             id: "bfd-cut",
@@ -149,6 +167,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: Some(350.0),
             event: Event::Cut(Cut::Silent),
             opts: bfd.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "hold-cut",
@@ -157,6 +176,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: None,
             event: Event::Cut(Cut::Silent),
             opts: base.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "link-down",
@@ -165,6 +185,7 @@ fn scenarios() -> Vec<Scenario> {
             goal_ms: None,
             event: Event::Cut(Cut::LinkDown),
             opts: base.clone(),
+            both_ways: false,
         },
         Scenario {
             id: "llgr",
@@ -177,6 +198,7 @@ fn scenarios() -> Vec<Scenario> {
                 llgr: Some(60),
                 ..base.clone()
             },
+            both_ways: false,
         },
         Scenario {
             id: "no-llgr",
@@ -188,6 +210,28 @@ fn scenarios() -> Vec<Scenario> {
                 restart_time: 5,
                 ..base
             },
+            both_ways: false,
+        },
+        Scenario {
+            id: "egress-cut",
+            label: "both ways: one uplink cut silently, BFD 100 ms × 3, `egress.followSessions`",
+            goal: "≤ 350",
+            goal_ms: Some(350.0),
+            event: Event::Cut(Cut::Silent),
+            opts: DataplaneOptions {
+                egress: true,
+                ..bfd.clone()
+            },
+            both_ways: true,
+        },
+        Scenario {
+            id: "egress-cut-off",
+            label: "control: the same without `egress.followSessions` (cut held 2 s)",
+            goal: "(control)",
+            goal_ms: None,
+            event: Event::Cut(Cut::Silent),
+            opts: bfd,
+            both_ways: true,
         },
     ]
 }
@@ -241,6 +285,10 @@ struct Sample {
     recovered: Duration,
     /// Cuts: the cut → the cut ToR no longer has the route (`birdc` poll).
     tor_gone: Option<Duration>,
+    /// Both-ways cuts: the pod → client and node → client streams.
+    back: Option<[LossReport; 2]>,
+    /// Both-ways cuts: per TCP echo connection, its longest stall.
+    tcp: Option<Vec<Duration>>,
 }
 
 fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<Sample, String> {
@@ -282,6 +330,29 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
             started.elapsed()
         }
         Event::Cut(how) => {
+            let back = if s.both_ways {
+                let pod = t.start_stream_towards(Direction::PodToClient, pps);
+                let node = t.start_stream_towards(Direction::NodeToClient, pps);
+                Some([
+                    pod.map_err(|e| format!("pod stream: {e}"))?,
+                    node.map_err(|e| format!("node stream: {e}"))?,
+                ])
+            } else {
+                None
+            };
+            let echo = if s.both_ways {
+                Some(
+                    t.start_echo(ECHO_CONNS, ECHO_PERIOD)
+                        .map_err(|e| format!("TCP echo: {e}"))?,
+                )
+            } else {
+                None
+            };
+            if back.is_some() {
+                std::thread::sleep(WARM_UP);
+            }
+            let back_event = back.as_ref().map(|b| [b[0].now_ns(), b[1].now_ns()]);
+            let event = stream.now_ns();
             t.cut(uplink, how);
             let cut = Instant::now();
             let limit = Duration::from_secs(u64::from(s.opts.hold_time) + 10);
@@ -292,12 +363,26 @@ fn one_run(t: &mut DataplaneTopology, s: &Scenario, i: u32, pps: u32) -> Result<
                     .map_err(|e| format!("the client kept both legs: {e}"))
                     .map(|_| (g, cut.elapsed()))
             });
+            if back.is_some() {
+                std::thread::sleep(CUT_HOLD);
+            }
             std::thread::sleep(TAIL);
             let result = stream.finish();
+            let interval = 1_000_000_000 / u64::from(pps);
+            let back = back.zip(back_event).map(|([p, n], [pe, ne])| {
+                let (p, n) = (p.finish(), n.finish());
+                [
+                    analyse(&p.sent_at, &p.received, interval, pe),
+                    analyse(&n.sent_at, &n.received, interval, ne),
+                ]
+            });
+            let tcp = echo.map(|e| e.finish());
             t.heal(uplink, how);
             let (g, d) = r?;
             let mut x = sample(split, &result, event, d, pps);
             x.tor_gone = Some(g);
+            x.back = back;
+            x.tcp = tcp;
             return Ok(x);
         }
     };
@@ -320,6 +405,8 @@ fn sample(
         via_tor1: d[0] as f64 / (d[0] + d[1]).max(1) as f64,
         recovered,
         tor_gone: None,
+        back: None,
+        tcp: None,
     }
 }
 
@@ -352,10 +439,33 @@ fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
                     x.recovered.as_secs_f64(),
                     x.tor_gone
                 );
-                if x.loss.lost_before_event > 0 {
+                if let Some(tcp) = &x.tcp {
+                    let worst = tcp.iter().max().copied().unwrap_or_default();
+                    let stalled = tcp
+                        .iter()
+                        .filter(|d| **d > Duration::from_millis(100))
+                        .count();
+                    eprintln!(
+                        "dataplane {} run {i}: TCP echo: longest stall {:.0} ms, {stalled} of {} connections stalled > 100 ms",
+                        s.id,
+                        worst.as_secs_f64() * 1000.0,
+                        tcp.len()
+                    );
+                }
+                if let Some([p, n]) = &x.back {
+                    eprintln!(
+                        "dataplane {} run {i}: the way back: pod → client window {:.0} ms ({} lost), node → client window {:.0} ms ({} lost)",
+                        s.id, p.window_ms, p.lost, n.window_ms, n.lost
+                    );
+                }
+                let before = x.loss.lost_before_event
+                    + x.back
+                        .as_ref()
+                        .map_or(0, |b| b[0].lost_before_event + b[1].lost_before_event);
+                if before > 0 {
                     return Err(format!(
                         "run {i}: {} packets lost before the event (set-up problem)\n{}",
-                        x.loss.lost_before_event,
+                        before,
                         t.diagnostics()
                     ));
                 }
@@ -408,6 +518,11 @@ fn main() {
         "| scenario | goal ms | runs | lost ms median | lost ms max | loss window ms median | loss window ms max | episodes max | via ToR 1 % | ToR route gone ms median | recovered s median | goal |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
+    let mut both = String::from(
+        "| scenario | goal ms | runs | client → pod window ms median | max | pod → client window ms median | max | node → client window ms median | max | TCP longest stall ms median | max | TCP connections stalled > 100 ms median | cut held s median | goal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut targets = Targets::default();
     let mut failed = false;
     let mut notes = Vec::new();
     for s in chosen {
@@ -430,11 +545,72 @@ fn main() {
                     .collect::<Option<Vec<f64>>>()
                     .and_then(|g| median_max(&g))
                     .map_or(String::new(), |g| fmt_ms(g.0));
+                let back: Option<Vec<[LossReport; 2]>> = v.iter().map(|x| x.back.clone()).collect();
+                let back_cols = back.as_ref().map(|b| {
+                    let c = |k: usize| {
+                        median_max(&b.iter().map(|r| r[k].window_ms).collect::<Vec<_>>())
+                            .unwrap_or_default()
+                    };
+                    (c(0), c(1))
+                });
+                let worst = back_cols.map_or(win.1, |(p, n)| win.1.max(p.1).max(n.1));
                 let verdict = match s.goal_ms {
-                    Some(g) if win.1 <= g => "met",
+                    Some(g) if worst <= g => "met",
                     Some(_) => "**missed**",
                     None => "reported",
                 };
+                let tcp = v
+                    .iter()
+                    .map(|x| x.tcp.clone())
+                    .collect::<Option<Vec<_>>>()
+                    .map(|runs| {
+                        let worst: Vec<f64> = runs
+                            .iter()
+                            .map(|c| {
+                                c.iter().max().copied().unwrap_or_default().as_secs_f64() * 1000.0
+                            })
+                            .collect();
+                        let stalled: Vec<f64> = runs
+                            .iter()
+                            .map(|c| {
+                                c.iter()
+                                    .filter(|d| **d > Duration::from_millis(100))
+                                    .count() as f64
+                            })
+                            .collect();
+                        (
+                            median_max(&worst).unwrap_or_default(),
+                            median_max(&stalled).unwrap_or_default(),
+                        )
+                    })
+                    .unwrap_or_default();
+                targets.record(TargetRow {
+                    id: s.id,
+                    runs: v.len(),
+                    window: win,
+                    lost,
+                    back: back_cols,
+                    tcp: back_cols.map(|_| tcp.0),
+                    verdict,
+                });
+                if let Some((p, n)) = back_cols {
+                    both += &format!(
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} of {ECHO_CONNS} | {:.2} | {verdict} |\n",
+                        s.label,
+                        s.goal,
+                        v.len(),
+                        fmt_ms(win.0),
+                        fmt_ms(win.1),
+                        fmt_ms(p.0),
+                        fmt_ms(p.1),
+                        fmt_ms(n.0),
+                        fmt_ms(n.1),
+                        fmt_ms(tcp.0.0),
+                        fmt_ms(tcp.0.1),
+                        tcp.1.0,
+                        rec.0 + CUT_HOLD.as_secs_f64() + TAIL.as_secs_f64(),
+                    );
+                }
                 table += &format!(
                     "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {gone} | {:.2} | {verdict} |\n",
                     s.label,
@@ -469,6 +645,12 @@ fn main() {
         }
     }
     print!("{table}");
+    let both_ran = both.lines().count() > 2;
+    if both_ran {
+        print!("\nBoth ways (the way back through the node's default route):\n\n{both}");
+    }
+    let targets = targets.render();
+    print!("\nTargets rows:\n\n{targets}");
     for n in &notes {
         println!("- failed: {n}");
     }
@@ -477,14 +659,32 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     if let Some(path) = &a.write_docs {
-        let body = format!(
-            "{}. {} runs per scenario, {} packets/s over {FLOWS} flows, speaker `{}` at commit {}.\n\n{table}",
+        let run = format!(
+            "{}. {} runs per scenario, {} packets/s over {FLOWS} flows, speaker `{}` at commit {}.",
             machine(),
             a.runs,
             a.pps,
             short_path(&a.speaker),
             commit()
         );
+        let mut body = format!("{run}\n\n{table}");
+        if both_ran {
+            body += &format!(
+                "\nBoth ways: each stream {} packets/s over {FLOWS} flows at once, the way back \
+                 through the node's ECMP default route.\n\n{both}",
+                a.pps
+            );
+        }
+        // The Targets rows of the continuity goals, from this same run.
+        if let Err(e) = integration_tests::write_docs_section(
+            path,
+            "<!-- dataplane-targets:begin -->",
+            "<!-- dataplane-targets:end -->",
+            &format!("{targets}\n{run}\n"),
+        ) {
+            eprintln!("dataplane: {e}");
+            failed = true;
+        }
         if let Err(e) = integration_tests::write_docs_section(
             path,
             "<!-- dataplane:begin -->",
@@ -497,6 +697,116 @@ fn main() {
     }
     if failed || INTERRUPTED.load(Ordering::Relaxed) {
         std::process::exit(1);
+    }
+}
+
+/// One scenario's figures for the Targets rows.
+struct TargetRow {
+    id: &'static str,
+    runs: usize,
+    /// Client → pod loss window (median, max), ms.
+    window: (f64, f64),
+    /// Lost ms (median, max).
+    lost: (f64, f64),
+    /// Both-ways cuts: pod → client and node → client windows (median, max), ms.
+    back: Option<((f64, f64), (f64, f64))>,
+    /// Both-ways cuts: the TCP echo connections' longest stall (median, max over runs), ms.
+    tcp: Option<(f64, f64)>,
+    verdict: &'static str,
+}
+
+/// The continuity goals' rows of the Targets table in docs/benchmarks.md, from one run.
+#[derive(Default)]
+struct Targets {
+    rows: Vec<TargetRow>,
+}
+
+impl Targets {
+    fn record(&mut self, row: TargetRow) {
+        self.rows.push(row);
+    }
+
+    fn get(&self, id: &str) -> Option<&TargetRow> {
+        self.rows.iter().find(|r| r.id == id)
+    }
+
+    /// The rows, as a table of their own (the Targets table continues with it); a goal whose
+    /// scenarios were not in this run says so.
+    fn render(&self) -> String {
+        let mut out =
+            String::from("| target (data-plane continuity) | result | |\n|---|---|---|\n");
+        let zero: Vec<_> = ["restart", "restart-bfd", "kill", "llgr"]
+            .iter()
+            .filter_map(|id| self.get(id))
+            .collect();
+        if zero.is_empty() {
+            out += "| data plane: speaker rolling restart, `kill -9` within the restart time, down past the restart time with LLGR: 0 packets lost | not in this run | |\n";
+        } else {
+            let worst = zero.iter().map(|r| r.lost.1).fold(0.0, f64::max);
+            let runs: Vec<String> = zero
+                .iter()
+                .map(|r| format!("{} {}", r.id, r.runs))
+                .collect();
+            out += &format!(
+                "| data plane: speaker rolling restart, `kill -9` within the restart time, down past the restart time with LLGR: 0 packets lost | max {} ms lost ({} runs) | {} |\n",
+                fmt_ms(worst),
+                runs.join(", "),
+                if worst == 0.0 { "met" } else { "**missed**" }
+            );
+        }
+        match (self.get("bfd-cut"), self.get("hold-cut")) {
+            (Some(b), hold) => {
+                let hold = hold.map_or(String::new(), |h| {
+                    format!(
+                        "; without BFD (hold time 3 s) median {} ms, max {} ms",
+                        fmt_ms(h.window.0),
+                        fmt_ms(h.window.1)
+                    )
+                });
+                out += &format!(
+                    "| data plane: one uplink silently cut with BFD 100 ms × 3: the flows towards the node dark ≤ 350 ms | loss window median {} ms, max {} ms ({} cuts){hold} | {} |\n",
+                    fmt_ms(b.window.0),
+                    fmt_ms(b.window.1),
+                    b.runs,
+                    b.verdict
+                );
+            }
+            (None, _) => {
+                out += "| data plane: one uplink silently cut with BFD 100 ms × 3: the flows towards the node dark ≤ 350 ms | not in this run | |\n";
+            }
+        }
+        match self.get("egress-cut") {
+            Some(e) => {
+                let (p, n) = e.back.unwrap_or_default();
+                let control = self
+                    .get("egress-cut-off")
+                    .and_then(|c| c.back.zip(c.tcp))
+                    .map_or(String::new(), |((cp, cn), ct)| {
+                        format!(
+                            "; without `egress.followSessions` pod → client max {} ms, node → client max {} ms, TCP stall max {} ms (the whole cut, held {} s)",
+                            fmt_ms(cp.1),
+                            fmt_ms(cn.1),
+                            fmt_ms(ct.1),
+                            CUT_HOLD.as_secs()
+                        )
+                    });
+                let tcp = e.tcp.unwrap_or_default();
+                out += &format!(
+                    "| data plane, both ways: one uplink silently cut with BFD 100 ms × 3 and `egress.followSessions`: dark ≤ 350 ms towards the pod, for the pod's replies and for node-originated traffic | loss windows max: client → pod {} ms, pod → client {} ms, node → client {} ms ({} cuts); TCP echo connections' longest stall median {} ms, max {} ms{control} | {} |\n",
+                    fmt_ms(e.window.1),
+                    fmt_ms(p.1),
+                    fmt_ms(n.1),
+                    e.runs,
+                    fmt_ms(tcp.0),
+                    fmt_ms(tcp.1),
+                    e.verdict
+                );
+            }
+            None => {
+                out += "| data plane, both ways: one uplink silently cut with BFD 100 ms × 3 and `egress.followSessions`: dark ≤ 350 ms in every direction | not in this run | |\n";
+            }
+        }
+        out
     }
 }
 

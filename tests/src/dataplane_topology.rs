@@ -14,6 +14,11 @@
 //! Addresses (198.18.0.0/15 only): tor i ↔ node 198.18.1i.0/24, tor i ↔ client
 //! 198.18.2i.0/24 (ToR .1), the client's source 198.18.30.1, the pod CIDR 198.19.7.0/24
 //! (node .1, pod .2).
+//!
+//! The way back: the node has an ECMP default route through both ToRs (as DHCP or netplan
+//! would give a dual-homed node; hashing on ports), each ToR a static route to the client's
+//! address. The pod's replies and the node's own traffic (from 198.19.7.1, an address the
+//! fabric routes) take it; [`Direction`] names the streams.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -25,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::TempDir;
 use crate::bird_parse::{parse_protocols, parse_routes};
-use crate::netns::{Netns, in_netns, in_ns, ip, link, route_gateways, sysctl};
+use crate::netns::{Netns, in_netns, in_ns, ip, link, route_gateways, sysctl, tcp_listener_in};
 use crate::process::stop_child;
 
 pub const POD_CIDR: &str = "198.19.7.0/24";
@@ -48,7 +53,24 @@ pub struct DataplaneOptions {
     /// `gracefulRestart.longLivedStaleTime` (s) at the speaker and `long lived graceful
     /// restart on` at the ToRs.
     pub llgr: Option<u32>,
+    /// The speaker's `egress.followSessions`.
+    pub egress: bool,
 }
+
+/// Which way a stream goes, and so which routing decides its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client → pod: the client's ECMP route over both ToRs (what BFD repairs).
+    ClientToPod,
+    /// Pod → client: the node's default route (the pod's replies).
+    PodToClient,
+    /// Node (198.19.7.1) → client: the node's default route (node-originated traffic).
+    NodeToClient,
+}
+
+/// The node's address for its own traffic: inside the announced CIDR, so the fabric routes
+/// the replies (the node's uplink addresses are not announced).
+pub const NODE_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 7, 1);
 
 /// How an uplink is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +135,37 @@ impl DataplaneTopology {
         ip(&["-n", &pod, "link", "set", "eth0", "up"]);
         ip(&["-n", &pod, "route", "add", "default", "via", "198.19.7.1"]);
         sysctl(&node, "net.ipv4.ip_forward=1");
+        // The way back (see the module doc): the node's ECMP default route, hashed on ports.
+        ip(&[
+            "-n",
+            &node,
+            "route",
+            "add",
+            "default",
+            "nexthop",
+            "via",
+            "198.18.11.1",
+            "dev",
+            "eth0",
+            "nexthop",
+            "via",
+            "198.18.12.1",
+            "dev",
+            "eth1",
+        ]);
+        sysctl(&node, "net.ipv4.fib_multipath_hash_policy=1");
+        for (i, tor) in tors.iter().enumerate() {
+            let via = format!("198.18.2{}.2", i + 1);
+            ip(&[
+                "-n",
+                tor,
+                "route",
+                "add",
+                &format!("{CLIENT_ADDR}/32"),
+                "via",
+                &via,
+            ]);
+        }
         ip(&[
             "-n",
             &client,
@@ -125,7 +178,7 @@ impl DataplaneTopology {
         // Hash on ports too, so the sender's flows take both legs.
         sysctl(&client, "net.ipv4.fib_multipath_hash_policy=1");
         // Nothing routes back to the client (the stream is one-way): no reverse-path filter.
-        for n in [&tors[0], &tors[1], &node, &pod] {
+        for n in [&tors[0], &tors[1], &node, &pod, &client] {
             sysctl(n, "net.ipv4.conf.all.rp_filter=0");
             sysctl(n, "net.ipv4.conf.default.rp_filter=0");
         }
@@ -211,7 +264,8 @@ impl DataplaneTopology {
         }
         let mut client = format!(
             "log \"{}\" all;\nrouter id {CLIENT_ADDR};\nprotocol device {{ scan time 1; }}\n\
-             protocol kernel {{ merge paths on; ipv4 {{ import none; export all; }}; }}\n",
+             protocol kernel {{ merge paths on; ipv4 {{ import none; \
+             export filter {{ krt_prefsrc = {CLIENT_ADDR}; accept; }}; }}; }}\n",
             self.dir.path("client.log").display()
         );
         for i in 1..=2 {
@@ -240,8 +294,13 @@ impl DataplaneTopology {
             .unwrap_or_default();
         let mut conf = format!(
             "nodeName: node1\nasn: 64512\nrouterId: 198.18.11.2\n\
-             source: {{kind: file, path: {}}}\nadmin: {{listen: 127.0.0.1:9180}}\npeers:\n",
-            self.dir.path("cidrs.yaml").display()
+             source: {{kind: file, path: {}}}\nadmin: {{listen: 127.0.0.1:9180}}\n{}peers:\n",
+            self.dir.path("cidrs.yaml").display(),
+            if o.egress {
+                "egress: {followSessions: true}\n"
+            } else {
+                ""
+            }
         );
         for i in 1..=2 {
             conf.push_str(&format!(
@@ -400,15 +459,156 @@ impl DataplaneTopology {
 
     /// Starts a receiver in the pod and a sender in the client sending `pps` packets/s.
     pub fn start_stream(&self, pps: u32) -> std::io::Result<Stream> {
-        let rx = in_netns(&self.pod, || {
-            UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, POD_PORT)))
-        })??;
-        let txs = in_netns(&self.client, || {
+        self.start_stream_towards(Direction::ClientToPod, pps)
+    }
+
+    /// A stream of `pps` packets/s over [`FLOWS`] flows in direction `d`.
+    pub fn start_stream_towards(&self, d: Direction, pps: u32) -> std::io::Result<Stream> {
+        let (from_ns, from, to_ns, to, port) = match d {
+            Direction::ClientToPod => (&self.client, CLIENT_ADDR, &self.pod, POD_ADDR, POD_PORT),
+            Direction::PodToClient => {
+                (&self.pod, POD_ADDR, &self.client, CLIENT_ADDR, POD_PORT + 1)
+            }
+            Direction::NodeToClient => (
+                &self.node,
+                NODE_ADDR,
+                &self.client,
+                CLIENT_ADDR,
+                POD_PORT + 2,
+            ),
+        };
+        let rx = in_netns(to_ns, move || UdpSocket::bind(SocketAddr::from((to, port))))??;
+        let txs = in_netns(from_ns, move || {
             (0..FLOWS)
-                .map(|f| UdpSocket::bind(SocketAddr::from((CLIENT_ADDR, 40_000 + f))))
+                .map(|f| UdpSocket::bind(SocketAddr::from((from, 40_000 + f))))
                 .collect::<std::io::Result<Vec<_>>>()
         })??;
-        Ok(Stream::start(rx, txs, pps))
+        Ok(Stream::start(rx, txs, pps, SocketAddr::from((to, port))))
+    }
+}
+
+/// The TCP echo port in the pod.
+const ECHO_PORT: u16 = 5010;
+
+impl DataplaneTopology {
+    /// `conns` TCP connections from the client (198.18.30.1, the route's source) to the pod,
+    /// each sending 8 bytes every `period` that the pod echoes: the application's view of a
+    /// cut, both directions of the connection at once (see [`Echo::finish`]).
+    pub fn start_echo(&self, conns: usize, period: Duration) -> std::io::Result<Echo> {
+        use std::io::{Read, Write};
+        let listener = tcp_listener_in(&self.pod, SocketAddr::from((POD_ADDR, ECHO_PORT)))?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let server = std::thread::spawn(move || {
+            let mut workers = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let Ok((mut c, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let s = s.clone();
+                workers.push(std::thread::spawn(move || {
+                    let _ = c.set_nonblocking(false);
+                    let _ = c.set_nodelay(true);
+                    let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+                    let mut buf = [0u8; 8];
+                    while !s.load(Ordering::Relaxed) {
+                        match c.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => {
+                                let _ = c.write_all(&buf[..n]);
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }));
+            }
+            for w in workers {
+                let _ = w.join();
+            }
+        });
+        let dest = SocketAddr::from((POD_ADDR, ECHO_PORT));
+        let streams = in_netns(&self.client, move || {
+            (0..conns)
+                .map(|_| std::net::TcpStream::connect_timeout(&dest, Duration::from_secs(2)))
+                .collect::<std::io::Result<Vec<_>>>()
+        })??;
+        let start = Instant::now();
+        let mut clients = Vec::new();
+        for c in streams {
+            c.set_nodelay(true)?;
+            c.set_read_timeout(Some(Duration::from_millis(20)))?;
+            let mut w = c.try_clone()?;
+            let s = stop.clone();
+            let writer = std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !s.load(Ordering::Relaxed) {
+                    n += 1;
+                    let due = start + period * n;
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let _ = w.write_all(&u64::from(n).to_be_bytes());
+                }
+            });
+            let s = stop.clone();
+            let mut r = c;
+            clients.push(std::thread::spawn(move || {
+                let mut last = Instant::now();
+                let mut longest = Duration::ZERO;
+                let mut buf = [0u8; 64];
+                while !s.load(Ordering::Relaxed) {
+                    if let Ok(n) = r.read(&mut buf)
+                        && n > 0
+                    {
+                        let now = Instant::now();
+                        longest = longest.max(now - last);
+                        last = now;
+                    }
+                }
+                // A connection still stalled at the end: the stall lasted until then.
+                longest = longest.max(last.elapsed());
+                let _ = writer.join();
+                longest
+            }));
+        }
+        Ok(Echo {
+            stop,
+            clients,
+            server: Some(server),
+        })
+    }
+}
+
+/// Running TCP echo connections ([`DataplaneTopology::start_echo`]).
+#[derive(Debug)]
+pub struct Echo {
+    stop: Arc<AtomicBool>,
+    clients: Vec<JoinHandle<Duration>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Echo {
+    /// Per connection, the longest time between two echoes arriving at the client (or from
+    /// the last one to the end): a stall in either direction of the connection, plus what
+    /// TCP's retransmission backoff adds after the path is back.
+    pub fn finish(mut self) -> Vec<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        let out = std::mem::take(&mut self.clients)
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
+        out
     }
 }
 
@@ -492,11 +692,10 @@ pub struct StreamResult {
 }
 
 impl Stream {
-    fn start(rx: UdpSocket, txs: Vec<UdpSocket>, pps: u32) -> Stream {
+    fn start(rx: UdpSocket, txs: Vec<UdpSocket>, pps: u32, dest: SocketAddr) -> Stream {
         let stop = Arc::new(AtomicBool::new(false));
         let interval = Duration::from_secs(1) / pps.max(1);
         let start = Instant::now();
-        let dest = SocketAddr::from((POD_ADDR, POD_PORT));
         let s = stop.clone();
         let sender = std::thread::spawn(move || {
             let mut sent_at = Vec::new();

@@ -93,6 +93,9 @@ pub struct BGPSpeakerConfigSpec {
     /// Hold a pod CIDR back until the node can deliver to it (off by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarding_gate: Option<ForwardingGateSpec>,
+    /// The node's own default route follows its sessions (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressSpec>,
     /// Status publishing (NodeBGPStatus and the node's Lease).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusSpec>,
@@ -276,6 +279,15 @@ pub struct ForwardingGateSpec {
 pub enum ForwardingGateModeSpec {
     Enforce,
     Report,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressSpec {
+    /// While every peer at a next hop of the node's default route is down, leave that next
+    /// hop out of the node's egress (a route of the speaker's own, protocol 179).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_sessions: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]

@@ -62,6 +62,11 @@ pub struct FamilyReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FamilyLabel {
+    pub family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -132,6 +137,12 @@ pub struct Metrics {
     pub service_addresses_held: Family<ReasonLabel, Gauge>,
     /// Peers the rollout gate excuses although they answer: never Established on this node.
     pub ready_excused_peers: Gauge,
+    /// `egress.followSessions`: default-route next hops left out of the node's egress now,
+    /// the next hops of the route of ours (0: none, the default route as it is), and failed
+    /// writes of it.
+    pub egress_withdrawn: Family<FamilyLabel, Gauge>,
+    pub egress_route_next_hops: Family<FamilyLabel, Gauge>,
+    pub egress_write_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -184,6 +195,9 @@ impl Metrics {
             service_addresses_announced: Gauge::default(),
             service_addresses_held: Family::default(),
             ready_excused_peers: Gauge::default(),
+            egress_withdrawn: Family::default(),
+            egress_route_next_hops: Family::default(),
+            egress_write_failures: Counter::default(),
         };
         // Every state from the start (0 with a config file: no objects select the node), so
         // an alert on one state has a series to read on every speaker.
@@ -351,6 +365,21 @@ impl Metrics {
             "podcidr_node_config_cannot_run",
             "Configuration objects selecting this node that cannot run here and have no last good version (counted in podcidr_node_config_objects{state=\"not_applied\"} too): the node is not Ready",
             m.node_config_cannot_run.clone(),
+        );
+        registry.register(
+            "podcidr_egress_next_hops_withdrawn",
+            "egress.followSessions: next hops of the node's default route left out of its egress now (their peers are down), by family",
+            m.egress_withdrawn.clone(),
+        );
+        registry.register(
+            "podcidr_egress_route_next_hops",
+            "egress.followSessions: next hops of the speaker's own /1 routes (protocol 179) by family; 0: none installed, the node's default route is used as it is",
+            m.egress_route_next_hops.clone(),
+        );
+        registry.register(
+            "podcidr_egress_write_failures",
+            "egress.followSessions: failed writes of the speaker's own routes (retried at the next kernel read)",
+            m.egress_write_failures.clone(),
         );
         registry.register(
             "podcidr_node_source_cidrs",

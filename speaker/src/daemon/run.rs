@@ -304,7 +304,12 @@ impl Speaker {
             .as_ref()
             .map(|c| EventSink::spawn(c.clone(), &node_name, Arc::clone(&metrics)));
         let kernel_query = KernelQuery::for_config(&config);
-        let facts = kernel::read(&kernel_query);
+        // At start the routes of ours are read whatever the config: a previous process's
+        // are adopted, or removed when egress is off now.
+        let facts = kernel::read(&KernelQuery {
+            egress: true,
+            ..kernel_query.clone()
+        });
         let origin = match objects {
             Some(_) => ConfigOrigin::Objects(None),
             None => ConfigOrigin::File,
@@ -616,6 +621,14 @@ impl Speaker {
                 self.peers.set_connect_retry(&name, base, max);
             }
             Effect::SetRoutes { name, routes } => self.peers.set_routes(&name, routes),
+            // In line: one or two netlink requests, acknowledged within microseconds, and in
+            // order with the session events that decided them.
+            Effect::SetEgress(routes) => {
+                if let Err(e) = super::host::netlink::egress::set(&routes) {
+                    self.metrics.egress_write_failures.inc();
+                    tracing::error!(error = %e, "writing the egress routes of ours failed; retried at the next kernel read");
+                }
+            }
             Effect::ProbeServices(targets) => match &self.prober {
                 Some(p) => p.set(targets),
                 None if targets.services.is_empty() => {}

@@ -149,6 +149,7 @@ pub fn record(m: &Metrics, notice: Notice) {
             "the node's local AS cannot be resolved; no BGP session runs"
         ),
         Notice::PeerUnresolved(p) => tracing::warn!("{p}"),
+        Notice::Egress(d) => egress_decided(m, &d),
         Notice::DefaultRoutesChanged(routes) => tracing::info!(
             ipv4 = %show_gateways(&routes.ipv4),
             ipv6 = %show_gateways(&routes.ipv6),
@@ -434,6 +435,44 @@ fn session_event(m: &Metrics, peer: &str, ev: SessionEvent) {
                 tracing::warn!(peer, %prefix, reason = reason.as_str(), "not sent on this session");
             }
         }
+    }
+}
+
+fn egress_decided(m: &Metrics, d: &crate::daemon::core::egress::EgressDecision) {
+    use crate::daemon::metrics::FamilyLabel;
+    let show = |hops: &[crate::daemon::core::egress::NextHop]| {
+        if hops.is_empty() {
+            return "none (the default route as it is)".to_owned();
+        }
+        hops.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (family, route, v6) in [
+        ("ipv4", &d.routes.ipv4, false),
+        ("ipv6", &d.routes.ipv6, true),
+    ] {
+        let label = FamilyLabel {
+            family: family.into(),
+        };
+        let withdrawn = d.withdrawn.iter().filter(|h| h.via.is_ipv6() == v6).count();
+        m.egress_withdrawn
+            .get_or_create(&label)
+            .set(i64::try_from(withdrawn).unwrap_or(i64::MAX));
+        m.egress_route_next_hops
+            .get_or_create(&label)
+            .set(i64::try_from(route.len()).unwrap_or(i64::MAX));
+    }
+    if d.withdrawn.is_empty() {
+        tracing::info!("egress: every next hop of the node's default route is used");
+    } else {
+        tracing::warn!(
+            withdrawn = %show(&d.withdrawn),
+            ipv4 = %show(&d.routes.ipv4),
+            ipv6 = %show(&d.routes.ipv6),
+            "egress: next hops whose peers are down are left out of the node's egress"
+        );
     }
 }
 

@@ -568,6 +568,30 @@ fn a_forwarding_gate_object_field_runs_as_the_file_key_does() {
     assert_eq!(from_objects, from_file);
 }
 
+#[test]
+fn an_egress_object_field_runs_as_the_file_key_does() {
+    let c = speaker_config(
+        "default",
+        "2026-11-01T00:00:00Z",
+        "{asn: 65010, source: {kind: ipam-crd}, allowedPrefixes: [10.244.0.0/16], \
+         egress: {followSessions: true}}",
+    );
+    let p = bgp_peer(
+        "tor1",
+        "2026-11-01T00:00:00Z",
+        "{address: 192.0.2.1, asn: 65000}",
+    );
+    let from_objects = assemble(&c, &[&p], &key_file).unwrap();
+    let from_file = podcidr_config::Config::from_yaml_str(
+        "asn: 65010\nsource: {kind: ipam-crd}\nallowedPrefixes: [10.244.0.0/16]\n\
+         egress: {followSessions: true}\n\
+         peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000}\n",
+    )
+    .unwrap();
+    assert!(from_objects.egress.follow_sessions);
+    assert_eq!(from_objects, from_file);
+}
+
 /// A node reads its AS from the Node through `spec.asnFrom`; the speaker runs it as the file's
 /// `asn: {fromNodeLabel: …}`.
 #[test]

@@ -66,7 +66,9 @@ fn start_bird_with(dir: &TempDir, ns: &str, net: u8, asn: u32, bfd: bool) -> (Da
     let (bfd_proto, bfd_on) = if bfd {
         (
             "protocol bfd { interface \"*\" { min rx interval 100 ms; min tx interval 100 ms; }; }\n",
-            " bfd on;",
+            // A BFD Down is an error to BIRD: without this it refuses the node for its
+            // default `error wait time` (60 s) after a cut heals.
+            " bfd on; error wait time 1, 2;",
         )
     } else {
         ("", "")
@@ -624,4 +626,132 @@ fn ipv4_and_ipv6_gateways_both_run_bfd_without_local_address() {
     let log = speaker.log();
     assert!(!log.contains("BFD not started"), "{sessions}\n{log}");
     drop(speaker);
+}
+
+/// `ip route show proto 179` in `ns` (IPv4): the speaker's own egress routes.
+fn egress_routes(ns: &str) -> String {
+    String::from_utf8_lossy(&in_ns(ns, &["ip", "route", "show", "proto", "179"]).stdout)
+        .into_owned()
+}
+
+/// A silent cut of `dev` at the node (carrier stays up): DROP in and out (`-I`), or healed
+/// (`-D`).
+fn silent_cut(ns: &str, dev: &str, op: &str) {
+    for (chain, dir) in [("INPUT", "-i"), ("OUTPUT", "-o")] {
+        let out = in_ns(ns, &["iptables", op, chain, dir, dev, "-j", "DROP"]);
+        assert!(
+            out.status.success(),
+            "iptables {op} {chain}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `egress.followSessions` against two BIRD ToRs with BFD and an ECMP default route: a
+/// silent cut of one uplink takes its next hop out of the node's egress, healing brings it
+/// back, and a SIGKILLed speaker leaves the node with its default route (the next process
+/// cleans up).
+#[test]
+fn egress_leaves_a_silently_cut_uplink_and_sigkill_leaves_a_default_route() {
+    let tag = tag(8);
+    integration_tests::require!(Need::Bin("iptables"));
+    let (mut ns, dir) = integration_tests::needs!(setup());
+    let (node, tor1, tor2) = two_uplinks(&mut ns, &tag);
+    let ecmp = "default nexthop via 198.18.1.1 dev eth0 nexthop via 198.18.2.1 dev eth1";
+    let mut args = vec!["-n", node.as_str(), "route", "add"];
+    args.extend(ecmp.split(' '));
+    ip(&args);
+    let (_b1, sock1) = start_bird_with(&dir, &tor1, 1, 65001, true);
+    let (_b2, sock2) = start_bird_with(&dir, &tor2, 2, 65002, true);
+    let peers = ipv4_gateway_peer().replace(
+        "gracefulRestart: {enabled: false}}",
+        "gracefulRestart: {enabled: false}, bfd: {minTx: 100, minRx: 100}}",
+    ) + "egress: {followSessions: true}\n";
+    let cfg = write_config(&dir, &peers);
+    let both_up = |dir: &TempDir| {
+        for (tor, sock) in [(&tor1, &sock1), (&tor2, &sock2)] {
+            wait_until(
+                dir,
+                "both ToRs' BFD sessions Up and the route learned",
+                || birdc(tor, sock, "show bfd sessions") + &birdc(tor, sock, "show route"),
+                |b| {
+                    b.contains("198.19.1.0/24")
+                        && b.lines().any(|l| {
+                            l.contains("198.18.") && l.split_whitespace().any(|w| w == "Up")
+                        })
+                },
+            );
+        }
+    };
+    let mut speaker = start_speaker(&dir, &node, &cfg);
+    both_up(&dir);
+    assert_eq!(
+        egress_routes(&node),
+        "",
+        "all up: the default route as it is"
+    );
+
+    // The rule: a silent cut takes that uplink's next hop out of the node's egress.
+    silent_cut(&node, "eth0", "-I");
+    let ours = wait_until(
+        &dir,
+        "the node's egress to leave the cut uplink",
+        || egress_routes(&node),
+        |r| r.contains("0.0.0.0/1") && r.contains("128.0.0.0/1") && !r.contains("198.18.1.1"),
+    );
+    assert!(ours.contains("via 198.18.2.1 dev eth1"), "{ours}");
+    let get =
+        String::from_utf8_lossy(&in_ns(&node, &["ip", "route", "get", "198.19.200.1"]).stdout)
+            .into_owned();
+    assert!(get.contains("via 198.18.2.1 dev eth1"), "{get}");
+    // The node's own default route is untouched: both next hops.
+    let default =
+        String::from_utf8_lossy(&in_ns(&node, &["ip", "route", "show", "default"]).stdout)
+            .into_owned();
+    assert!(
+        default.contains("198.18.1.1") && default.contains("198.18.2.1"),
+        "{default}"
+    );
+    assert!(speaker.log().contains("left out of the node's egress"));
+
+    // Healing: BFD and BGP come back, the route of ours goes.
+    silent_cut(&node, "eth0", "-D");
+    wait_until(
+        &dir,
+        "the route of ours to go",
+        || egress_routes(&node),
+        str::is_empty,
+    );
+
+    // SIGKILL mid-cut: nothing runs to clean up, and the node still has its default route.
+    silent_cut(&node, "eth0", "-I");
+    wait_until(
+        &dir,
+        "the node's egress to leave the cut uplink again",
+        || egress_routes(&node),
+        |r| r.contains("0.0.0.0/1") && !r.contains("198.18.1.1"),
+    );
+    speaker.signal(libc::SIGKILL);
+    assert!(speaker.wait_exit(Duration::from_secs(5)).is_some());
+    let default =
+        String::from_utf8_lossy(&in_ns(&node, &["ip", "route", "show", "default"]).stdout)
+            .into_owned();
+    assert!(
+        default.contains("198.18.1.1") && default.contains("198.18.2.1"),
+        "{default}"
+    );
+    assert!(
+        egress_routes(&node).contains("198.18.2.1"),
+        "left as it was"
+    );
+    // The next process adopts it and, once both sessions are back, removes it.
+    silent_cut(&node, "eth0", "-D");
+    let _next = start_speaker(&dir, &node, &cfg);
+    both_up(&dir);
+    wait_until(
+        &dir,
+        "the next process to remove the route of ours",
+        || egress_routes(&node),
+        str::is_empty,
+    );
 }

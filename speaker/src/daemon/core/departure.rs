@@ -103,6 +103,11 @@ impl Core {
             return;
         }
         self.departure.stopping = true;
+        if departure.is_some() {
+            // Leaving for good: the node's own default route again (a restart leaves the
+            // route of ours to the next process, which adopts it).
+            self.egress_depart(out);
+        }
         let stops = self
             .sessions
             .peers

@@ -29,6 +29,8 @@ pub struct KernelQuery {
     pub destinations: BTreeSet<PeerAddress>,
     /// Read the main routing table (`forwardingGate.enabled`), only the routes this keeps.
     pub routes: Option<RouteFilter>,
+    /// Read the routes of ours (`egress.followSessions`; every read at start).
+    pub egress: bool,
 }
 
 /// The routes of the main table the forwarding gate reads, and no other: on a node whose
@@ -57,7 +59,8 @@ impl RouteFilter {
 impl KernelQuery {
     pub fn for_config(config: &Config) -> Self {
         let mut q = KernelQuery {
-            default_routes: uses_default_gateway(config),
+            default_routes: uses_default_gateway(config) || config.egress.follow_sessions,
+            egress: config.egress.follow_sessions,
             routes: config.forwarding_gate.enabled.then(|| RouteFilter {
                 within: config.allowed_prefixes.clone(),
                 towards: config
@@ -87,6 +90,7 @@ impl KernelQuery {
 
     pub fn is_empty(&self) -> bool {
         !self.default_routes
+            && !self.egress
             && self.routes.is_none()
             && self.neighbours.is_empty()
             && self.destinations.is_empty()
@@ -106,6 +110,8 @@ pub struct KernelFacts {
     pub routes: super::forwarding::RouteTable,
     /// The table could not be read: the core keeps the last one it had.
     pub routes_unread: bool,
+    /// The routes of ours (`egress`), as installed.
+    pub egress: super::egress::EgressRoutes,
 }
 
 impl KernelFacts {
@@ -187,5 +193,5 @@ pub fn resolve(
 /// Whether the `PeersResolved` condition applies: the config has a peer the kernel resolves.
 pub fn resolves_peers(written: &Config) -> bool {
     let q = KernelQuery::for_config(written);
-    q.default_routes || !q.neighbours.is_empty()
+    uses_default_gateway(written) || !q.neighbours.is_empty()
 }

@@ -45,6 +45,7 @@ mod asn;
 pub mod bfd_gate;
 pub mod cni;
 pub mod departure;
+pub mod egress;
 pub mod errors;
 pub mod forwarding;
 pub mod gateways;
@@ -219,6 +220,8 @@ pub struct Core {
     cni: CniState,
     /// Service routes (`BGPAdvertisement`s).
     services: services::ServiceState,
+    /// The node's egress (`egress.followSessions`).
+    egress: egress::EgressState,
     gate: readiness::GateState,
     /// `--ready-peer-grace` (see [`readiness`]).
     ready_grace: Duration,
@@ -238,6 +241,12 @@ impl Core {
         let node = (!watches_node(api, &written)).then(NodeFacts::default);
         let (config, problems) = resolve(&written, &kernel, &[]);
         let unresolved = resolves_peers(&written).then_some(problems);
+        // The route of ours a previous process left: the kernel has it now.
+        let egress = egress::EgressState {
+            adopted: kernel.egress.clone(),
+            asked: Some(kernel.egress.clone()),
+            ..Default::default()
+        };
         Core {
             written,
             config,
@@ -276,6 +285,7 @@ impl Core {
             departure: DepartureState::default(),
             cni: CniState::default(),
             services: services::ServiceState::default(),
+            egress,
             gate: readiness::GateState::default(),
             ready_grace: readiness::DEFAULT_READY_PEER_GRACE,
             api,
@@ -395,6 +405,7 @@ impl Core {
         self.note_coverage(out);
         self.update_readiness(out);
         self.note_departure(out);
+        self.reconcile_egress(out);
     }
 
     /// The Node's facts (empty before it is seen).
@@ -443,6 +454,7 @@ impl Core {
                         diag,
                         remote_state,
                     }) => {
+                        self.egress_bfd_changed(&peer, from, to, remote_state);
                         self.bfd_state_changed(&mut out, &peer, (from, to, diag, remote_state));
                         return out;
                     }
@@ -452,6 +464,7 @@ impl Core {
                     }
                     _ => {}
                 }
+                self.egress_session_changed(&peer, &ev);
                 self.session_event(&mut out, &peer, &ev);
                 out.push(Effect::Notice(Notice::Session(peer, ev)));
             }
@@ -661,6 +674,10 @@ impl Core {
     fn on_kernel(&mut self, out: &mut Vec<Effect>, mut kernel: KernelFacts) {
         if kernel.routes_unread {
             kernel.routes = self.kernel.routes.clone();
+        }
+        if self.config.egress.follow_sessions {
+            // Before the comparison: a failed write leaves the facts as they were.
+            self.egress_read(&kernel.egress);
         }
         if kernel == self.kernel {
             return;

@@ -188,6 +188,8 @@ pub enum Effect {
         name: String,
         routes: Arc<RouteSet>,
     },
+    /// Make the routes of ours in the kernel these (`egress.followSessions`; empty: none).
+    SetEgress(super::egress::EgressRoutes),
     /// Make the listeners match: keep sockets whose address stays (their accepted peers and
     /// keys updated in place), bind new ones, close the rest. Never closes before binding.
     SetListeners(ListenerLayout),
@@ -367,6 +369,9 @@ pub enum Notice {
         reason: Option<PeerRefusal>,
     },
     NoRouterId,
+    /// The node's egress (`egress.followSessions`): the routes of ours and the default-route
+    /// next hops left out; sent when that changes.
+    Egress(super::egress::EgressDecision),
     /// The node's default routes changed (the gateways of `default-gateway` peers).
     DefaultRoutesChanged(DefaultRoutes),
     /// A peer the kernel cannot resolve yet (no default route, no neighbour).

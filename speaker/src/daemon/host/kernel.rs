@@ -29,6 +29,11 @@ pub fn read(query: &KernelQuery) -> KernelFacts {
         sources: BTreeMap::new(),
         routes: RouteTable::default(),
         routes_unread: false,
+        egress: if query.egress {
+            egress_routes()
+        } else {
+            Default::default()
+        },
     };
     if let Some(filter) = &query.routes {
         // The gateways' own routes too: the device towards a gateway is an uplink.
@@ -60,6 +65,25 @@ pub fn read(query: &KernelQuery) -> KernelFacts {
         })
         .collect();
     facts
+}
+
+/// The routes of ours (`egress`); none when the dump fails (one warning per failure streak):
+/// the core then writes what it decided again.
+fn egress_routes() -> crate::daemon::core::egress::EgressRoutes {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FAILING: AtomicBool = AtomicBool::new(false);
+    match super::netlink::egress::read() {
+        Ok(routes) => {
+            FAILING.store(false, Ordering::Relaxed);
+            routes
+        }
+        Err(e) => {
+            if !FAILING.swap(true, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "reading the egress routes of ours failed");
+            }
+            Default::default()
+        }
+    }
 }
 
 /// The neighbour to peer with on each interface (one dump of the table for all of them).

@@ -779,6 +779,7 @@ mod asn;
 mod bfd;
 mod bfd_reload;
 mod departure;
+mod egress;
 mod forwarding;
 mod gateways;
 mod node_events;

@@ -2,6 +2,7 @@
 //! `neighbors.rs`): checked reads, the dump request, the walk over one `recv` buffer (pure),
 //! and the one bounded dump over a NETLINK_ROUTE socket.
 
+pub mod egress;
 pub mod monitor;
 pub mod neigh;
 pub mod route;
@@ -162,6 +163,42 @@ pub(super) fn walk(buf: &[u8], mut on_message: impl FnMut(u16, &[u8])) -> Result
 /// Sends `request` on a fresh NETLINK_ROUTE socket and walks the replies until NLMSG_DONE
 /// (each read waits at most 1 s, at most [`MAX_READS`] reads).
 pub(super) fn dump(request: &[u8], mut on_message: impl FnMut(u16, &[u8])) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = send_request(request)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    for _ in 0..MAX_READS {
+        // SAFETY: recv(2) into a live buffer of the given length on our fd.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        if walk(buf.get(..n).unwrap_or_default(), &mut on_message)? || n == 0 {
+            return Ok(());
+        }
+    }
+    Err(io::Error::other("netlink dump did not finish"))
+}
+
+/// Sends one request that asks for an acknowledgement (`NLM_F_ACK`) and waits at most 1 s
+/// for it: `Ok` when the kernel acknowledged, its errno otherwise.
+pub(super) fn request(request: &[u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = send_request(request)?;
+    let mut buf = vec![0u8; 8 * 1024];
+    // SAFETY: recv(2) into a live buffer of the given length on our fd.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    let mut acked = false;
+    walk(buf.get(..n).unwrap_or_default(), |_, _| {})
+        .map(|_| acked = true)
+        .map_err(io::Error::from)?;
+    if acked && n > 0 {
+        Ok(())
+    } else {
+        Err(io::Error::other("no netlink acknowledgement"))
+    }
+}
+
+/// A fresh NETLINK_ROUTE socket (reads time out after 1 s) with `request` sent on it.
+fn send_request(request: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: socket(2) with constant arguments; the fd is owned (closed on drop) below.
     let raw = unsafe {
@@ -198,14 +235,5 @@ pub(super) fn dump(request: &[u8], mut on_message: impl FnMut(u16, &[u8])) -> io
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut buf = vec![0u8; 64 * 1024];
-    for _ in 0..MAX_READS {
-        // SAFETY: recv(2) into a live buffer of the given length on our fd.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
-        if walk(buf.get(..n).unwrap_or_default(), &mut on_message)? || n == 0 {
-            return Ok(());
-        }
-    }
-    Err(io::Error::other("netlink dump did not finish"))
+    Ok(fd)
 }

@@ -59,6 +59,8 @@ pub struct RouteEntry {
     pub ifindex: u32,
     pub via: Option<IpAddr>,
     pub metric: u32,
+    /// `RTPROT_*`: who installed it.
+    pub protocol: u8,
 }
 
 impl RouteEntry {
@@ -78,9 +80,13 @@ impl RouteEntry {
 /// The entries of one `RTM_NEWROUTE` body (rtmsg + attributes) if it is a route of the main
 /// table.
 fn main_table_route(body: &[u8]) -> Vec<RouteEntry> {
-    let (Some(&family), Some(&dst_len), Some(&table), Some(&rtype)) =
-        (body.first(), body.get(1), body.get(4), body.get(7))
-    else {
+    let (Some(&family), Some(&dst_len), Some(&table), Some(&protocol), Some(&rtype)) = (
+        body.first(),
+        body.get(1),
+        body.get(4),
+        body.get(5),
+        body.get(7),
+    ) else {
         return Vec::new();
     };
     let attrs = attributes(body.get(RTMSG_LEN..).unwrap_or_default());
@@ -111,6 +117,7 @@ fn main_table_route(body: &[u8]) -> Vec<RouteEntry> {
         ifindex,
         via,
         metric: find(RTA_PRIORITY).and_then(|d| u32_at(d, 0)).unwrap_or(0),
+        protocol,
     };
     if let Some(mp) = find(RTA_MULTIPATH) {
         // struct rtnexthop { u16 len; u8 flags; u8 hops; i32 ifindex; } + attributes.
