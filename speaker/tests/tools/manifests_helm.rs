@@ -36,6 +36,7 @@ const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// same with the chart.
 const SWITCHES: &[(&str, &str)] = &[
     ("cni", "cni.enabled=true"),
+    ("egress", "egress.enabled=true"),
     ("monitoring", "monitoring.enabled=true"),
     ("no-admission-policy", "admissionPolicy.enabled=false"),
     ("resource-quota", "resourceQuota.enabled=true"),
