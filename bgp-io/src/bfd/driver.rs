@@ -14,7 +14,7 @@ use tokio::time::{Instant, sleep_until};
 
 use bgp_proto::bfd::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
 use bgp_proto::bfd::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
-use bgp_proto::bfd::timers;
+use bgp_proto::bfd::{auth, timers};
 pub use bgp_proto::bfd::{BfdEvent, StopMode};
 
 /// Upper bound on how long a planned stop repeats AdminDown (RFC 5880 §6.8.16 asks for a
@@ -160,6 +160,7 @@ impl<T: BfdTransport> Driver<T> {
             tokio::select! {
                 _ = sleep_opt(self.transmit_at), if self.transmit_at.is_some() => {
                     self.transmit_at = None;
+                    self.auth_clock().await;
                     self.process(BfdInput::TimerFired(BfdTimer::Transmit)).await;
                 }
                 _ = sleep_opt(self.detect_at), if self.detect_at.is_some() => {
@@ -244,7 +245,22 @@ impl<T: BfdTransport> Driver<T> {
         }
     }
 
+    /// Keeps `bfd.XmitAuthSeq` at or above the wall clock's floor (a no-op without
+    /// authentication; see `auth::sequence_floor`).
+    async fn auth_clock(&mut self) {
+        if self.session.xmit_auth_seq().is_some() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            self.process(BfdInput::AuthSequenceFloor(auth::sequence_floor(now)))
+                .await;
+        }
+    }
+
     fn event(&self, ev: BfdEvent) {
+        if let BfdEvent::Dropped { kind, .. } = &ev {
+            let _ = super::drops::count(kind);
+        }
         let _ = self.events.send(ev);
     }
 
@@ -281,6 +297,10 @@ impl<T: BfdTransport> Driver<T> {
                 BfdOutput::Ignored(why) => self.event(BfdEvent::Dropped {
                     kind: "discriminator",
                     detail: why.to_string(),
+                }),
+                BfdOutput::AuthFailed(e) => self.event(BfdEvent::Dropped {
+                    kind: e.kind(),
+                    detail: e.to_string(),
                 }),
             }
         }

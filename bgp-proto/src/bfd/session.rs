@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::auth::{self, AuthError, BfdAuthKey};
 use super::packet::{BfdState, ControlPacket, Diag};
 
 /// RFC 5880 §6.8.3: while the session is not Up, we transmit at most once per second.
@@ -49,6 +50,10 @@ pub enum BfdInput {
         required_min_rx: Duration,
         detect_mult: u8,
     },
+    /// The lowest `bfd.XmitAuthSeq` may be from now on (circular): the driver derives it
+    /// from the wall clock so that the next process continues the sequence after a planned
+    /// restart (docs/bgp.md, "BFD authentication"). Ignored without authentication.
+    AuthSequenceFloor(u32),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +72,18 @@ pub enum BfdOutput {
     },
     /// A packet that is not for this session (§6.8.6, Your Discriminator mismatch).
     Ignored(&'static str),
+    /// A packet discarded by the authentication rules (§6.7, §6.8.6).
+    AuthFailed(AuthError),
+}
+
+/// `bfd.AuthType` and friends (§6.8.1) of an authenticated session.
+#[derive(Debug, Clone, Copy)]
+struct AuthState {
+    key: BfdAuthKey,
+    /// `bfd.XmitAuthSeq`: the sequence number of the last packet sent.
+    xmit_seq: u32,
+    /// `bfd.RcvAuthSeq` while `bfd.AuthSeqKnown`.
+    rcv_seq: Option<u32>,
 }
 
 /// A Poll Sequence in progress (§6.6): values announced, not yet all in use.
@@ -94,6 +111,7 @@ pub struct BfdSession {
     started: bool,
     /// Continue the session a previous process of ours ran (see [`BfdSession::resuming`]).
     adopt: bool,
+    auth: Option<AuthState>,
     rng: fastrand::Rng,
 }
 
@@ -119,6 +137,7 @@ impl BfdSession {
             poll: None,
             started: false,
             adopt: false,
+            auth: None,
             rng: fastrand::Rng::with_seed(cfg.jitter_seed),
         };
         s.tx_in_use = s.announced_tx();
@@ -134,6 +153,27 @@ impl BfdSession {
         let mut s = Self::new(cfg);
         s.adopt = true;
         s
+    }
+
+    /// Authenticate every packet with `key` (RFC 5880 §6.7.4), the first sent with
+    /// sequence number `first_sequence` (Meticulous: one more for each packet after it).
+    pub fn with_auth(mut self, key: BfdAuthKey, first_sequence: u32) -> Self {
+        self.auth = Some(AuthState {
+            key,
+            // Incremented before each packet (meticulous) or raised by the floor.
+            xmit_seq: if key.meticulous {
+                first_sequence.wrapping_sub(1)
+            } else {
+                first_sequence
+            },
+            rcv_seq: None,
+        });
+        self
+    }
+
+    /// `bfd.XmitAuthSeq` of the last packet sent (`None` without authentication).
+    pub fn xmit_auth_seq(&self) -> Option<u32> {
+        self.auth.map(|a| a.xmit_seq)
     }
 
     pub fn state(&self) -> BfdState {
@@ -211,13 +251,26 @@ impl BfdSession {
             desired_min_tx: self.announced_tx(),
             required_min_rx: micros(self.cfg.required_min_rx),
             required_min_echo_rx: 0,
+            auth: None,
         }
     }
 
-    fn send(&self, out: &mut Vec<BfdOutput>, final_: bool) {
+    fn send(&mut self, out: &mut Vec<BfdOutput>, final_: bool) {
         // §6.8.7: nothing while the peer asks for no packets (RemoteMinRxInterval 0).
         if self.remote_min_rx != 0 || final_ {
-            out.push(BfdOutput::Send(self.packet(final_)));
+            let p = self.packet(final_);
+            let p = match &mut self.auth {
+                None => p,
+                Some(a) => {
+                    // §6.7.4: Meticulous increments for every packet; Keyed may keep it.
+                    if a.key.meticulous {
+                        a.xmit_seq = a.xmit_seq.wrapping_add(1);
+                    }
+                    // Our packets never carry Poll and Final both, so signing succeeds.
+                    auth::sign(p, &a.key, a.xmit_seq).unwrap_or(p)
+                }
+            };
+            out.push(BfdOutput::Send(p));
         }
     }
 
@@ -264,6 +317,13 @@ impl BfdSession {
                 required_min_rx,
                 detect_mult,
             } => self.set_intervals(&mut out, desired_min_tx, required_min_rx, detect_mult),
+            BfdInput::AuthSequenceFloor(floor) => {
+                if let Some(a) = &mut self.auth
+                    && (floor.wrapping_sub(a.xmit_seq) as i32) > 0
+                {
+                    a.xmit_seq = floor;
+                }
+            }
         }
         out
     }
@@ -364,12 +424,35 @@ impl BfdSession {
         self.remote_desired_tx = 0;
         self.remote_detect_mult = 0;
         self.remote_demand = false;
+        // §6.8.1 asks for this after two detection times without packets; BIRD does it at
+        // one, as we do: the session is Down by then either way.
+        if let Some(a) = &mut self.auth {
+            a.rcv_seq = None;
+        }
         if matches!(self.state, BfdState::Init | BfdState::Up) {
             self.enter(out, BfdState::Down, Diag::ControlDetectionTimeExpired);
         }
     }
 
+    /// §6.7, §6.8.6: an authenticated session takes only packets with the right type, key,
+    /// sequence and digest; a session without authentication takes none with the A bit.
+    /// Returns the sequence number to remember once the packet is accepted.
+    fn authenticate(&self, p: &ControlPacket) -> Result<Option<u32>, AuthError> {
+        match &self.auth {
+            None if p.auth.is_some() => Err(AuthError::Unexpected),
+            None => Ok(None),
+            Some(a) => auth::check(p, &a.key, a.rcv_seq, self.cfg.detect_mult).map(Some),
+        }
+    }
+
     fn received(&mut self, out: &mut Vec<BfdOutput>, p: ControlPacket) {
+        let seq = match self.authenticate(&p) {
+            Ok(seq) => seq,
+            Err(e) => {
+                out.push(BfdOutput::AuthFailed(e));
+                return;
+            }
+        };
         let adopted = std::mem::take(&mut self.adopt)
             && self.state == BfdState::Down
             && p.state == BfdState::Up
@@ -381,6 +464,9 @@ impl BfdSession {
         if p.your_discriminator != 0 && p.your_discriminator != self.cfg.my_discriminator {
             out.push(BfdOutput::Ignored("your discriminator does not match"));
             return;
+        }
+        if let (Some(a), Some(seq)) = (&mut self.auth, seq) {
+            a.rcv_seq = Some(seq);
         }
         let old_interval = self.tx_interval();
         self.remote_discr = p.my_discriminator;
