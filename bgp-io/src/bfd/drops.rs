@@ -22,10 +22,15 @@ static DROPS: Mutex<BTreeMap<&'static str, Reason>> = Mutex::new(BTreeMap::new()
 /// Counts one drop; returns how many drops of `reason` to log now (including this one)
 /// when the last log of it is older than [`LOG_EVERY`], else `None`.
 pub fn count(reason: &'static str) -> Option<u64> {
+    count_n(reason, 1)
+}
+
+/// [`count`] for `n` drops at once.
+pub fn count_n(reason: &'static str, n: u64) -> Option<u64> {
     let mut all = DROPS.lock().ok()?;
     let r = all.entry(reason).or_default();
-    r.count = r.count.saturating_add(1);
-    r.since_log = r.since_log.saturating_add(1);
+    r.count = r.count.saturating_add(n);
+    r.since_log = r.since_log.saturating_add(n);
     let now = Instant::now();
     if r.logged.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
         return None;

@@ -5,11 +5,14 @@
 //! The control port of a local address is shared by every session on it: one receive
 //! task per port hands each datagram to the session of its source address, and only if it
 //! came with TTL 255 (RFC 5881 §5) through the interface this node reaches that peer
-//! through (`IP_PKTINFO` / `IPV6_RECVPKTINFO`): a process or pod on the node that forges
-//! the peer's address reaches us through the loopback or its own veth, never through the
-//! uplink, whatever rp_filter says. Everything else is dropped before it is queued, so a
-//! flood cannot crowd the peer's packets out of the session's queue; drops are counted by
-//! reason ([`super::drops`]).
+//! through (`IP_PKTINFO` / `IPV6_RECVPKTINFO`): a pod that forges the peer's address
+//! reaches us through its own veth, whatever rp_filter says. A process on the node reaches
+//! us through the loopback, which IP_PKTINFO does not show (the kernel reports the
+//! interface of the local address for looped packets), so a socket filter drops every
+//! datagram that arrived on `lo` in the kernel ([`loopback_filter`]), before it takes room
+//! in the socket's buffer; the kernel counts those (`SO_RXQ_OVFL`). Everything else is
+//! dropped before it is queued, so a flood cannot crowd the peer's packets out of the
+//! session's queue; drops are counted by reason ([`super::drops`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -172,6 +175,11 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
         .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
     ttl_options(&rx, v6)?;
     pktinfo_option(&rx, v6)?;
+    // On a loopback address every peer is this node (tests, a local router): nothing to
+    // tell apart.
+    if !local.ip().is_loopback() {
+        loopback_filter(&rx)?;
+    }
     rx.set_nonblocking(true)?;
     let rx = UdpSocket::from_std(rx)?;
     let sessions: Sessions = Arc::default();
@@ -181,12 +189,21 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
 }
 
 async fn dispatch(rx: UdpSocket, sessions: Sessions) {
+    let mut kernel_drops = 0u32;
     loop {
         let Ok(r) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
             // Errors (ICMP errors reported on the socket, say) belong to no one session.
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
+        // The socket's drop counter, as of this datagram (present once non-zero).
+        if let Some(total) = r.kernel_drops {
+            let new = total.wrapping_sub(kernel_drops);
+            kernel_drops = total;
+            if new > 0 {
+                dropped_in_kernel(new, r.datagram.from);
+            }
+        }
         if let Err(reason) = admit(&sessions, r) {
             dropped(reason);
         }
@@ -219,6 +236,19 @@ impl Refused {
             Self::UnknownSource { .. } => "unknown_source",
             Self::QueueFull { .. } => "queue_full",
         }
+    }
+}
+
+/// Datagrams the kernel dropped before the socket (the socket's `sk_drops`): through the
+/// loopback ([`loopback_filter`]), too short to be BFD, or the receive buffer full.
+fn dropped_in_kernel(n: u32, next: IpAddr) {
+    if let Some(logged) = super::drops::count_n("kernel", u64::from(n)) {
+        tracing::warn!(
+            reason = "kernel",
+            dropped = logged,
+            next_accepted_from = %next,
+            "BFD packets dropped by the kernel before the control port: sent by this node (through the loopback), shorter than a BFD packet, or the socket's buffer full; logged at most every 10 s"
+        );
     }
 }
 
@@ -478,6 +508,39 @@ fn pktinfo_option(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
     }
 }
 
+/// A classic BPF socket filter on the control port, run by the kernel on each datagram
+/// before it is queued on the socket. It sees the device the datagram really came in on
+/// (`skb->dev`), which IP_PKTINFO hides for looped packets. It drops datagrams through
+/// the loopback (`LOOPBACK_IFINDEX`: sent by a process on this node, whatever their source
+/// address) and datagrams too short to be BFD, so a local flood takes no room in the
+/// socket's buffer; the kernel counts them in the socket's drops (`SO_RXQ_OVFL`).
+fn loopback_filter(sock: &std::net::UdpSocket) -> io::Result<()> {
+    const LD_W_LEN: u16 = 0x80; // BPF_LD | BPF_W | BPF_LEN: A = skb->len (UDP header on)
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS (with SKF_AD_*: ancillary data)
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K: keep this many bytes
+    let ifindex = (libc::SKF_AD_OFF + libc::SKF_AD_IFINDEX) as u32;
+    let udp_header = 8;
+    let smallest = udp_header + bgp_proto::bfd::packet::MANDATORY_LEN as u32;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let prog = [
+        op(LD_W_LEN, 0, 0, 0),
+        op(JGE_K, 0, 3, smallest),
+        op(LD_W_ABS, 0, 0, ifindex),
+        op(JEQ_K, 1, 0, LOOPBACK_IFINDEX),
+        op(RET_K, 0, 0, u32::MAX),
+        op(RET_K, 0, 0, 0),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(sock.as_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
+    let on: libc::c_int = 1;
+    setsockopt(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &on)
+}
+
 /// One datagram as the control port read it.
 #[derive(Debug)]
 struct Received {
@@ -486,6 +549,8 @@ struct Received {
     scope: u32,
     /// The interface it arrived on.
     ifindex: Option<u32>,
+    /// The socket's drops so far (`SO_RXQ_OVFL`), once there are any.
+    kernel_drops: Option<u32>,
 }
 
 /// `recvmsg` with the TTL / hop-limit and packet-info control messages; also the source's
@@ -517,6 +582,7 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Received> {
     let len = usize::try_from(n).unwrap_or(0).min(buf.len());
     let mut ttl = None;
     let mut ifindex = None;
+    let mut kernel_drops = None;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
     // msg_controllen; each data read is of one c_int or one in(6)_pktinfo inside its cmsg.
     unsafe {
@@ -528,6 +594,11 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Received> {
             if is_ttl {
                 let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
                 ttl = u8::try_from(v).ok();
+            }
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_RXQ_OVFL {
+                kernel_drops = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(cmsg).cast::<u32>(),
+                ));
             }
             if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
                 let info =
@@ -555,6 +626,7 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Received> {
         datagram,
         scope,
         ifindex,
+        kernel_drops,
     })
 }
 
