@@ -47,8 +47,8 @@ pub use fields::parse_seconds;
 pub use forwarding::ForwardingGateConfig;
 pub use local_asn::{AsnOrigin, NodeAsnError, NodeMeta, ResolvedAsn};
 pub use md5::{
-    BFD_KEY_MAX_LEN, BfdKeyError, MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError, load_bfd_key,
-    load_md5_key, md5_key_from_bytes,
+    BFD_KEY_MAX_LEN, BfdKeyError, MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError,
+    load_bfd_key, load_md5_key, md5_key_from_bytes,
 };
 pub use model::*;
 pub use selector::{LabelSelector, LabelSelectorRequirement, SelectorOperator};

@@ -126,10 +126,12 @@ pub fn load_bfd_key(path: impl AsRef<Path>) -> Result<Vec<u8>, BfdKeyError> {
         path: path.to_owned(),
         source,
     };
-    let mut key = read_bounded(path).map_err(read)?.ok_or_else(|| BfdKeyError::TooLong {
-        path: path.to_owned(),
-        len: MD5_KEY_FILE_MAX_LEN + 1,
-    })?;
+    let mut key = read_bounded(path)
+        .map_err(read)?
+        .ok_or_else(|| BfdKeyError::TooLong {
+            path: path.to_owned(),
+            len: MD5_KEY_FILE_MAX_LEN + 1,
+        })?;
     if key.ends_with(b"\r\n") {
         key.truncate(key.len() - 2);
     } else if key.ends_with(b"\n") {

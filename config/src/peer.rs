@@ -10,9 +10,9 @@ use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
 use crate::fields::{is_unicast, parse_path, seconds};
 use crate::model::{
-    BfdAuthConfig, BfdAuthType, BfdConfig, ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX,
-    DEFAULT_HOLD_TIME, DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn,
-    PeerConfig, SessionType,
+    BfdAuthConfig, BfdAuthType, BfdConfig, ConnectRetry, DEFAULT_CONNECT_RETRY_BASE,
+    DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME, DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL,
+    PeerAddress, PeerAsn, PeerConfig, SessionType,
 };
 use crate::peer_endpoint::parse_endpoint;
 use crate::selector::{is_dns_label, parse_selector};
@@ -569,9 +569,11 @@ fn parse_bfd_auth(n: Node<'_, '_>, errs: &mut Errors) -> Option<BfdAuthConfig> {
         n.parse("keyed-sha1 or meticulous-keyed-sha1", e, |s| match s {
             "keyed-sha1" => Ok(BfdAuthType::KeyedSha1),
             "meticulous-keyed-sha1" => Ok(BfdAuthType::MeticulousKeyedSha1),
-            _ => Err("is not keyed-sha1 or meticulous-keyed-sha1 (the other RFC 5880 types \
+            _ => Err(
+                "is not keyed-sha1 or meticulous-keyed-sha1 (the other RFC 5880 types \
                  are not supported)"
-                .to_owned()),
+                    .to_owned(),
+            ),
         })
     })
     .required(&sub("type"), errs);

@@ -14,8 +14,8 @@ use tokio::time::{Instant, sleep_until};
 
 use bgp_proto::bfd::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
 use bgp_proto::bfd::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
-use bgp_proto::bfd::{auth, timers};
 pub use bgp_proto::bfd::{BfdEvent, StopMode};
+use bgp_proto::bfd::{auth, timers};
 
 /// Upper bound on how long a planned stop repeats AdminDown (RFC 5880 §6.8.16 asks for a
 /// Detection Time's worth, which a large multiplier makes minutes long).

@@ -115,7 +115,10 @@ pub fn route_interface(dst: IpAddr) -> io::Result<u32> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    parse_reply(buf.get(..usize::try_from(n).unwrap_or(0)).unwrap_or_default())
+    parse_reply(
+        buf.get(..usize::try_from(n).unwrap_or(0))
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

@@ -286,9 +286,7 @@ fn admit(sessions: &Sessions, r: Received) -> Result<(), Refused> {
     let mut all = sessions
         .lock()
         .map_err(|_| Refused::UnknownSource { from })?;
-    let s = all
-        .get_mut(&key)
-        .ok_or(Refused::UnknownSource { from })?;
+    let s = all.get_mut(&key).ok_or(Refused::UnknownSource { from })?;
     // Without IP_PKTINFO (never on Linux) there is nothing to check against: refuse.
     let ifindex = r.ifindex.unwrap_or(0);
     if !s.arrival.accepts(from, ifindex) {
@@ -536,7 +534,12 @@ fn loopback_filter(sock: &std::net::UdpSocket) -> io::Result<()> {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),
     };
-    setsockopt(sock.as_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
+    setsockopt(
+        sock.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &fprog,
+    )?;
     let on: libc::c_int = 1;
     setsockopt(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &on)
 }

@@ -182,9 +182,13 @@ pub enum PacketError {
     ZeroMyDiscriminator,
     #[error("BFD Your Discriminator is zero in state {state}")]
     ZeroYourDiscriminator { state: BfdState },
-    #[error("BFD Auth Type {auth_type} is not supported (only 4 Keyed SHA1 and 5 Meticulous Keyed SHA1)")]
+    #[error(
+        "BFD Auth Type {auth_type} is not supported (only 4 Keyed SHA1 and 5 Meticulous Keyed SHA1)"
+    )]
     UnsupportedAuthType { auth_type: u8 },
-    #[error("BFD Auth Len {auth_len} with packet Length {length}: a SHA1 section is 28 bytes after the 24 of the mandatory section")]
+    #[error(
+        "BFD Auth Len {auth_len} with packet Length {length}: a SHA1 section is 28 bytes after the 24 of the mandatory section"
+    )]
     AuthLength { auth_len: u8, length: u8 },
 }
 
@@ -349,10 +353,7 @@ impl ControlPacket {
             };
             let header = [auth_type, SHA1_AUTH_LEN as u8, a.key_id, a.reserved];
             let sequence = a.sequence.to_be_bytes();
-            let section = header
-                .iter()
-                .chain(sequence.iter())
-                .chain(a.digest.iter());
+            let section = header.iter().chain(sequence.iter()).chain(a.digest.iter());
             for (b, v) in out.buf.iter_mut().skip(MANDATORY_LEN).zip(section) {
                 *b = *v;
             }

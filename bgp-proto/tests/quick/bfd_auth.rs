@@ -93,8 +93,8 @@ fn keyed_sha1_digest_is_sha1_over_the_packet_with_the_key_rfc5880_6_7_4() {
     let signed = auth::sign(p, &key(false, b"secret"), 0x0102_0304).unwrap();
     // python3: hashlib.sha1(mandatory section | 04 1c 01 00 | 01020304 | "secret" + 14 zeros)
     let want: [u8; 20] = [
-        0x93, 0x24, 0x0b, 0x14, 0xe2, 0x2f, 0xde, 0x90, 0x37, 0x7e, 0x4b, 0x69, 0xaf, 0xb3,
-        0x0e, 0x39, 0xd8, 0x92, 0x62, 0x53,
+        0x93, 0x24, 0x0b, 0x14, 0xe2, 0x2f, 0xde, 0x90, 0x37, 0x7e, 0x4b, 0x69, 0xaf, 0xb3, 0x0e,
+        0x39, 0xd8, 0x92, 0x62, 0x53,
     ];
     assert_eq!(signed.auth.unwrap().digest, want);
     assert_eq!(
@@ -140,7 +140,11 @@ fn packet_without_auth_is_discarded_when_auth_is_on_rfc5880_6_8_6() {
     let mut plain = BfdSession::new(cfg(0xb));
     let out = deliver(&mut s, &sent(&plain.handle(BfdInput::Start)));
     assert_eq!(auth_failures(&out), vec![AuthError::Missing]);
-    assert_eq!(s.state(), BfdState::Down, "no Init from an unauthenticated Down");
+    assert_eq!(
+        s.state(),
+        BfdState::Down,
+        "no Init from an unauthenticated Down"
+    );
 }
 
 #[test]

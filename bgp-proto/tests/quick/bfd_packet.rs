@@ -188,7 +188,11 @@ fn sha1_auth_section_layout_rfc5880_4_4() {
     assert_eq!(b.len(), 52);
     assert_eq!(b[1] & 0x04, 0x04, "A bit");
     assert_eq!(b[3], 52, "Length covers the section");
-    assert_eq!(&b[24..28], &[5, 28, 7, 0], "type 5, Auth Len 28, key ID, reserved");
+    assert_eq!(
+        &b[24..28],
+        &[5, 28, 7, 0],
+        "type 5, Auth Len 28, key ID, reserved"
+    );
     assert_eq!(&b[28..32], &[0x11, 0x22, 0x33, 0x44], "sequence number");
     assert_eq!(&b[32..52], &[0xab; 20]);
     assert_eq!(ControlPacket::decode(&b), Ok(sha1_packet()));
@@ -321,13 +325,15 @@ fn arb_packet() -> impl Strategy<Value = ControlPacket> {
                     desired_min_tx: tx,
                     required_min_rx: rx,
                     required_min_echo_rx: echo,
-                    auth: auth.map(|(meticulous, key_id, reserved, sequence, digest)| Sha1Auth {
-                        meticulous,
-                        key_id,
-                        reserved,
-                        sequence,
-                        digest,
-                    }),
+                    auth: auth.map(
+                        |(meticulous, key_id, reserved, sequence, digest)| Sha1Auth {
+                            meticulous,
+                            key_id,
+                            reserved,
+                            sequence,
+                            digest,
+                        },
+                    ),
                 }
             },
         )

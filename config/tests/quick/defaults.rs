@@ -391,8 +391,14 @@ fn bfd_key_file_holds_one_to_twenty_bytes_rfc5880_4_4() {
     let ok = file("ok", b"twenty-bytes-secret!\n");
     assert_eq!(podcidr_config::load_bfd_key(&ok).unwrap().len(), 20);
     let long = podcidr_config::load_bfd_key(file("long", b"twenty-one-byte-secret")).unwrap_err();
-    assert!(long.to_string().contains("22 bytes, the limit is 20"), "{long}");
-    assert!(!long.to_string().contains("twenty-one"), "never the key: {long}");
+    assert!(
+        long.to_string().contains("22 bytes, the limit is 20"),
+        "{long}"
+    );
+    assert!(
+        !long.to_string().contains("twenty-one"),
+        "never the key: {long}"
+    );
     assert!(podcidr_config::load_bfd_key(file("empty", b"\n")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }

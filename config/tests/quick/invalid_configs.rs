@@ -414,7 +414,9 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "bfd_authentication_unknown_key",
-            with_peer("bfd: {authentication: {type: keyed-sha1, keyId: 1, secretFile: /k, password: x}}"),
+            with_peer(
+                "bfd: {authentication: {type: keyed-sha1, keyId: 1, secretFile: /k, password: x}}",
+            ),
             "peers[0].bfd.authentication.password: unknown key (expected one of type, keyId, secretFile)",
         ),
         // route attributes

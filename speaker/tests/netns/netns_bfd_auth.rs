@@ -129,9 +129,7 @@ fn forged_bfd_from_the_node_or_a_pod_does_not_reset_the_session_rfc5881_5() {
     // A process in the node's namespace: YD 0, YD ours, and a flood of 5000.
     const FLOOD: u32 = 5000;
     let disc = spoof(&t.node, FLOOD, None);
-    let counted = t.poll_until(POLL, WAIT, |t| {
-        dropped(t, "kernel") >= u64::from(FLOOD) + 2
-    });
+    let counted = t.poll_until(POLL, WAIT, |t| dropped(t, "kernel") >= u64::from(FLOOD) + 2);
     assert!(counted.is_some(), "{}\n{}", t.metrics(), t.log());
     // A pod behind a veth on the node, rp_filter loose (2).
     let mut ns = Netns::default();
@@ -180,7 +178,7 @@ fn speaker_auth(conf: String, kind: &str, file: &std::path::Path) -> String {
 /// fail our digest check and ours fail BIRD's.
 #[test]
 fn bfd_authentication_comes_up_with_bird_for_each_sha1_type_and_not_with_a_wrong_key_rfc5880_6_7_4()
- {
+{
     let t = integration_tests::needs!(topology(
         2,
         |c| c,
