@@ -124,8 +124,13 @@ impl BfdTopology {
         let path = self.dir.path("bird.conf");
         let conf = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, f(conf)).unwrap();
-        let out = self.birdc("configure");
-        assert!(out.contains("Reconfigur"), "birdc configure: {out}");
+        // Just after start BIRD may not have opened its control socket yet: retry, bounded.
+        let mut out = String::new();
+        let done = self.poll_until(Duration::from_millis(50), Duration::from_secs(10), |t| {
+            out = t.birdc("configure");
+            out.contains("Reconfigur")
+        });
+        assert!(done.is_some(), "birdc configure: {out}");
     }
 
     /// Rewrites the speaker's config file (read at its next start).
