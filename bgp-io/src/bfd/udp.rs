@@ -175,11 +175,7 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
         .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
     ttl_options(&rx, v6)?;
     pktinfo_option(&rx, v6)?;
-    // On a loopback address every peer is this node (tests, a local router): nothing to
-    // tell apart.
-    if !local.ip().is_loopback() {
-        loopback_filter(&rx)?;
-    }
+    loopback_filter(&rx, v6)?;
     rx.set_nonblocking(true)?;
     let rx = UdpSocket::from_std(rx)?;
     let sessions: Sessions = Arc::default();
@@ -240,14 +236,14 @@ impl Refused {
 }
 
 /// Datagrams the kernel dropped before the socket (the socket's `sk_drops`): through the
-/// loopback ([`loopback_filter`]), too short to be BFD, or the receive buffer full.
+/// loopback ([`loopback_filter`]), or the receive buffer full.
 fn dropped_in_kernel(n: u32, next: IpAddr) {
     if let Some(logged) = super::drops::count_n("kernel", u64::from(n)) {
         tracing::warn!(
             reason = "kernel",
             dropped = logged,
             next_accepted_from = %next,
-            "BFD packets dropped by the kernel before the control port: sent by this node (through the loopback), shorter than a BFD packet, or the socket's buffer full; logged at most every 10 s"
+            "BFD packets dropped by the kernel before the control port: sent by this node (through the loopback) from an address not its own, or the socket's buffer full; logged at most every 10 s"
         );
     }
 }
@@ -508,28 +504,50 @@ fn pktinfo_option(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
 
 /// A classic BPF socket filter on the control port, run by the kernel on each datagram
 /// before it is queued on the socket. It sees the device the datagram really came in on
-/// (`skb->dev`), which IP_PKTINFO hides for looped packets. It drops datagrams through
-/// the loopback (`LOOPBACK_IFINDEX`: sent by a process on this node, whatever their source
-/// address) and datagrams too short to be BFD, so a local flood takes no room in the
-/// socket's buffer; the kernel counts them in the socket's drops (`SO_RXQ_OVFL`).
-fn loopback_filter(sock: &std::net::UdpSocket) -> io::Result<()> {
-    const LD_W_LEN: u16 = 0x80; // BPF_LD | BPF_W | BPF_LEN: A = skb->len (UDP header on)
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS (with SKF_AD_*: ancillary data)
-    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+/// (`skb->dev`), which IP_PKTINFO hides for looped packets, and drops those through the
+/// loopback (`LOOPBACK_IFINDEX`: sent by a process on this node, whatever source address it
+/// forged) unless their source is a loopback address (a peer on this node: tests, a local
+/// router), so a local flood takes no room in the socket's buffer; the kernel counts them
+/// in the socket's drops (`SO_RXQ_OVFL`).
+fn loopback_filter(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS (with SKF_*_OFF: see below)
+    const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
     const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K: keep this many bytes
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K: keep this many bytes (0: drop)
+    // Ancillary data: skb->dev->ifindex; and the IP header (the filter of a UDP socket
+    // starts at the UDP header).
     let ifindex = (libc::SKF_AD_OFF + libc::SKF_AD_IFINDEX) as u32;
-    let udp_header = 8;
-    let smallest = udp_header + bgp_proto::bfd::packet::MANDATORY_LEN as u32;
+    let net = |at: i32| (libc::SKF_NET_OFF + at) as u32;
     let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let prog = [
-        op(LD_W_LEN, 0, 0, 0),
-        op(JGE_K, 0, 3, smallest),
-        op(LD_W_ABS, 0, 0, ifindex),
-        op(JEQ_K, 1, 0, LOOPBACK_IFINDEX),
-        op(RET_K, 0, 0, u32::MAX),
-        op(RET_K, 0, 0, 0),
-    ];
+    let (drop, accept) = (op(RET_K, 0, 0, 0), op(RET_K, 0, 0, u32::MAX));
+    let prog: Vec<libc::sock_filter> = if v6 {
+        vec![
+            op(LD_W_ABS, 0, 0, ifindex),
+            op(JEQ_K, 0, 9, LOOPBACK_IFINDEX), // not the loopback: accept
+            // Source ::1 (bytes 8..24 of the IPv6 header): accept, else drop.
+            op(LD_W_ABS, 0, 0, net(8)),
+            op(JEQ_K, 0, 6, 0),
+            op(LD_W_ABS, 0, 0, net(12)),
+            op(JEQ_K, 0, 4, 0),
+            op(LD_W_ABS, 0, 0, net(16)),
+            op(JEQ_K, 0, 2, 0),
+            op(LD_W_ABS, 0, 0, net(20)),
+            op(JEQ_K, 1, 0, 1),
+            drop,
+            accept,
+        ]
+    } else {
+        vec![
+            op(LD_W_ABS, 0, 0, ifindex),
+            op(JEQ_K, 0, 4, LOOPBACK_IFINDEX), // not the loopback: accept
+            // Source in 127.0.0.0/8 (bytes 12..16 of the IPv4 header): accept, else drop.
+            op(LD_W_ABS, 0, 0, net(12)),
+            op(AND_K, 0, 0, 0xff00_0000),
+            op(JEQ_K, 1, 0, 0x7f00_0000),
+            drop,
+            accept,
+        ]
+    };
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),
