@@ -211,6 +211,38 @@ mod tests {
         assert_ne!(t.source_port().unwrap(), port);
     }
 
+    /// A bad BFD key file rejects the config before any session changes (as `passwordFile`
+    /// does), naming the field and never the key.
+    #[test]
+    fn bad_bfd_key_file_is_refused_naming_its_field_rfc5880_4_4() {
+        let dir = std::env::temp_dir().join(format!("bfd-check-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key");
+        std::fs::write(&key, "twenty-one-bytes-long\n").unwrap();
+        let yaml = format!(
+            "nodeName: node1\nasn: 64512\nrouterId: 198.18.0.2\nsource: {{kind: file, path: /x}}\n\
+             peers:\n  - name: tor\n    address: 198.18.0.1\n    asn: 65000\n    \
+             bfd: {{authentication: {{type: keyed-sha1, keyId: 1, secretFile: {}}}}}\n",
+            key.display()
+        );
+        let config = podcidr_config::Config::from_yaml_str(&yaml).unwrap();
+        let err = super::super::check_keys(&config.peers)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("peers[tor].bfd.authentication.secretFile: ")
+                && err.contains("21 bytes, the limit is 20"),
+            "{err}"
+        );
+        assert!(!err.contains("twenty-one"), "{err}");
+        std::fs::write(&key, "twenty-bytes-long!!!\n").unwrap();
+        assert!(super::super::check_keys(&config.peers).is_ok());
+        let peer = &config.peers[0];
+        let a = peer.bfd.as_ref().unwrap().authentication.as_ref().unwrap();
+        assert!(!format!("{:?}", auth_key(a).unwrap()).contains("twenty"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn source_key_tells_interfaces_apart() {
         let ll: IpAddr = "fe80::1".parse().unwrap();
