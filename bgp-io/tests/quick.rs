@@ -11,6 +11,8 @@ mod frames;
 
 #[path = "quick/bfd_driver.rs"]
 mod bfd_driver;
+#[path = "quick/bfd_udp_admit.rs"]
+mod bfd_udp_admit;
 #[path = "quick/codec.rs"]
 mod codec;
 #[path = "quick/collector.rs"]
