@@ -173,13 +173,14 @@ fn speaker_auth(conf: String, kind: &str, file: &std::path::Path) -> String {
     )
 }
 
-/// RFC 5880 §6.7.4 against BIRD: the session comes Up with Keyed SHA1, then (reloaded on
-/// both sides) with Meticulous Keyed SHA1, and does not with a wrong key: BIRD's packets
-/// fail our digest check and ours fail BIRD's.
+/// RFC 5880 §6.7.4 against BIRD: the session comes Up with Keyed SHA1 and stays Up across a
+/// planned restart (the sequence continues), then (reloaded on both sides) with Meticulous
+/// Keyed SHA1, and does not with a wrong key: BIRD's packets fail our digest check and ours
+/// fail BIRD's.
 #[test]
 fn bfd_authentication_comes_up_with_bird_for_each_sha1_type_and_not_with_a_wrong_key_rfc5880_6_7_4()
 {
-    let t = integration_tests::needs!(topology(
+    let mut t = integration_tests::needs!(topology(
         2,
         |c| c,
         |t| {
@@ -197,6 +198,29 @@ fn bfd_authentication_comes_up_with_bird_for_each_sha1_type_and_not_with_a_wrong
     let up = t.poll_until(POLL, WAIT, |t| t.tor_bfd_up());
     assert!(up.is_some(), "keyed-sha1 not Up\n{}", t.diagnostics());
     assert_eq!(dropped(&t, "auth_digest"), 0, "{}", t.metrics());
+
+    // A planned restart continues Keyed SHA1's sequence (the wall clock's 15 s steps): the
+    // ToR's BFD session never leaves Up, its "Since" does not move.
+    let since_before = since(&t, "show bfd sessions", "198.18.1.2");
+    t.stop_speaker();
+    t.start_speaker();
+    let resumed = t.poll_until(POLL, WAIT, |t| {
+        t.tor_bgp_established() && t.log().contains("BFD session state")
+    });
+    assert!(resumed.is_some(), "not resumed\n{}", t.diagnostics());
+    assert!(t.tor_bfd_up(), "{}", t.diagnostics());
+    assert_eq!(
+        since(&t, "show bfd sessions", "198.18.1.2"),
+        since_before,
+        "the ToR's BFD session was replaced\n{}",
+        t.diagnostics()
+    );
+    // And the ToR takes the new process's packets: back to 100 ms × 3 from the handover's
+    // stretched timers (BIRD shows the timeout), which only an accepted packet can tell it.
+    let fast = t.poll_until(POLL, WAIT, |t| {
+        t.birdc("show bfd sessions").contains("0.300")
+    });
+    assert!(fast.is_some(), "{}", t.diagnostics());
 
     // Meticulous on both sides: a new BFD session (the speaker reloads within 2 s).
     t.tor_reconfigure(|c| c.replace("keyed sha1;", "meticulous keyed sha1;"));
