@@ -13,6 +13,8 @@ mod frames;
 mod bfd_driver;
 #[path = "quick/bfd_peer_replaced.rs"]
 mod bfd_peer_replaced;
+#[path = "quick/bfd_udp_admit.rs"]
+mod bfd_udp_admit;
 #[path = "quick/codec.rs"]
 mod codec;
 #[path = "quick/collector.rs"]

@@ -9,6 +9,8 @@ mod frames;
 #[path = "fsm_harness/mod.rs"]
 mod fsm_harness;
 
+#[path = "quick/bfd_auth.rs"]
+mod bfd_auth;
 #[path = "quick/bfd_packet.rs"]
 mod bfd_packet;
 #[path = "quick/bfd_session.rs"]

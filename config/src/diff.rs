@@ -191,7 +191,7 @@ fn session_differs(a: &PeerConfig, b: &PeerConfig) -> bool {
 
 /// What the OPEN says: capability 74 only with BFD on (draft-ietf-idr-bgp-bfd-strict-mode §3).
 fn bfd_strict(bfd: &Option<crate::BfdConfig>) -> bool {
-    bfd.is_some_and(|b| b.strict)
+    bfd.as_ref().is_some_and(|b| b.strict)
 }
 
 fn same_set<T: PartialEq>(a: &[T], b: &[T]) -> bool {

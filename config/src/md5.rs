@@ -97,3 +97,54 @@ pub fn load_md5_key(path: impl AsRef<Path>) -> Result<Vec<u8>, Md5KeyError> {
         },
     })
 }
+
+/// Why a BFD authentication key file (`bfd.authentication.secretFile`) is unusable. Never
+/// shows the key.
+#[derive(Debug, thiserror::Error)]
+pub enum BfdKeyError {
+    #[error("{}: cannot read BFD key: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: BFD key is empty", path.display())]
+    Empty { path: PathBuf },
+    #[error(
+        "{}: BFD key is {len} bytes, the limit is {BFD_KEY_MAX_LEN} (a SHA1 Auth Key, RFC 5880 §4.4)",
+        path.display()
+    )]
+    TooLong { path: PathBuf, len: usize },
+}
+
+/// A SHA1 Auth Key is at most 20 bytes (RFC 5880 §4.4).
+pub const BFD_KEY_MAX_LEN: usize = 20;
+
+/// The BFD key in the file at `path`, less one trailing newline (as [`load_md5_key`]).
+pub fn load_bfd_key(path: impl AsRef<Path>) -> Result<Vec<u8>, BfdKeyError> {
+    let path = path.as_ref();
+    let read = |source| BfdKeyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut key = read_bounded(path)
+        .map_err(read)?
+        .ok_or_else(|| BfdKeyError::TooLong {
+            path: path.to_owned(),
+            len: MD5_KEY_FILE_MAX_LEN + 1,
+        })?;
+    if key.ends_with(b"\r\n") {
+        key.truncate(key.len() - 2);
+    } else if key.ends_with(b"\n") {
+        key.truncate(key.len() - 1);
+    }
+    match key.len() {
+        0 => Err(BfdKeyError::Empty {
+            path: path.to_owned(),
+        }),
+        len if len > BFD_KEY_MAX_LEN => Err(BfdKeyError::TooLong {
+            path: path.to_owned(),
+            len,
+        }),
+        _ => Ok(key),
+    }
+}

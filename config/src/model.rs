@@ -462,8 +462,27 @@ impl Default for GracefulRestartConfig {
     }
 }
 
-/// `bfd`: intervals in milliseconds as written; the wire carries microseconds.
+/// `bfd.authentication.type` (RFC 5880 §6.7.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BfdAuthType {
+    /// `keyed-sha1` (Auth Type 4).
+    KeyedSha1,
+    /// `meticulous-keyed-sha1` (Auth Type 5).
+    MeticulousKeyedSha1,
+}
+
+/// `bfd.authentication`: the key is read from `secret_file` when the BFD session starts
+/// (and by `--check-config`); it is never in the config or the logs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BfdAuthConfig {
+    pub auth_type: BfdAuthType,
+    /// Auth Key ID, 0..255 (the peer's must be the same).
+    pub key_id: u8,
+    pub secret_file: std::path::PathBuf,
+}
+
+/// `bfd`: intervals in milliseconds as written; the wire carries microseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BfdConfig {
     /// Desired minimum transmit interval while Up.
     pub min_tx: Duration,
@@ -475,6 +494,8 @@ pub struct BfdConfig {
     /// BFD strict mode (draft-ietf-idr-bgp-bfd-strict-mode): advertised in the OPEN; when
     /// the peer advertises it too, BGP waits for BFD Up.
     pub strict: bool,
+    /// Authentication of every BFD packet (RFC 5880 §6.7); `None`: none.
+    pub authentication: Option<BfdAuthConfig>,
 }
 
 /// 300 ms × 3: under a second to detect, and tolerant of a busy node.
@@ -488,6 +509,7 @@ impl Default for BfdConfig {
             min_rx: DEFAULT_BFD_INTERVAL,
             multiplier: DEFAULT_BFD_MULTIPLIER,
             strict: false,
+            authentication: None,
         }
     }
 }

@@ -10,9 +10,9 @@ use crate::community::{Community, LargeCommunity};
 use crate::error::{Errors, quoted, show};
 use crate::fields::{is_unicast, parse_path, seconds};
 use crate::model::{
-    BfdConfig, ConnectRetry, DEFAULT_CONNECT_RETRY_BASE, DEFAULT_CONNECT_RETRY_MAX,
-    DEFAULT_HOLD_TIME, DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL, PeerAddress, PeerAsn,
-    PeerConfig, SessionType,
+    BfdAuthConfig, BfdAuthType, BfdConfig, ConnectRetry, DEFAULT_CONNECT_RETRY_BASE,
+    DEFAULT_CONNECT_RETRY_MAX, DEFAULT_HOLD_TIME, DEFAULT_PORT, GracefulRestartConfig, IBGP_TTL,
+    PeerAddress, PeerAsn, PeerConfig, SessionType,
 };
 use crate::peer_endpoint::parse_endpoint;
 use crate::selector::{is_dns_label, parse_selector};
@@ -180,7 +180,7 @@ pub(crate) fn parse_peer(
     let graceful_restart = Lookup::of(&obj, "gracefulRestart", errs, parse_graceful_restart)
         .or(GracefulRestartConfig::default());
     let bfd = Lookup::of(&obj, "bfd", errs, parse_bfd).or(None);
-    if let (Some(_), Some(hops)) = (bfd, ebgp_multihop)
+    if let (Some(_), Some(hops)) = (&bfd, ebgp_multihop)
         && hops > 1
     {
         errs.push(
@@ -520,11 +520,21 @@ fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<Graceful
 /// with; a minute is far past any BGP hold time, where BFD stops making sense.
 const BFD_INTERVAL_RULE: &str = "10..60000 milliseconds";
 
-/// `bfd: {enabled, minTx, minRx, multiplier, strict}`; the block's presence turns BFD on
-/// unless `enabled: false`.
+/// `bfd: {enabled, minTx, minRx, multiplier, strict, authentication}`; the block's presence
+/// turns BFD on unless `enabled: false`.
 fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
     let obj = Obj::of(n, errs)?;
-    obj.check_keys(&["enabled", "minTx", "minRx", "multiplier", "strict"], errs);
+    obj.check_keys(
+        &[
+            "enabled",
+            "minTx",
+            "minRx",
+            "multiplier",
+            "strict",
+            "authentication",
+        ],
+        errs,
+    );
     let d = BfdConfig::default();
     let ms = |key: &str, errs: &mut Errors, default: Duration| {
         Lookup::of(&obj, key, errs, |n, e| {
@@ -539,11 +549,41 @@ fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
     let multiplier = Lookup::of(&obj, "multiplier", errs, |n, e| n.int(1, 255, "1..255", e))
         .known(u64::from(d.multiplier));
     let strict = Lookup::of(&obj, "strict", errs, boolean).known(d.strict);
+    let authentication = Lookup::of(&obj, "authentication", errs, parse_bfd_auth).optional();
     let cfg = BfdConfig {
         min_tx: min_tx?,
         min_rx: min_rx?,
         multiplier: u8::try_from(multiplier?).ok()?,
         strict: strict?,
+        authentication: authentication?,
     };
     Some(enabled?.then_some(cfg))
+}
+
+/// `bfd.authentication: {type, keyId, secretFile}` (RFC 5880 §6.7.4); every key required.
+fn parse_bfd_auth(n: Node<'_, '_>, errs: &mut Errors) -> Option<BfdAuthConfig> {
+    let obj = Obj::of(n, errs)?;
+    obj.check_keys(&["type", "keyId", "secretFile"], errs);
+    let sub = |key: &str| obj.key_path(key);
+    let auth_type = Lookup::of(&obj, "type", errs, |n, e| {
+        n.parse("keyed-sha1 or meticulous-keyed-sha1", e, |s| match s {
+            "keyed-sha1" => Ok(BfdAuthType::KeyedSha1),
+            "meticulous-keyed-sha1" => Ok(BfdAuthType::MeticulousKeyedSha1),
+            _ => Err(
+                "is not keyed-sha1 or meticulous-keyed-sha1 (the other RFC 5880 types \
+                 are not supported)"
+                    .to_owned(),
+            ),
+        })
+    })
+    .required(&sub("type"), errs);
+    let key_id = Lookup::of(&obj, "keyId", errs, |n, e| n.int(0, 255, "0..255", e))
+        .required(&sub("keyId"), errs);
+    let secret_file =
+        Lookup::of(&obj, "secretFile", errs, parse_path).required(&sub("secretFile"), errs);
+    Some(BfdAuthConfig {
+        auth_type: auth_type?,
+        key_id: u8::try_from(key_id?).ok()?,
+        secret_file: secret_file?,
+    })
 }

@@ -9,6 +9,8 @@ mod common;
 
 #[path = "netns/netns_bfd.rs"]
 mod netns_bfd;
+#[path = "netns/netns_bfd_auth.rs"]
+mod netns_bfd_auth;
 #[path = "netns/netns_bfd_link_local.rs"]
 mod netns_bfd_link_local;
 #[path = "netns/netns_cni.rs"]

@@ -184,6 +184,25 @@ impl BfdTopology {
         }
     }
 
+    /// A file in the topology's directory (key files, scripts).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path(name)
+    }
+
+    /// Edits BIRD's config and reconfigures it (`birdc configure`).
+    pub fn tor_reconfigure(&self, f: impl FnOnce(String) -> String) {
+        let path = self.dir.path("bird.conf");
+        let conf = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, f(conf)).unwrap();
+        // Just after start BIRD may not have opened its control socket yet: retry, bounded.
+        let mut out = String::new();
+        let done = self.poll_until(Duration::from_millis(50), Duration::from_secs(10), |t| {
+            out = t.birdc("configure");
+            out.contains("Reconfigur")
+        });
+        assert!(done.is_some(), "birdc configure: {out}");
+    }
+
     /// Rewrites the speaker's config file (read at its next start).
     pub fn edit_speaker_config(&self, f: impl FnOnce(String) -> String) {
         let path = self.dir.path("speaker.yaml");

@@ -15,8 +15,8 @@ use tokio::time::{Instant, sleep_until};
 
 use bgp_proto::bfd::packet::{BfdState, ControlPacket, Diag, SINGLE_HOP_TTL};
 use bgp_proto::bfd::session::{BfdInput, BfdOutput, BfdSession, BfdTimer};
-use bgp_proto::bfd::timers;
 pub use bgp_proto::bfd::{BfdEvent, StopMode};
+use bgp_proto::bfd::{auth, timers};
 
 /// Upper bound on how long a planned stop repeats AdminDown (RFC 5880 §6.8.16 asks for a
 /// Detection Time's worth, which a large multiplier makes minutes long).
@@ -171,6 +171,9 @@ impl<T: BfdTransport> Driver<T> {
             tokio::select! {
                 timer = self.next_timer() => {
                     self.timers.remove(&timer);
+                    if timer == BfdTimer::Transmit {
+                        self.auth_clock().await;
+                    }
                     self.process(BfdInput::TimerFired(timer)).await;
                 }
                 got = self.transport.recv() => match got {
@@ -251,7 +254,22 @@ impl<T: BfdTransport> Driver<T> {
         }
     }
 
+    /// Keeps `bfd.XmitAuthSeq` at or above the wall clock's floor (a no-op without
+    /// authentication; see `auth::sequence_floor`).
+    async fn auth_clock(&mut self) {
+        if self.session.xmit_auth_seq().is_some() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            self.process(BfdInput::AuthSequenceFloor(auth::sequence_floor(now)))
+                .await;
+        }
+    }
+
     fn event(&self, ev: BfdEvent) {
+        if let BfdEvent::Dropped { kind, .. } = &ev {
+            let _ = super::drops::count(kind);
+        }
         let _ = self.events.send(ev);
     }
 
@@ -290,6 +308,10 @@ impl<T: BfdTransport> Driver<T> {
                 BfdOutput::PeerReplaced { old, new } => {
                     self.event(BfdEvent::PeerReplaced { old, new });
                 }
+                BfdOutput::AuthFailed(e) => self.event(BfdEvent::Dropped {
+                    kind: e.kind(),
+                    detail: e.to_string(),
+                }),
             }
         }
         let now = status_of(&self.session);

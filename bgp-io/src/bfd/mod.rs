@@ -2,4 +2,6 @@
 //! task, and the UDP transport with the single-hop TTL 255 check.
 
 pub mod driver;
+pub mod drops;
+pub mod route;
 pub mod udp;

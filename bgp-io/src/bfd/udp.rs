@@ -3,7 +3,16 @@
 //! port in 49152–65535 with TTL 255.
 //!
 //! The control port of a local address is shared by every session on it: one receive
-//! task per port hands each datagram to the session of its source address.
+//! task per port hands each datagram to the session of its source address, and only if it
+//! came with TTL 255 (RFC 5881 §5) through the interface this node reaches that peer
+//! through (`IP_PKTINFO` / `IPV6_RECVPKTINFO`): a pod that forges the peer's address
+//! reaches us through its own veth, whatever rp_filter says. A process on the node reaches
+//! us through the loopback, which IP_PKTINFO does not show (the kernel reports the
+//! interface of the local address for looped packets), so a socket filter drops every
+//! datagram that arrived on `lo` in the kernel ([`loopback_filter`]), before it takes room
+//! in the socket's buffer; the kernel counts those (`SO_RXQ_OVFL`). Everything else is
+//! dropped before it is queued, so a flood cannot crowd the peer's packets out of the
+//! session's queue; drops are counted by reason ([`super::drops`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -52,8 +61,68 @@ pub fn stable_source_port(key: &str) -> u16 {
 
 /// Per source address and its scope (the interface index of a link-local address, else 0:
 /// one link-local address may be a different neighbour on each uplink), where that peer's
-/// datagrams go.
-type Sessions = Arc<Mutex<HashMap<Scoped, mpsc::Sender<Datagram>>>>;
+/// datagrams go and from which interface they must arrive.
+type Sessions = Arc<Mutex<HashMap<Scoped, Registered>>>;
+
+#[derive(Debug)]
+struct Registered {
+    to: mpsc::Sender<Datagram>,
+    arrival: Arrival,
+}
+
+/// The interface a peer's packets must arrive on.
+#[derive(Debug)]
+enum Arrival {
+    /// A link-local peer: the configured interface (RFC 4007 scope).
+    Scope(u32),
+    /// An address: the interface of the route to it (`ip route get`), looked up when the
+    /// session starts and again, at most once per [`ROUTE_RECHECK`], when a packet from
+    /// the peer's address arrives elsewhere; so a route that moves is followed within a
+    /// second, and a flood on the wrong interface costs one lookup a second.
+    Route {
+        ifindex: Option<u32>,
+        checked: std::time::Instant,
+    },
+}
+
+/// How often a mismatching arrival may look the route up again.
+const ROUTE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The loopback interface: index 1 in every network namespace (`LOOPBACK_IFINDEX`).
+const LOOPBACK_IFINDEX: u32 = 1;
+
+impl Arrival {
+    fn for_peer(peer: Scoped) -> Self {
+        match peer {
+            (IpAddr::V6(v6), scope) if v6.is_unicast_link_local() => Self::Scope(scope),
+            (ip, _) => Self::Route {
+                ifindex: super::route::route_interface(ip).ok(),
+                checked: std::time::Instant::now(),
+            },
+        }
+    }
+
+    /// Whether a packet from `peer` that arrived on `ifindex` came the way the node
+    /// reaches the peer.
+    fn accepts(&mut self, peer: IpAddr, ifindex: u32) -> bool {
+        match self {
+            Self::Scope(scope) => *scope == ifindex,
+            Self::Route { ifindex: want, .. } if *want == Some(ifindex) => true,
+            Self::Route {
+                ifindex: want,
+                checked,
+            } => {
+                let now = std::time::Instant::now();
+                if now.duration_since(*checked) < ROUTE_RECHECK {
+                    return false;
+                }
+                *checked = now;
+                *want = super::route::route_interface(peer).ok();
+                *want == Some(ifindex)
+            }
+        }
+    }
+}
 
 type Scoped = (IpAddr, u32);
 
@@ -105,6 +174,8 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
     let rx = bind_udp(local)
         .map_err(|e| io::Error::new(e.kind(), format!("BFD control port {local}: {e}")))?;
     ttl_options(&rx, v6)?;
+    pktinfo_option(&rx, v6)?;
+    loopback_filter(&rx, v6)?;
     rx.set_nonblocking(true)?;
     let rx = UdpSocket::from_std(rx)?;
     let sessions: Sessions = Arc::default();
@@ -114,20 +185,116 @@ fn control_port(local: SocketAddr, v6: bool) -> io::Result<Sessions> {
 }
 
 async fn dispatch(rx: UdpSocket, sessions: Sessions) {
+    let mut kernel_drops = 0u32;
     loop {
-        let Ok((d, scope)) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
+        let Ok(r) = rx.async_io(Interest::READABLE, || recv_with_ttl(&rx)).await else {
             // Errors (ICMP errors reported on the socket, say) belong to no one session.
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             continue;
         };
-        let key = scoped(d.from, scope);
-        let to = sessions.lock().ok().and_then(|s| s.get(&key).cloned());
-        if let Some(to) = to {
-            // Full: the session is SESSION_QUEUE packets behind; drop, as a congested
-            // link would.
-            let _ = to.try_send(d);
+        // The socket's drop counter, as of this datagram (present once non-zero).
+        if let Some(total) = r.kernel_drops {
+            let new = total.wrapping_sub(kernel_drops);
+            kernel_drops = total;
+            if new > 0 {
+                dropped_in_kernel(new, r.datagram.from);
+            }
+        }
+        if let Err(reason) = admit(&sessions, r) {
+            dropped(reason);
         }
     }
+}
+
+/// Why the control port drops a datagram before any session sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// TTL / hop limit other than 255 (RFC 5881 §5): not from a neighbour on the link.
+    Ttl { ttl: Option<u8>, from: IpAddr },
+    /// The peer's address through the loopback: sent by this node (RFC 5881 §5 assumes
+    /// a router's own processes cannot forge; a pod's or any local process can).
+    Local { from: IpAddr },
+    /// The peer's address through an interface that is not the peer's.
+    Interface { from: IpAddr, ifindex: u32 },
+    /// No session with this source (and scope).
+    UnknownSource { from: IpAddr },
+    /// The session is [`SESSION_QUEUE`] packets behind.
+    QueueFull { from: IpAddr },
+}
+
+impl Refused {
+    /// The `reason` label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Ttl { .. } => "ttl",
+            Self::Local { .. } => "local",
+            Self::Interface { .. } => "interface",
+            Self::UnknownSource { .. } => "unknown_source",
+            Self::QueueFull { .. } => "queue_full",
+        }
+    }
+}
+
+/// Datagrams the kernel dropped before the socket (the socket's `sk_drops`): through the
+/// loopback ([`loopback_filter`]), or the receive buffer full.
+fn dropped_in_kernel(n: u32, next: IpAddr) {
+    if let Some(logged) = super::drops::count_n("kernel", u64::from(n)) {
+        tracing::warn!(
+            reason = "kernel",
+            dropped = logged,
+            next_accepted_from = %next,
+            "BFD packets dropped by the kernel before the control port: sent by this node (through the loopback) from an address not its own, or the socket's buffer full; logged at most every 10 s"
+        );
+    }
+}
+
+fn dropped(reason: Refused) {
+    if let Some(n) = super::drops::count(reason.kind()) {
+        let detail = match reason {
+            Refused::Ttl { ttl, from } => format!("from {from} with TTL {ttl:?}"),
+            Refused::Local { from } => format!("from {from} through the loopback"),
+            Refused::Interface { from, ifindex } => {
+                format!("from {from} through interface index {ifindex}")
+            }
+            Refused::UnknownSource { from } | Refused::QueueFull { from } => {
+                format!("from {from}")
+            }
+        };
+        tracing::warn!(
+            reason = reason.kind(),
+            dropped = n,
+            last = %detail,
+            "BFD packets dropped before their session (RFC 5881 §5: TTL 255 through the peer's interface); logged at most every 10 s per reason"
+        );
+    }
+}
+
+/// The single-hop checks of one datagram, in order, and its queueing.
+fn admit(sessions: &Sessions, r: Received) -> Result<(), Refused> {
+    let from = r.datagram.from;
+    if r.datagram.ttl != Some(SINGLE_HOP_TTL) {
+        return Err(Refused::Ttl {
+            ttl: r.datagram.ttl,
+            from,
+        });
+    }
+    let key = scoped(from, r.scope);
+    let mut all = sessions
+        .lock()
+        .map_err(|_| Refused::UnknownSource { from })?;
+    let s = all.get_mut(&key).ok_or(Refused::UnknownSource { from })?;
+    // Without IP_PKTINFO (never on Linux) there is nothing to check against: refuse.
+    let ifindex = r.ifindex.unwrap_or(0);
+    if !s.arrival.accepts(from, ifindex) {
+        return Err(if ifindex == LOOPBACK_IFINDEX {
+            Refused::Local { from }
+        } else {
+            Refused::Interface { from, ifindex }
+        });
+    }
+    // Full: the session is SESSION_QUEUE packets behind; drop, as a congested link would.
+    s.to.try_send(r.datagram)
+        .map_err(|_| Refused::QueueFull { from })
 }
 
 /// A UDP socket bound to `addr`. IPv6 sockets are IPv6-only: without `IPV6_V6ONLY`,
@@ -223,7 +390,13 @@ impl UdpTransport {
                     format!("a BFD session with {peer} on {local} already runs"),
                 ));
             }
-            s.insert(key, to_session);
+            s.insert(
+                key,
+                Registered {
+                    to: to_session,
+                    arrival: Arrival::for_peer(key),
+                },
+            );
         }
         // From here on the transport owns the registration (its Drop removes it).
         let setup = |sessions: Sessions| -> io::Result<Self> {
@@ -314,8 +487,96 @@ impl BfdTransport for UdpTransport {
     }
 }
 
-/// `recvmsg` with the TTL / hop-limit control message; also the source's scope id.
-fn recv_with_ttl(sock: &UdpSocket) -> io::Result<(Datagram, u32)> {
+/// The arrival interface of each datagram (`IP_PKTINFO` / `IPV6_RECVPKTINFO`).
+fn pktinfo_option(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    if v6 {
+        setsockopt(
+            sock.as_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVPKTINFO,
+            &on,
+        )
+    } else {
+        setsockopt(sock.as_fd(), libc::IPPROTO_IP, libc::IP_PKTINFO, &on)
+    }
+}
+
+/// A classic BPF socket filter on the control port, run by the kernel on each datagram
+/// before it is queued on the socket. It sees the device the datagram really came in on
+/// (`skb->dev`), which IP_PKTINFO hides for looped packets, and drops those through the
+/// loopback (`LOOPBACK_IFINDEX`: sent by a process on this node, whatever source address it
+/// forged) unless their source is a loopback address (a peer on this node: tests, a local
+/// router), so a local flood takes no room in the socket's buffer; the kernel counts them
+/// in the socket's drops (`SO_RXQ_OVFL`).
+fn loopback_filter(sock: &std::net::UdpSocket, v6: bool) -> io::Result<()> {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS (with SKF_*_OFF: see below)
+    const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K: keep this many bytes (0: drop)
+    // Ancillary data: skb->dev->ifindex; and the IP header (the filter of a UDP socket
+    // starts at the UDP header).
+    let ifindex = (libc::SKF_AD_OFF + libc::SKF_AD_IFINDEX) as u32;
+    let net = |at: i32| (libc::SKF_NET_OFF + at) as u32;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let (drop, accept) = (op(RET_K, 0, 0, 0), op(RET_K, 0, 0, u32::MAX));
+    let prog: Vec<libc::sock_filter> = if v6 {
+        vec![
+            op(LD_W_ABS, 0, 0, ifindex),
+            op(JEQ_K, 0, 9, LOOPBACK_IFINDEX), // not the loopback: accept
+            // Source ::1 (bytes 8..24 of the IPv6 header): accept, else drop.
+            op(LD_W_ABS, 0, 0, net(8)),
+            op(JEQ_K, 0, 6, 0),
+            op(LD_W_ABS, 0, 0, net(12)),
+            op(JEQ_K, 0, 4, 0),
+            op(LD_W_ABS, 0, 0, net(16)),
+            op(JEQ_K, 0, 2, 0),
+            op(LD_W_ABS, 0, 0, net(20)),
+            op(JEQ_K, 1, 0, 1),
+            drop,
+            accept,
+        ]
+    } else {
+        vec![
+            op(LD_W_ABS, 0, 0, ifindex),
+            op(JEQ_K, 0, 4, LOOPBACK_IFINDEX), // not the loopback: accept
+            // Source in 127.0.0.0/8 (bytes 12..16 of the IPv4 header): accept, else drop.
+            op(LD_W_ABS, 0, 0, net(12)),
+            op(AND_K, 0, 0, 0xff00_0000),
+            op(JEQ_K, 1, 0, 0x7f00_0000),
+            drop,
+            accept,
+        ]
+    };
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    setsockopt(
+        sock.as_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &fprog,
+    )?;
+    let on: libc::c_int = 1;
+    setsockopt(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &on)
+}
+
+/// One datagram as the control port read it.
+#[derive(Debug)]
+struct Received {
+    datagram: Datagram,
+    /// The source's scope id (link-local).
+    scope: u32,
+    /// The interface it arrived on.
+    ifindex: Option<u32>,
+    /// The socket's drops so far (`SO_RXQ_OVFL`), once there are any.
+    kernel_drops: Option<u32>,
+}
+
+/// `recvmsg` with the TTL / hop-limit and packet-info control messages; also the source's
+/// scope id.
+fn recv_with_ttl(sock: &UdpSocket) -> io::Result<Received> {
     let mut buf = [0u8; 128];
     let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     // u64 elements: cmsg headers need pointer alignment.
@@ -341,8 +602,10 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<(Datagram, u32)> {
     }
     let len = usize::try_from(n).unwrap_or(0).min(buf.len());
     let mut ttl = None;
+    let mut ifindex = None;
+    let mut kernel_drops = None;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
-    // msg_controllen; each data read is of one c_int inside its cmsg.
+    // msg_controllen; each data read is of one c_int or one in(6)_pktinfo inside its cmsg.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
@@ -353,6 +616,21 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<(Datagram, u32)> {
                 let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
                 ttl = u8::try_from(v).ok();
             }
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_RXQ_OVFL {
+                kernel_drops = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(cmsg).cast::<u32>(),
+                ));
+            }
+            if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
+                let info =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::in_pktinfo>());
+                ifindex = u32::try_from(info.ipi_ifindex).ok();
+            }
+            if c.cmsg_level == libc::IPPROTO_IPV6 && c.cmsg_type == libc::IPV6_PKTINFO {
+                let info =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::in6_pktinfo>());
+                ifindex = Some(info.ipi6_ifindex);
+            }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
@@ -360,12 +638,17 @@ fn recv_with_ttl(sock: &UdpSocket) -> io::Result<(Datagram, u32)> {
     // (msg_namelen bytes) into `name`, which was zeroed beforehand.
     let (from, scope) = unsafe { sockaddr_ip(name.assume_init_ref()) }
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no source address"))?;
-    let d = Datagram {
+    let datagram = Datagram {
         payload: buf.get(..len).unwrap_or_default().to_vec(),
         from,
         ttl,
     };
-    Ok((d, scope))
+    Ok(Received {
+        datagram,
+        scope,
+        ifindex,
+        kernel_drops,
+    })
 }
 
 /// # Safety

@@ -40,6 +40,8 @@ const _: () = assert!(std::mem::offset_of!(TcpMd5Sig, ifindex) == 132);
 pub(crate) trait SockOptValue: Copy {}
 impl SockOptValue for c_int {}
 impl SockOptValue for TcpMd5Sig {}
+impl SockOptValue for libc::timeval {}
+impl SockOptValue for libc::sock_fprog {}
 
 /// `setsockopt(fd, level, name, &value, sizeof value)`.
 pub(crate) fn setsockopt<T: SockOptValue>(

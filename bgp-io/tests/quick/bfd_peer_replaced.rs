@@ -62,6 +62,7 @@ fn frr(state: BfdState, mine: u32, yours: u32, diag: Diag) -> Datagram {
         desired_min_tx: if slow { 1_000_000 } else { 100_000 },
         required_min_rx: 100_000,
         required_min_echo_rx: 50_000,
+        auth: None,
     };
     Datagram {
         payload: p.encode().unwrap().to_vec(),

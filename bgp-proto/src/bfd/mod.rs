@@ -3,16 +3,19 @@
 //! are in `bgp-io`).
 //!
 //! Supported: asynchronous mode, Poll/Final for parameter changes, §6.8.7 jitter, TTL 255
-//! on send and the GTSM check on receive. Not supported (documented in docs/bgp.md):
-//! demand mode, echo, authentication (packets with the A bit are discarded).
+//! on send and the GTSM check on receive, Keyed SHA1 and Meticulous Keyed SHA1
+//! authentication (§6.7.4). Not supported (documented in docs/bgp.md): demand mode, echo,
+//! the password and MD5 authentication types (their packets are discarded).
 
+pub mod auth;
 pub mod packet;
 pub mod session;
 pub mod timers;
 
 use std::time::Duration;
 
-pub use packet::{BfdState, ControlPacket, Diag, PacketEncodeError, PacketError};
+pub use auth::{AuthError, BfdAuthKey};
+pub use packet::{BfdState, ControlPacket, Diag, PacketEncodeError, PacketError, Sha1Auth};
 pub use session::{BfdInput, BfdOutput, BfdSession, BfdSessionConfig, BfdTimer};
 
 /// What a BFD session reports, for its owner (the gate, logs, metrics).

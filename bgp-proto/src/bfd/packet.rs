@@ -1,16 +1,26 @@
 //! BFD Control packet (RFC 5880 §4.1) and the packet-level reception checks of §6.8.6.
 //!
-//! Intervals are microseconds on the wire. Authentication is not supported: a packet with
-//! the A bit is rejected ([`PacketError::AuthenticationNotSupported`]), as §6.8.6 requires
-//! of a session without authentication. Demand mode is not supported either: we never set
-//! D, and a peer's D bit is only recorded (a peer may not enter demand mode unless we do).
+//! Intervals are microseconds on the wire. Of the Authentication Section (§4.2–§4.4) the two
+//! SHA1 types are decoded and encoded ([`Sha1Auth`]); any other type is discarded here
+//! ([`PacketError::UnsupportedAuthType`]). Whether a packet must, may or must not carry
+//! one, its digest and its sequence number are the session's (§6.7, [`super::auth`]).
+//! Demand mode is not supported: we never set D, and a peer's D bit is only recorded (a
+//! peer may not enter demand mode unless we do).
 
 use thiserror::Error;
 
 /// Protocol version (RFC 5880 §4.1).
 pub const VERSION: u8 = 1;
-/// Length of the mandatory section; we send nothing else.
+/// Length of the mandatory section.
 pub const MANDATORY_LEN: usize = 24;
+/// Auth Len of a Keyed SHA1 / Meticulous Keyed SHA1 section (RFC 5880 §4.4).
+pub const SHA1_AUTH_LEN: usize = 28;
+/// The longest packet we send or decode: the mandatory section and a SHA1 section.
+pub const MAX_LEN: usize = MANDATORY_LEN + SHA1_AUTH_LEN;
+/// Auth Type of Keyed SHA1 (RFC 5880 §4.1).
+pub const AUTH_TYPE_KEYED_SHA1: u8 = 4;
+/// Auth Type of Meticulous Keyed SHA1 (RFC 5880 §4.1).
+pub const AUTH_TYPE_METICULOUS_KEYED_SHA1: u8 = 5;
 /// Single-hop control packets (RFC 5881 §4).
 pub const CONTROL_PORT: u16 = 3784;
 /// Source ports a single-hop session must use (RFC 5881 §4).
@@ -115,7 +125,21 @@ impl Diag {
     }
 }
 
-/// One BFD Control packet, mandatory section only.
+/// The Authentication Section of Keyed SHA1 and Meticulous Keyed SHA1 (RFC 5880 §4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sha1Auth {
+    /// Auth Type 5 rather than 4.
+    pub meticulous: bool,
+    pub key_id: u8,
+    /// The byte after Auth Key ID: zero when we send, kept as received because the digest
+    /// covers it.
+    pub reserved: u8,
+    pub sequence: u32,
+    /// Auth Key/Digest: the SHA1 over the packet with the key in this field (§6.7.4).
+    pub digest: [u8; 20],
+}
+
+/// One BFD Control packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlPacket {
     pub diag: Diag,
@@ -135,6 +159,8 @@ pub struct ControlPacket {
     pub required_min_rx: u32,
     /// Microseconds; we never take part in echo, so we send 0.
     pub required_min_echo_rx: u32,
+    /// The A bit and its section; `None`: a packet of the mandatory section only.
+    pub auth: Option<Sha1Auth>,
 }
 
 /// Why a received packet is discarded (RFC 5880 §6.8.6, in the order the RFC checks).
@@ -156,8 +182,14 @@ pub enum PacketError {
     ZeroMyDiscriminator,
     #[error("BFD Your Discriminator is zero in state {state}")]
     ZeroYourDiscriminator { state: BfdState },
-    #[error("BFD authentication (A bit) is not supported")]
-    AuthenticationNotSupported,
+    #[error(
+        "BFD Auth Type {auth_type} is not supported (only 4 Keyed SHA1 and 5 Meticulous Keyed SHA1)"
+    )]
+    UnsupportedAuthType { auth_type: u8 },
+    #[error(
+        "BFD Auth Len {auth_len} with packet Length {length}: a SHA1 section is 28 bytes after the 24 of the mandatory section"
+    )]
+    AuthLength { auth_len: u8, length: u8 },
 }
 
 impl PacketError {
@@ -172,7 +204,8 @@ impl PacketError {
             Self::Multipoint => "multipoint",
             Self::ZeroMyDiscriminator => "zero_my_discriminator",
             Self::ZeroYourDiscriminator { .. } => "zero_your_discriminator",
-            Self::AuthenticationNotSupported => "authentication",
+            Self::UnsupportedAuthType { .. } => "auth_type",
+            Self::AuthLength { .. } => "auth_length",
         }
     }
 }
@@ -239,9 +272,11 @@ impl ControlPacket {
         if your_discriminator == 0 && !matches!(state, BfdState::Down | BfdState::AdminDown) {
             return Err(PacketError::ZeroYourDiscriminator { state });
         }
-        if auth {
-            return Err(PacketError::AuthenticationNotSupported);
-        }
+        let auth = if auth {
+            Some(decode_sha1_auth(buf, length)?)
+        } else {
+            None
+        };
         Ok(Self {
             diag: Diag::from_code(b0),
             state,
@@ -255,11 +290,14 @@ impl ControlPacket {
             desired_min_tx: be_u32(buf, 12).ok_or(truncated)?,
             required_min_rx: be_u32(buf, 16).ok_or(truncated)?,
             required_min_echo_rx: be_u32(buf, 20).ok_or(truncated)?,
+            auth,
         })
     }
 
-    /// The 24-byte mandatory section. Refuses what a receiver must discard.
-    pub fn encode(&self) -> Result<[u8; MANDATORY_LEN], PacketEncodeError> {
+    /// The packet: the 24-byte mandatory section and, with [`ControlPacket::auth`], the
+    /// 28-byte SHA1 section as it is (signing is [`super::auth`]'s). Refuses what a
+    /// receiver must discard.
+    pub fn encode(&self) -> Result<Encoded, PacketEncodeError> {
         if self.detect_mult == 0 {
             return Err(PacketEncodeError::ZeroDetectMult);
         }
@@ -276,18 +314,27 @@ impl ControlPacket {
             (self.final_, FLAG_F),
             (self.control_plane_independent, FLAG_C),
             (self.demand, FLAG_D),
+            (self.auth.is_some(), FLAG_A),
         ] {
             if set {
                 flags |= bit;
             }
         }
-        let mut out = [0u8; MANDATORY_LEN];
+        let len = if self.auth.is_some() {
+            MAX_LEN
+        } else {
+            MANDATORY_LEN
+        };
+        let mut out = Encoded {
+            buf: [0u8; MAX_LEN],
+            len,
+        };
         let words = [
             [
                 (VERSION << 5) | self.diag.code(),
                 flags,
                 self.detect_mult,
-                MANDATORY_LEN as u8,
+                len as u8,
             ],
             self.my_discriminator.to_be_bytes(),
             self.your_discriminator.to_be_bytes(),
@@ -295,9 +342,71 @@ impl ControlPacket {
             self.required_min_rx.to_be_bytes(),
             self.required_min_echo_rx.to_be_bytes(),
         ];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(words) {
+        for (chunk, word) in out.buf.chunks_exact_mut(4).zip(words) {
             chunk.copy_from_slice(&word);
+        }
+        if let Some(a) = &self.auth {
+            let auth_type = if a.meticulous {
+                AUTH_TYPE_METICULOUS_KEYED_SHA1
+            } else {
+                AUTH_TYPE_KEYED_SHA1
+            };
+            let header = [auth_type, SHA1_AUTH_LEN as u8, a.key_id, a.reserved];
+            let sequence = a.sequence.to_be_bytes();
+            let section = header.iter().chain(sequence.iter()).chain(a.digest.iter());
+            for (b, v) in out.buf.iter_mut().skip(MANDATORY_LEN).zip(section) {
+                *b = *v;
+            }
         }
         Ok(out)
     }
+}
+
+/// An encoded packet: 24 bytes, or 52 with a SHA1 section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoded {
+    buf: [u8; MAX_LEN],
+    len: usize,
+}
+
+impl std::ops::Deref for Encoded {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&self.buf)
+    }
+}
+
+impl std::ops::DerefMut for Encoded {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len.min(MAX_LEN);
+        self.buf.get_mut(..len).unwrap_or_default()
+    }
+}
+
+/// The SHA1 section after the mandatory one (§4.4); `length` is the packet's Length field,
+/// already checked against the payload. Only the two SHA1 types are accepted, and only
+/// with Auth Len 28 and nothing after the section (the digest covers exactly Length bytes).
+fn decode_sha1_auth(buf: &[u8], length: u8) -> Result<Sha1Auth, PacketError> {
+    let truncated = PacketError::Truncated { len: buf.len() };
+    let auth_type = *buf.get(MANDATORY_LEN).ok_or(truncated)?;
+    let meticulous = match auth_type {
+        AUTH_TYPE_KEYED_SHA1 => false,
+        AUTH_TYPE_METICULOUS_KEYED_SHA1 => true,
+        other => return Err(PacketError::UnsupportedAuthType { auth_type: other }),
+    };
+    let auth_len = *buf.get(MANDATORY_LEN + 1).ok_or(truncated)?;
+    if usize::from(auth_len) != SHA1_AUTH_LEN || usize::from(length) != MAX_LEN {
+        return Err(PacketError::AuthLength { auth_len, length });
+    }
+    let digest = buf
+        .get(MANDATORY_LEN + 8..MAX_LEN)
+        .and_then(|d| <[u8; 20]>::try_from(d).ok())
+        .ok_or(truncated)?;
+    Ok(Sha1Auth {
+        meticulous,
+        key_id: *buf.get(MANDATORY_LEN + 2).ok_or(truncated)?,
+        reserved: *buf.get(MANDATORY_LEN + 3).ok_or(truncated)?,
+        sequence: be_u32(buf, MANDATORY_LEN + 4).ok_or(truncated)?,
+        digest,
+    })
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::auth::{self, AuthError, BfdAuthKey};
 use super::packet::{BfdState, ControlPacket, Diag};
 
 /// RFC 5880 §6.8.3: while the session is not Up, we transmit at most once per second.
@@ -55,6 +56,10 @@ pub enum BfdInput {
         required_min_rx: Duration,
         detect_mult: u8,
     },
+    /// The lowest `bfd.XmitAuthSeq` may be from now on (circular): the driver derives it
+    /// from the wall clock so that the next process continues the sequence after a planned
+    /// restart (docs/bgp.md, "BFD authentication"). Ignored without authentication.
+    AuthSequenceFloor(u32),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +85,8 @@ pub enum BfdOutput {
         old: u32,
         new: u32,
     },
+    /// A packet discarded by the authentication rules (§6.7, §6.8.6).
+    AuthFailed(AuthError),
 }
 
 /// How long a peer's Down that claims no path failure waits for the peer's replacement
@@ -100,6 +107,16 @@ struct Replacement {
     /// What the client hears if the Down counts after all.
     diag: Diag,
     remote_state: BfdState,
+}
+
+/// `bfd.AuthType` and friends (§6.8.1) of an authenticated session.
+#[derive(Debug, Clone, Copy)]
+struct AuthState {
+    key: BfdAuthKey,
+    /// `bfd.XmitAuthSeq`: the sequence number of the last packet sent.
+    xmit_seq: u32,
+    /// `bfd.RcvAuthSeq` while `bfd.AuthSeqKnown`.
+    rcv_seq: Option<u32>,
 }
 
 /// A Poll Sequence in progress (§6.6): values announced, not yet all in use.
@@ -130,6 +147,7 @@ pub struct BfdSession {
     /// Resumed and nothing heard yet: send nothing, for at most this window.
     listen: Option<Duration>,
     replacement: Option<Replacement>,
+    auth: Option<AuthState>,
     rng: fastrand::Rng,
 }
 
@@ -157,6 +175,7 @@ impl BfdSession {
             adopt: false,
             listen: None,
             replacement: None,
+            auth: None,
             rng: fastrand::Rng::with_seed(cfg.jitter_seed),
         };
         s.tx_in_use = s.announced_tx();
@@ -179,6 +198,27 @@ impl BfdSession {
         s.adopt = true;
         s.listen = Some(window);
         s
+    }
+
+    /// Authenticate every packet with `key` (RFC 5880 §6.7.4), the first sent with
+    /// sequence number `first_sequence` (Meticulous: one more for each packet after it).
+    pub fn with_auth(mut self, key: BfdAuthKey, first_sequence: u32) -> Self {
+        self.auth = Some(AuthState {
+            key,
+            // Incremented before each packet (meticulous) or raised by the floor.
+            xmit_seq: if key.meticulous {
+                first_sequence.wrapping_sub(1)
+            } else {
+                first_sequence
+            },
+            rcv_seq: None,
+        });
+        self
+    }
+
+    /// `bfd.XmitAuthSeq` of the last packet sent (`None` without authentication).
+    pub fn xmit_auth_seq(&self) -> Option<u32> {
+        self.auth.map(|a| a.xmit_seq)
     }
 
     pub fn state(&self) -> BfdState {
@@ -256,17 +296,30 @@ impl BfdSession {
             desired_min_tx: self.announced_tx(),
             required_min_rx: micros(self.cfg.required_min_rx),
             required_min_echo_rx: 0,
+            auth: None,
         }
     }
 
-    fn send(&self, out: &mut Vec<BfdOutput>, final_: bool) {
+    fn send(&mut self, out: &mut Vec<BfdOutput>, final_: bool) {
         // Resumed and not heard yet: never a Down towards the handed-over session.
         if self.listen.is_some() {
             return;
         }
         // §6.8.7: nothing while the peer asks for no packets (RemoteMinRxInterval 0).
         if self.remote_min_rx != 0 || final_ {
-            out.push(BfdOutput::Send(self.packet(final_)));
+            let p = self.packet(final_);
+            let p = match &mut self.auth {
+                None => p,
+                Some(a) => {
+                    // §6.7.4: Meticulous increments for every packet; Keyed may keep it.
+                    if a.key.meticulous {
+                        a.xmit_seq = a.xmit_seq.wrapping_add(1);
+                    }
+                    // Our packets never carry Poll and Final both, so signing succeeds.
+                    auth::sign(p, &a.key, a.xmit_seq).unwrap_or(p)
+                }
+            };
+            out.push(BfdOutput::Send(p));
         }
     }
 
@@ -337,6 +390,13 @@ impl BfdSession {
                 required_min_rx,
                 detect_mult,
             } => self.set_intervals(&mut out, desired_min_tx, required_min_rx, detect_mult),
+            BfdInput::AuthSequenceFloor(floor) => {
+                if let Some(a) = &mut self.auth
+                    && (floor.wrapping_sub(a.xmit_seq) as i32) > 0
+                {
+                    a.xmit_seq = floor;
+                }
+            }
         }
         out
     }
@@ -514,12 +574,35 @@ impl BfdSession {
         self.remote_desired_tx = 0;
         self.remote_detect_mult = 0;
         self.remote_demand = false;
+        // §6.8.1 asks for this after two detection times without packets; BIRD does it at
+        // one, as we do: the session is Down by then either way.
+        if let Some(a) = &mut self.auth {
+            a.rcv_seq = None;
+        }
         if matches!(self.state, BfdState::Init | BfdState::Up) {
             self.enter(out, BfdState::Down, Diag::ControlDetectionTimeExpired);
         }
     }
 
+    /// §6.7, §6.8.6: an authenticated session takes only packets with the right type, key,
+    /// sequence and digest; a session without authentication takes none with the A bit.
+    /// Returns the sequence number to remember once the packet is accepted.
+    fn authenticate(&self, p: &ControlPacket) -> Result<Option<u32>, AuthError> {
+        match &self.auth {
+            None if p.auth.is_some() => Err(AuthError::Unexpected),
+            None => Ok(None),
+            Some(a) => auth::check(p, &a.key, a.rcv_seq, self.cfg.detect_mult).map(Some),
+        }
+    }
+
     fn received(&mut self, out: &mut Vec<BfdOutput>, p: ControlPacket) {
+        let seq = match self.authenticate(&p) {
+            Ok(seq) => seq,
+            Err(e) => {
+                out.push(BfdOutput::AuthFailed(e));
+                return;
+            }
+        };
         // Resumed: the peer is heard, so what we say is an answer to what it runs now.
         let heard_first = self.listen.take().is_some();
         if heard_first {
@@ -552,6 +635,9 @@ impl BfdSession {
                     ..r
                 });
             }
+        }
+        if let (Some(a), Some(seq)) = (&mut self.auth, seq) {
+            a.rcv_seq = Some(seq);
         }
         let old_interval = self.tx_interval();
         // Before the peer's new values replace the old session's.

@@ -1,7 +1,7 @@
 //! BFD Control packet codec: RFC 5880 §4.1 layout and every §6.8.6 reception check, one
 //! table row per rule; proptest round-trip and "any bytes never panic".
 
-use bgp_proto::bfd::{BfdState, ControlPacket, Diag, PacketEncodeError, PacketError};
+use bgp_proto::bfd::{BfdState, ControlPacket, Diag, PacketEncodeError, PacketError, Sha1Auth};
 use proptest::prelude::*;
 
 fn packet() -> ControlPacket {
@@ -18,6 +18,7 @@ fn packet() -> ControlPacket {
         desired_min_tx: 100_000,
         required_min_rx: 100_000,
         required_min_echo_rx: 0,
+        auth: None,
     }
 }
 
@@ -62,7 +63,7 @@ fn flag_bits_rfc5880_4_1() {
     }
 }
 
-fn with(edit: impl Fn(&mut [u8; 24])) -> Vec<u8> {
+fn with(edit: impl Fn(&mut [u8])) -> Vec<u8> {
     let mut b = packet().encode().unwrap();
     edit(&mut b);
     b.to_vec()
@@ -156,8 +157,8 @@ fn reception_checks_discard_per_rfc5880_6_8_6() {
 }
 
 #[test]
-fn authenticated_packet_discarded_without_auth_configured_rfc5880_6_8_6() {
-    // A bit set, length 26 with 2 bytes of auth section: well-formed, but we use no auth.
+fn auth_types_other_than_sha1_are_discarded_rfc5880_6_8_6() {
+    // A bit set, length 26 with 2 bytes of auth section (Simple Password, type 1).
     let mut b = with(|b| {
         b[1] |= 0x04;
         b[3] = 26
@@ -165,7 +166,71 @@ fn authenticated_packet_discarded_without_auth_configured_rfc5880_6_8_6() {
     b.extend_from_slice(&[1, 2]);
     assert_eq!(
         ControlPacket::decode(&b),
-        Err(PacketError::AuthenticationNotSupported)
+        Err(PacketError::UnsupportedAuthType { auth_type: 1 })
+    );
+}
+
+fn sha1_packet() -> ControlPacket {
+    let mut p = packet();
+    p.auth = Some(Sha1Auth {
+        meticulous: true,
+        key_id: 7,
+        reserved: 0,
+        sequence: 0x1122_3344,
+        digest: [0xab; 20],
+    });
+    p
+}
+
+#[test]
+fn sha1_auth_section_layout_rfc5880_4_4() {
+    let b = sha1_packet().encode().unwrap();
+    assert_eq!(b.len(), 52);
+    assert_eq!(b[1] & 0x04, 0x04, "A bit");
+    assert_eq!(b[3], 52, "Length covers the section");
+    assert_eq!(
+        &b[24..28],
+        &[5, 28, 7, 0],
+        "type 5, Auth Len 28, key ID, reserved"
+    );
+    assert_eq!(&b[28..32], &[0x11, 0x22, 0x33, 0x44], "sequence number");
+    assert_eq!(&b[32..52], &[0xab; 20]);
+    assert_eq!(ControlPacket::decode(&b), Ok(sha1_packet()));
+    let mut keyed = sha1_packet();
+    keyed.auth.as_mut().unwrap().meticulous = false;
+    assert_eq!(keyed.encode().unwrap()[24], 4, "Keyed SHA1 is type 4");
+}
+
+#[test]
+fn sha1_auth_len_other_than_28_is_discarded_rfc5880_6_8_6() {
+    let good = sha1_packet().encode().unwrap().to_vec();
+    let mut short = good.clone();
+    short[25] = 24;
+    assert_eq!(
+        ControlPacket::decode(&short),
+        Err(PacketError::AuthLength {
+            auth_len: 24,
+            length: 52
+        })
+    );
+    // Length past the section: the digest would not cover the packet.
+    let mut long = good.clone();
+    long[3] = 53;
+    long.push(0);
+    assert_eq!(
+        ControlPacket::decode(&long),
+        Err(PacketError::AuthLength {
+            auth_len: 28,
+            length: 53
+        })
+    );
+    // Cut inside the section.
+    assert_eq!(
+        ControlPacket::decode(&good[..40]),
+        Err(PacketError::LengthExceedsPayload {
+            length: 52,
+            payload: 40
+        })
     );
 }
 
@@ -226,9 +291,16 @@ fn arb_packet() -> impl Strategy<Value = ControlPacket> {
             any::<u32>(),
             any::<u32>(),
         ),
+        proptest::option::of((
+            any::<bool>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u32>(),
+            any::<[u8; 20]>(),
+        )),
     )
         .prop_map(
-            |((diag, st, poll, fin, c, d), (mult, my, your, tx, rx, echo))| {
+            |((diag, st, poll, fin, c, d), (mult, my, your, tx, rx, echo), auth)| {
                 let state = [
                     BfdState::AdminDown,
                     BfdState::Down,
@@ -253,6 +325,15 @@ fn arb_packet() -> impl Strategy<Value = ControlPacket> {
                     desired_min_tx: tx,
                     required_min_rx: rx,
                     required_min_echo_rx: echo,
+                    auth: auth.map(
+                        |(meticulous, key_id, reserved, sequence, digest)| Sha1Auth {
+                            meticulous,
+                            key_id,
+                            reserved,
+                            sequence,
+                            digest,
+                        },
+                    ),
                 }
             },
         )
@@ -271,7 +352,7 @@ proptest! {
 
     #[test]
     fn any_decoded_packet_re_encodes_to_its_mandatory_section(
-        bytes in proptest::collection::vec(any::<u8>(), 24..40)
+        bytes in proptest::collection::vec(any::<u8>(), 24..60)
     ) {
         if let Ok(p) = ControlPacket::decode(&bytes) {
             // Poll+Final together is decodable (we are liberal) but never encodable.

@@ -37,6 +37,7 @@ fn from_peer(state: BfdState) -> ControlPacket {
         desired_min_tx: 200_000,
         required_min_rx: 150_000,
         required_min_echo_rx: 0,
+        auth: None,
     }
 }
 

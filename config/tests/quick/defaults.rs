@@ -327,9 +327,9 @@ fn duration_keys_take_seconds_or_a_unit() {
 #[test]
 fn bfd_strict_is_off_unless_written_draft_bfd_strict_6() {
     let c = valid(&with_peer("bfd: {}"));
-    assert!(!c.peers[0].bfd.unwrap().strict);
+    assert!(!c.peers[0].bfd.clone().unwrap().strict);
     let c = valid(&with_peer("bfd: {strict: true}"));
-    assert!(c.peers[0].bfd.unwrap().strict);
+    assert!(c.peers[0].bfd.clone().unwrap().strict);
 }
 
 #[test]
@@ -343,10 +343,11 @@ fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
             min_rx: Duration::from_millis(300),
             multiplier: 3,
             strict: false,
+            authentication: None,
         })
     );
     let c = valid(&with_peer("bfd: {minTx: 100, minRx: 150, multiplier: 5}"));
-    let b = c.peers[0].bfd.unwrap();
+    let b = c.peers[0].bfd.clone().unwrap();
     assert_eq!(
         (b.min_tx, b.min_rx, b.multiplier),
         (Duration::from_millis(100), Duration::from_millis(150), 5)
@@ -360,6 +361,46 @@ fn bfd_block_defaults_to_300ms_times_3_and_enabled() {
         None,
         "off unless configured"
     );
+}
+
+#[test]
+fn bfd_authentication_is_read_as_written_rfc5880_6_7_4() {
+    use podcidr_config::{BfdAuthConfig, BfdAuthType};
+    let c = valid(&with_peer(
+        "bfd: {authentication: {type: meticulous-keyed-sha1, keyId: 7, secretFile: /run/k}}",
+    ));
+    assert_eq!(
+        c.peers[0].bfd.as_ref().unwrap().authentication,
+        Some(BfdAuthConfig {
+            auth_type: BfdAuthType::MeticulousKeyedSha1,
+            key_id: 7,
+            secret_file: "/run/k".into(),
+        })
+    );
+}
+
+#[test]
+fn bfd_key_file_holds_one_to_twenty_bytes_rfc5880_4_4() {
+    let dir = std::env::temp_dir().join(format!("bfd-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, body: &[u8]| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let ok = file("ok", b"twenty-bytes-secret!\n");
+    assert_eq!(podcidr_config::load_bfd_key(&ok).unwrap().len(), 20);
+    let long = podcidr_config::load_bfd_key(file("long", b"twenty-one-byte-secret")).unwrap_err();
+    assert!(
+        long.to_string().contains("22 bytes, the limit is 20"),
+        "{long}"
+    );
+    assert!(
+        !long.to_string().contains("twenty-one"),
+        "never the key: {long}"
+    );
+    assert!(podcidr_config::load_bfd_key(file("empty", b"\n")).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// One rule, asked by the speaker's start, its reloads, the source's start and the core: every

@@ -397,6 +397,28 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
             with_peer("ebgpMultihop: 2, bfd: {enabled: true}"),
             "peers[0].bfd: single-hop BFD (RFC 5881) cannot be combined with ebgpMultihop 2",
         ),
+        (
+            "bfd_authentication_type_sha1_only_rfc5880_6_7",
+            with_peer("bfd: {authentication: {type: keyed-md5, keyId: 1, secretFile: /k}}"),
+            "peers[0].bfd.authentication.type: \"keyed-md5\" is not keyed-sha1 or meticulous-keyed-sha1 (the other RFC 5880 types are not supported)",
+        ),
+        (
+            "bfd_authentication_key_id_8_bits_rfc5880_4_1",
+            with_peer("bfd: {authentication: {type: keyed-sha1, keyId: 256, secretFile: /k}}"),
+            "peers[0].bfd.authentication.keyId: 256 is not allowed (0..255)",
+        ),
+        (
+            "bfd_authentication_needs_a_secret_file",
+            with_peer("bfd: {authentication: {type: keyed-sha1, keyId: 1}}"),
+            "peers[0].bfd.authentication.secretFile: required",
+        ),
+        (
+            "bfd_authentication_unknown_key",
+            with_peer(
+                "bfd: {authentication: {type: keyed-sha1, keyId: 1, secretFile: /k, password: x}}",
+            ),
+            "peers[0].bfd.authentication.password: unknown key (expected one of type, keyId, secretFile)",
+        ),
         // route attributes
         (
             "local_pref_ibgp_only",

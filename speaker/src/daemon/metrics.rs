@@ -112,6 +112,10 @@ pub struct Metrics {
     /// BFD Up → Down that took the BGP session down (not a peer's AdminDown).
     pub bfd_session_down: Family<PeerLabel, Counter>,
     pub bfd_state: Family<PeerLabel, Gauge>,
+    /// BFD datagrams discarded, by reason: the control port's single-hop checks (`ttl`,
+    /// `local`, `interface`, `unknown_source`, `queue_full`) and the session's (decoding,
+    /// `auth_*`, `discriminator`). Copied from `bgp_io::bfd::drops` at each scrape.
+    pub bfd_packets_dropped: Family<ReasonLabel, Counter>,
     /// BFD strict mode: 1 while the session waits in OpenSent for BFD Up.
     pub waiting_for_bfd: Family<PeerLabel, Gauge>,
     pub config_stale: Gauge,
@@ -178,6 +182,7 @@ impl Metrics {
             session_flaps: Family::default(),
             bfd_session_down: Family::default(),
             bfd_state: Family::default(),
+            bfd_packets_dropped: Family::default(),
             waiting_for_bfd: Family::default(),
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
@@ -222,6 +227,11 @@ impl Metrics {
             "podcidr_bgp_bfd_state",
             "RFC 5880 BFD session state: 0 AdminDown, 1 Down, 2 Init, 3 Up",
             m.bfd_state.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_packets_dropped",
+            "BFD packets discarded before or by their session, by reason (RFC 5881 §5 TTL and interface, RFC 5880 §6.7 authentication, §6.8.6)",
+            m.bfd_packets_dropped.clone(),
         );
         registry.register(
             "podcidr_bgp_waiting_for_bfd",
@@ -438,6 +448,12 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
+        for (reason, total) in bgp_io::bfd::drops::snapshot() {
+            let c = self.bfd_packets_dropped.get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            });
+            c.inc_by(total.saturating_sub(c.get()));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

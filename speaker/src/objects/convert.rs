@@ -179,6 +179,17 @@ fn peer(p: &Value) -> Result<(BGPPeer, Option<String>), String> {
         Some(Value::String(n)) => n,
         _ => return Err("has no name".into()),
     };
+    // No BGPPeer field carries it yet: refuse rather than drop a peer's BFD authentication.
+    if spec
+        .get("bfd")
+        .and_then(|b| b.get("authentication"))
+        .is_some()
+    {
+        return Err(format!(
+            "{name}: bfd.authentication has no BGPPeer field yet (config file only); \
+             converting would run this peer's BFD without it"
+        ));
+    }
     let key_file = spec.remove("passwordFile").map(|f| shown(&f));
     if key_file.is_some() {
         spec.insert(

@@ -842,3 +842,19 @@ fn key_files_follow_the_running_peers_and_a_gone_secret_keeps_its_file() {
     assert_eq!(plan.remove, [tor1_file]);
     assert!(plan.in_use.is_empty());
 }
+
+#[test]
+fn convert_refuses_bfd_authentication_no_object_can_carry() {
+    let doc: serde_json::Value = serde_json::json!({
+        "asn": 64512,
+        "peers": [{"name": "tor", "address": "192.0.2.1", "asn": 65000,
+                   "bfd": {"authentication": {"type": "keyed-sha1", "keyId": 1, "secretFile": "/k"}}}]
+    });
+    let errors = super::convert::convert(&doc, "default").unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("bfd.authentication has no BGPPeer field")),
+        "{errors:?}"
+    );
+}

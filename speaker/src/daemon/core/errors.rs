@@ -67,11 +67,13 @@ impl ConfigError {
     }
 }
 
-/// Why a peer's MD5 key cannot be used.
+/// Why a peer's MD5 or BFD key cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("peers[{peer}].passwordFile: {problem}")]
+#[error("peers[{peer}].{field}: {problem}")]
 pub struct KeyError {
     pub peer: String,
+    /// `passwordFile` or `bfd.authentication.secretFile`.
+    pub field: &'static str,
     #[source]
     pub problem: KeyProblem,
 }
@@ -85,6 +87,9 @@ pub enum KeyProblem {
     /// Read, but not a key TCP MD5 accepts (RFC 2385: 1 to 80 bytes).
     #[error(transparent)]
     Invalid(#[from] bgp_io::transport::TransportError),
+    /// The BFD key file: unreadable, empty or over 20 bytes.
+    #[error(transparent)]
+    Bfd(podcidr_config::BfdKeyError),
 }
 
 /// Why the node's conflist was not written.

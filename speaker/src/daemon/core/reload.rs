@@ -186,7 +186,7 @@ impl Core {
             .sessions
             .peers
             .get(&cfg.name)
-            .and_then(|p| p.config.bfd);
+            .and_then(|p| p.config.bfd.clone());
         if let Some(p) = self.sessions.peers.get_mut(&cfg.name) {
             p.config = cfg.clone();
         }

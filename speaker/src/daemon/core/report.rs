@@ -134,7 +134,7 @@ pub fn peer_report(local_asn: Asn, v: &PeerInput) -> PeerReport {
 
 /// `bfdStrict`: what the peer's last OPEN made of a configured strict mode.
 fn bfd_strict(config: &PeerConfig, s: &SessionStatus) -> Option<String> {
-    if !config.bfd.is_some_and(|b| b.strict) {
+    if !config.bfd.as_ref().is_some_and(|b| b.strict) {
         return None;
     }
     let shown = match s.peer_bfd_strict {

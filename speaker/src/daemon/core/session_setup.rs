@@ -46,7 +46,7 @@ pub fn session_config(identity: LocalIdentity, node: &str, p: &PeerConfig) -> Se
         jitter_seed: seed,
         extended_next_hop: p.extended_next_hop,
         // BfdStrictEnabled means nothing without BFD (draft-ietf-idr-bgp-bfd-strict-mode §3).
-        bfd_strict: p.bfd.is_some_and(|b| b.strict),
+        bfd_strict: p.bfd.as_ref().is_some_and(|b| b.strict),
         ..SessionConfig::new(identity.asn, identity.router_id, Asn(0))
     }
 }

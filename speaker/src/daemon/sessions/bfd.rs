@@ -10,8 +10,9 @@ use bgp_io::bfd::driver::{self, BfdTask, StopMode};
 use bgp_io::bfd::udp::{SourcePort, UdpTransport, stable_source_port};
 use bgp_io::driver::SessionEvent;
 use bgp_io::transport::interface_index;
-use bgp_proto::bfd::{BfdSession, BfdSessionConfig};
-use podcidr_config::{PeerAddress, PeerConfig};
+use bgp_proto::bfd::auth::sequence_floor;
+use bgp_proto::bfd::{BfdAuthKey, BfdSession, BfdSessionConfig};
+use podcidr_config::{BfdAuthConfig, BfdAuthType, PeerAddress, PeerConfig};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
@@ -23,6 +24,8 @@ pub(super) const BFD_STOP_WAIT: Duration = Duration::from_secs(4);
 pub(super) struct BfdHandle {
     pub(super) task: BfdTask,
     forward: JoinHandle<()>,
+    /// The authentication it runs with: another one needs a new session.
+    pub(super) authentication: Option<BfdAuthConfig>,
 }
 
 impl BfdHandle {
@@ -40,7 +43,7 @@ impl BfdHandle {
 }
 
 fn session_config(p: &PeerConfig) -> Option<BfdSessionConfig> {
-    let b = p.bfd?;
+    let b = p.bfd.as_ref()?;
     Some(BfdSessionConfig {
         // Random and non-zero (RFC 5880 §6.3); one session per peer address, so no clash
         // within this process.
@@ -52,6 +55,16 @@ fn session_config(p: &PeerConfig) -> Option<BfdSessionConfig> {
     })
 }
 
+/// The session's key, read from `secretFile` now (so a rotated file takes effect at the
+/// next BFD session; the error never shows the key).
+fn auth_key(a: &BfdAuthConfig) -> io::Result<BfdAuthKey> {
+    let secret = podcidr_config::load_bfd_key(&a.secret_file)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let meticulous = a.auth_type == BfdAuthType::MeticulousKeyedSha1;
+    BfdAuthKey::new(meticulous, a.key_id, &secret)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}
+
 /// Starts BFD for `p` (when configured); its events reach `events` as the session's do.
 pub(super) fn start(
     p: &PeerConfig,
@@ -59,6 +72,11 @@ pub(super) fn start(
     events: mpsc::Sender<(String, SessionEvent)>,
 ) -> Option<io::Result<BfdHandle>> {
     let cfg = session_config(p)?;
+    let authentication = p.bfd.as_ref().and_then(|b| b.authentication.clone());
+    let auth = match authentication.as_ref().map(auth_key).transpose() {
+        Ok(k) => k,
+        Err(e) => return Some(Err(e)),
+    };
     // A default gateway is resolved (to an address, or an interface peer for a link-local
     // router) before a session starts.
     let (peer, scope) = match &p.address {
@@ -97,6 +115,18 @@ pub(super) fn start(
     } else {
         BfdSession::new(cfg)
     };
+    // bfd.XmitAuthSeq starts at the wall clock's floor (not at random, RFC 5880 §6.8.1's
+    // SHOULD): Keyed SHA1 then continues where the previous process left off
+    // (`auth::sequence_floor`, docs/bgp.md).
+    let session = match auth {
+        Some(k) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            session.with_auth(k, sequence_floor(now))
+        }
+        None => session,
+    };
     let task = driver::spawn(session, peer, transport, tx);
     let forward = tokio::spawn(super::forward_events(
         p.name.clone(),
@@ -104,7 +134,11 @@ pub(super) fn start(
         events,
         SessionEvent::Bfd,
     ));
-    Some(Ok(BfdHandle { task, forward }))
+    Some(Ok(BfdHandle {
+        task,
+        forward,
+        authentication,
+    }))
 }
 
 /// What names a session's source port: the same in the next process for the same peer.
@@ -177,6 +211,38 @@ mod tests {
         let (t, resume) = bind("tor", local, (ip, 0), &key, true).unwrap();
         assert!(!resume, "another port is another session");
         assert_ne!(t.source_port().unwrap(), port);
+    }
+
+    /// A bad BFD key file rejects the config before any session changes (as `passwordFile`
+    /// does), naming the field and never the key.
+    #[test]
+    fn bad_bfd_key_file_is_refused_naming_its_field_rfc5880_4_4() {
+        let dir = std::env::temp_dir().join(format!("bfd-check-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key");
+        std::fs::write(&key, "twenty-one-bytes-long\n").unwrap();
+        let yaml = format!(
+            "nodeName: node1\nasn: 64512\nrouterId: 198.18.0.2\nsource: {{kind: file, path: /x}}\n\
+             peers:\n  - name: tor\n    address: 198.18.0.1\n    asn: 65000\n    \
+             bfd: {{authentication: {{type: keyed-sha1, keyId: 1, secretFile: {}}}}}\n",
+            key.display()
+        );
+        let config = podcidr_config::Config::from_yaml_str(&yaml).unwrap();
+        let err = super::super::check_keys(&config.peers)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("peers[tor].bfd.authentication.secretFile: ")
+                && err.contains("21 bytes, the limit is 20"),
+            "{err}"
+        );
+        assert!(!err.contains("twenty-one"), "{err}");
+        std::fs::write(&key, "twenty-bytes-long!!!\n").unwrap();
+        assert!(super::super::check_keys(&config.peers).is_ok());
+        let peer = &config.peers[0];
+        let a = peer.bfd.as_ref().unwrap().authentication.as_ref().unwrap();
+        assert!(!format!("{:?}", auth_key(a).unwrap()).contains("twenty"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub use crate::daemon::core::errors::{KeyError, KeyProblem};
 pub fn read_key(peer: &str, path: &Path) -> Result<Md5Key, KeyError> {
     let err = |problem: KeyProblem| KeyError {
         peer: peer.to_owned(),
+        field: "passwordFile",
         problem,
     };
     let key = podcidr_config::load_md5_key(path).map_err(|e| err(e.into()))?;
@@ -32,6 +33,13 @@ pub fn check_keys(peers: &[PeerConfig]) -> Result<(), KeyError> {
     for p in peers {
         if let Some(path) = &p.password_file {
             read_key(&p.name, path)?;
+        }
+        if let Some(a) = p.bfd.as_ref().and_then(|b| b.authentication.as_ref()) {
+            podcidr_config::load_bfd_key(&a.secret_file).map_err(|e| KeyError {
+                peer: p.name.clone(),
+                field: "bfd.authentication.secretFile",
+                problem: KeyProblem::Bfd(e),
+            })?;
         }
     }
     Ok(())

@@ -198,7 +198,15 @@ impl PeerManager {
         let Some(h) = self.peers.get_mut(&p.name) else {
             return;
         };
-        match (&h.bfd, p.bfd) {
+        // Another key or type is another session (RFC 5880 §6.7: not negotiated): AdminDown
+        // with the old key, which the peer still accepts, then a new session.
+        if let (Some(b), Some(c)) = (&h.bfd, &p.bfd)
+            && b.authentication != c.authentication
+            && let Some(old) = h.bfd.take()
+        {
+            old.stop(StopMode::AdminDown).await;
+        }
+        match (&h.bfd, &p.bfd) {
             (Some(b), Some(c)) => b.task.set_intervals(c.min_tx, c.min_rx, c.multiplier),
             (None, Some(_)) => match bfd::start(p, false, self.events.clone()) {
                 None => {}

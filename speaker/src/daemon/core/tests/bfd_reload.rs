@@ -23,7 +23,7 @@ fn bfd_timer_reload_keeps_the_bgp_session_rfc5880_6_8_3() {
     assert!(resets(&out).is_empty(), "{out:?}");
     let set = set_bfd(&out);
     assert_eq!(set.len(), 1);
-    let bfd = set[0].bfd.unwrap();
+    let bfd = set[0].bfd.clone().unwrap();
     assert_eq!(
         (bfd.min_tx, bfd.multiplier),
         (Duration::from_millis(300), 5)
