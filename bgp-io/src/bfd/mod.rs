@@ -2,4 +2,5 @@
 //! task, and the UDP transport with the single-hop TTL 255 check.
 
 pub mod driver;
+pub mod runtime;
 pub mod udp;
