@@ -41,8 +41,3 @@ fn start() -> Result<Handle, String> {
         .map_err(|e| format!("thread: {e}"))?;
     Ok(handle)
 }
-
-/// Whether the caller runs on the BFD runtime's thread.
-pub fn on_bfd_thread() -> bool {
-    std::thread::current().name() == Some(THREAD_NAME)
-}
