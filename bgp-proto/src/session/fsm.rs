@@ -58,6 +58,8 @@ pub struct Session {
     peer_bfd_strict: Option<bool>,
     /// A BFD hold-down runs: the session stays Idle until [`Timer::IdleHold`] fires.
     idle_held: bool,
+    /// `bfd_strict` as configured; `cfg.bfd_strict` is it while our BFD runs, else false.
+    bfd_strict_configured: bool,
 }
 
 impl Session {
@@ -66,7 +68,6 @@ impl Session {
             .with_jitter(Jitter::Rfc4271);
         let rng = JitterRng::new(cfg.jitter_seed);
         Session {
-            cfg,
             state: State::Idle,
             started: false,
             restarting: false,
@@ -84,6 +85,8 @@ impl Session {
             bfd_pending: None,
             peer_bfd_strict: None,
             idle_held: false,
+            bfd_strict_configured: cfg.bfd_strict,
+            cfg,
         }
     }
 

@@ -180,6 +180,11 @@ pub enum BfdInput {
     /// a session that is not up (Idle, Connect, Active) is held, and a hold running is never
     /// extended: every hold ends on its timer, whatever BFD does meanwhile.
     HoldDown(std::time::Duration),
+    /// Our BFD session could not start: nothing to wait for (as Up), and the OPENs from now
+    /// on leave out capability 74, which promises a BFD we do not run
+    /// (draft-ietf-idr-bgp-bfd-strict-mode §5, §8.5.1 BfdDisabled). Any other BFD input
+    /// says BFD runs again and brings the capability back, as configured.
+    Unavailable,
 }
 
 /// How a session is stopped (RFC 4271 Event 2, ManualStop).

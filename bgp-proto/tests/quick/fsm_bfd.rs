@@ -281,3 +281,33 @@ fn bfd_hold_down_ends_with_a_stop_rfc4271_8_1_1() {
     assert!(out.contains(&Output::StopTimer(Timer::IdleHold)), "{out:?}");
     assert!(!s.held_down());
 }
+
+/// Whether the OPEN in `out` carries capability 74.
+fn open_has_74(out: &[Output]) -> Option<bool> {
+    sent(out).into_iter().find_map(|m| match m {
+        Message::Open(o) => Some(o.capabilities().any(|c| *c == Capability::BfdStrictMode)),
+        _ => None,
+    })
+}
+
+#[test]
+fn strict_capability_74_only_while_our_bfd_runs_draft_bfd_strict_5() {
+    let mut s = Session::new(strict_cfg());
+    s.handle(Input::Bfd(BfdInput::Unavailable));
+    s.handle(Input::Start);
+    let out = s.handle(Input::TcpConnected);
+    assert_eq!(open_has_74(&out), Some(false), "{out:?}");
+    // Nothing to wait for either: the peer's OPEN with 74 gets our KEEPALIVE at once.
+    let out = s.handle(recv(Message::Open(peer_open(
+        PEER,
+        90,
+        with_strict(both_families()),
+    ))));
+    assert_eq!(s.state(), State::OpenConfirm, "{out:?}");
+    // BFD runs again (a reload started it): the next OPEN promises it again.
+    s.handle(Input::Bfd(BfdInput::NotUp));
+    s.handle(Input::Stop(bgp_proto::session::StopReason::Deconfigured));
+    s.handle(Input::Start);
+    let out = s.handle(Input::TcpConnected);
+    assert_eq!(open_has_74(&out), Some(true), "{out:?}");
+}

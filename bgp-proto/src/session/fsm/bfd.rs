@@ -57,8 +57,14 @@ impl Session {
 
     pub(super) fn bfd(&mut self, out: &mut Vec<Output>, input: BfdInput) {
         let strict = self.negotiated.as_ref().is_some_and(|n| n.bfd_strict);
+        // Capability 74 only while our BFD runs: every input but Unavailable comes from a
+        // running BFD session.
+        if !matches!(input, BfdInput::HoldDown(_)) {
+            self.cfg.bfd_strict =
+                self.bfd_strict_configured && !matches!(input, BfdInput::Unavailable);
+        }
         match input {
-            BfdInput::Up => {
+            BfdInput::Up | BfdInput::Unavailable => {
                 self.bfd_up = true;
                 if let Some(pending) = self.bfd_pending {
                     self.release(out, pending);

@@ -427,6 +427,14 @@ pub enum Notice {
         diag: Diag,
         gate: Option<GateAction>,
     },
+    /// The peer's BFD flaps: its BGP session stays down for `hold` after the reset
+    /// (`bfd_dampening`), until wall-clock `until_unix`; `flaps`: failures remembered.
+    BfdHeldDown {
+        peer: String,
+        hold: Duration,
+        flaps: u32,
+        until_unix: u64,
+    },
     Session(String, SessionEvent),
     CniWritten {
         path: PathBuf,
