@@ -7,6 +7,13 @@
 //! Run: `cargo bench -p integration-tests --bench bfd_detection -- --bench --speaker PATH
 //! [--runs 10]` (root, namespaces, bird, iptables). `--quick`: one run of each. Writes a
 //! Markdown table to stdout (docs/benchmarks.md). Not part of `cargo test`.
+//!
+//! Under load: `--stress N` runs `stress-ng --cpu N` (0: one worker per CPU) in the node's
+//! namespace from the moment the session is up until the run ends, and watches BFD for
+//! `--soak SECS` (default 30) before the cut: a false Down is the ToR losing the route or
+//! its BFD session, or our `podcidr_bgp_bfd_session_down_total` growing, with the link up.
+//! `--bfd MS[,MS...]` measures these intervals (× 3) instead of 100 ms. Each row gives the
+//! load average at its end (other work on the machine included).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,6 +26,11 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Args {
     speaker: PathBuf,
     runs: u32,
+    /// `stress-ng --cpu` workers in the node's namespace (0: one per CPU).
+    stress: Option<usize>,
+    soak: Duration,
+    /// BFD intervals (ms, × 3) to measure.
+    bfd: Vec<u32>,
 }
 
 fn parse_args() -> Option<Args> {
@@ -26,6 +38,9 @@ fn parse_args() -> Option<Args> {
     let mut a = Args {
         speaker: integration_tests::dist_binary(),
         runs: 10,
+        stress: None,
+        soak: Duration::from_secs(30),
+        bfd: vec![100],
     };
     let mut bench = false;
     while let Some(arg) = argv.next() {
@@ -34,6 +49,13 @@ fn parse_args() -> Option<Args> {
             "--speaker" => a.speaker = argv.next()?.into(),
             "--runs" => a.runs = argv.next()?.parse().ok()?,
             "--quick" => a.runs = 1,
+            "--stress" => a.stress = Some(argv.next()?.parse().ok()?),
+            "--soak" => a.soak = Duration::from_secs(argv.next()?.parse().ok()?),
+            "--bfd" => {
+                a.bfd = (argv.next()?.split(','))
+                    .map(|ms| ms.parse().ok())
+                    .collect::<Option<_>>()?;
+            }
             _ => {}
         }
     }
@@ -45,6 +67,35 @@ struct Sample {
     detect: Duration,
     /// Mean time between two `birdc` polls during this run.
     poll: Duration,
+    /// Under `--stress`: false Downs while the link was up (ToR side, our side).
+    false_down: (u32, u64),
+}
+
+/// Our BFD sessions that went Up → Down, from the speaker's metrics.
+fn our_bfd_downs(t: &BfdTopology) -> u64 {
+    t.metrics()
+        .lines()
+        .filter(|l| l.starts_with("podcidr_bgp_bfd_session_down_total"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// Watches the session for `soak` with the link up: episodes in which the ToR lost the
+/// route or its BFD session, and our BFD failures meanwhile.
+fn soak(t: &BfdTopology, soak: Duration, bfd: bool) -> (u32, u64) {
+    let ours = our_bfd_downs(t);
+    let start = Instant::now();
+    let (mut episodes, mut down) = (0, false);
+    while start.elapsed() < soak {
+        let ok = t.tor_has_route() && (!bfd || t.tor_bfd_up());
+        if !ok && !down {
+            episodes += 1;
+        }
+        down = !ok;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (episodes, our_bfd_downs(t).saturating_sub(ours))
 }
 
 fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sample, String> {
@@ -57,8 +108,16 @@ fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sa
     if ready.is_none() {
         return Err(format!("no route at the ToR\n{}", t.diagnostics()));
     }
+    let stress = match a.stress {
+        Some(n) => Some(integration_tests::stress::CpuStress::start(&t.node, n)?),
+        None => None,
+    };
     // Let BFD settle on its fast interval (the poll after Up) and BGP exchange keepalives.
     std::thread::sleep(Duration::from_secs(1));
+    let false_down = match stress {
+        Some(_) => soak(&t, a.soak, opts.bfd.is_some()),
+        None => (0, 0),
+    };
     t.cut_link();
     let start = Instant::now();
     let mut polls = 0u32;
@@ -66,9 +125,11 @@ fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sa
         polls += 1;
         if !t.tor_has_route() {
             let detect = start.elapsed();
+            drop(stress);
             return Ok(Sample {
                 detect,
                 poll: detect / polls,
+                false_down,
             });
         }
         if start.elapsed() > WAIT {
@@ -90,30 +151,54 @@ fn main() {
         eprintln!("bfd_detection: needs root, network namespaces, bird and iptables");
         std::process::exit(1);
     }
-    let cases = [
-        (
-            "bfd",
-            "BFD 100 ms × 3 (hold time 3 s)",
-            BfdTopologyOptions {
-                bfd: Some((100, 100, 3)),
-                hold_time: 3,
-                restart_time: 120,
-            },
-        ),
-        (
-            "hold",
-            "no BFD, hold time 3 s",
-            BfdTopologyOptions {
-                bfd: None,
-                hold_time: 3,
-                restart_time: 120,
-            },
-        ),
-    ];
-    println!("| detection | runs | min ms | median ms | max ms | poll interval ms |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    if let (Some(_), Some(why)) = (a.stress, integration_tests::stress::unavailable()) {
+        eprintln!("bfd_detection: {why}");
+        std::process::exit(1);
+    }
+    let mut cases: Vec<(String, String, BfdTopologyOptions)> = (a.bfd.iter())
+        .map(|&ms| {
+            (
+                format!("bfd{ms}"),
+                format!("BFD {ms} ms × 3 (hold time 3 s)"),
+                BfdTopologyOptions {
+                    bfd: Some((ms, ms, 3)),
+                    hold_time: 3,
+                    restart_time: 120,
+                },
+            )
+        })
+        .collect();
+    cases.push((
+        "hold".into(),
+        "no BFD, hold time 3 s".into(),
+        BfdTopologyOptions {
+            bfd: None,
+            hold_time: 3,
+            restart_time: 120,
+        },
+    ));
+    if let Some(n) = a.stress {
+        let workers = if n == 0 {
+            integration_tests::stress::cpus()
+        } else {
+            n
+        };
+        println!(
+            "Load: `stress-ng --cpu {workers}` in the node's namespace ({} CPUs), BFD watched {} s before each cut.\n",
+            integration_tests::stress::cpus(),
+            a.soak.as_secs()
+        );
+        println!(
+            "| detection under load | runs | min ms | median ms | max ms | poll interval ms | false Down (ToR / ours) | load average |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    } else {
+        println!("| detection | runs | min ms | median ms | max ms | poll interval ms |");
+        println!("|---|---:|---:|---:|---:|---:|");
+    }
     let mut failed = false;
     for (case, label, opts) in &cases {
+        let case = case.as_str();
         let mut samples = Vec::new();
         for i in 0..a.runs {
             match one_run(&a, case, i, opts) {
@@ -130,13 +215,22 @@ fn main() {
         let mut d: Vec<Duration> = samples.iter().map(|s| s.detect).collect();
         d.sort();
         let poll = samples.iter().map(|s| s.poll).sum::<Duration>() / samples.len() as u32;
+        let stressed = a.stress.map(|_| {
+            let tor: u32 = samples.iter().map(|s| s.false_down.0).sum();
+            let ours: u64 = samples.iter().map(|s| s.false_down.1).sum();
+            format!(
+                " {tor} / {ours} | {} |",
+                integration_tests::stress::load_average()
+            )
+        });
         println!(
-            "| {label} | {} | {} | {} | {} | {:.1} |",
+            "| {label} | {} | {} | {} | {} | {:.1} |{}",
             d.len(),
             ms(d[0]),
             ms(d[d.len() / 2]),
             ms(d[d.len() - 1]),
             poll.as_secs_f64() * 1000.0,
+            stressed.unwrap_or_default(),
         );
     }
     if failed {

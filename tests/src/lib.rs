@@ -36,6 +36,7 @@ pub mod net;
 pub mod netns;
 mod process;
 pub mod skip;
+pub mod stress;
 pub use process::stop_child;
 
 use std::net::{IpAddr, SocketAddr};
