@@ -13,7 +13,9 @@
 //! `--soak SECS` (default 30) before the cut: a false Down is the ToR losing the route or
 //! its BFD session, or our `podcidr_bgp_bfd_session_down_total` growing, with the link up.
 //! `--bfd MS[,MS...]` measures these intervals (× 3) instead of 100 ms. Each row gives the
-//! load average at its end (other work on the machine included).
+//! load average at its end (other work on the machine included). `--soak SECS` without
+//! `--stress` watches the same way on an unloaded node. Every soak also reports the
+//! speaker's CPU (user + system time over the soak, `/proc/PID/stat`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,7 +30,8 @@ struct Args {
     runs: u32,
     /// `stress-ng --cpu` workers in the node's namespace (0: one per CPU).
     stress: Option<usize>,
-    soak: Duration,
+    /// Watch BFD this long before the cut (`None`: only under `--stress`, 30 s).
+    soak: Option<Duration>,
     /// BFD intervals (ms, × 3) to measure.
     bfd: Vec<u32>,
 }
@@ -39,7 +42,7 @@ fn parse_args() -> Option<Args> {
         speaker: integration_tests::dist_binary(),
         runs: 10,
         stress: None,
-        soak: Duration::from_secs(30),
+        soak: None,
         bfd: vec![100],
     };
     let mut bench = false;
@@ -50,7 +53,7 @@ fn parse_args() -> Option<Args> {
             "--runs" => a.runs = argv.next()?.parse().ok()?,
             "--quick" => a.runs = 1,
             "--stress" => a.stress = Some(argv.next()?.parse().ok()?),
-            "--soak" => a.soak = Duration::from_secs(argv.next()?.parse().ok()?),
+            "--soak" => a.soak = Some(Duration::from_secs(argv.next()?.parse().ok()?)),
             "--bfd" => {
                 a.bfd = (argv.next()?.split(','))
                     .map(|ms| ms.parse().ok())
@@ -67,8 +70,23 @@ struct Sample {
     detect: Duration,
     /// Mean time between two `birdc` polls during this run.
     poll: Duration,
-    /// Under `--stress`: false Downs while the link was up (ToR side, our side).
-    false_down: (u32, u64),
+    /// Soaks: false Downs while the link was up (ToR side, our side), and the speaker's
+    /// CPU over the soak (share of one CPU).
+    soak: Option<(u32, u64, f64)>,
+}
+
+/// User + system CPU time of `pid` so far (clock ticks of 10 ms).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces): state is the 3rd field overall.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum()
 }
 
 /// Our BFD sessions that went Up → Down, from the speaker's metrics.
@@ -83,8 +101,10 @@ fn our_bfd_downs(t: &BfdTopology) -> u64 {
 
 /// Watches the session for `soak` with the link up: episodes in which the ToR lost the
 /// route or its BFD session, and our BFD failures meanwhile.
-fn soak(t: &BfdTopology, soak: Duration, bfd: bool) -> (u32, u64) {
+fn soak(t: &BfdTopology, soak: Duration, bfd: bool) -> (u32, u64, f64) {
     let ours = our_bfd_downs(t);
+    let pid = t.speaker_pid().unwrap_or(0);
+    let cpu0 = cpu_ticks(pid);
     let start = Instant::now();
     let (mut episodes, mut down) = (0, false);
     while start.elapsed() < soak {
@@ -95,7 +115,8 @@ fn soak(t: &BfdTopology, soak: Duration, bfd: bool) -> (u32, u64) {
         down = !ok;
         std::thread::sleep(Duration::from_millis(20));
     }
-    (episodes, our_bfd_downs(t).saturating_sub(ours))
+    let cpu = (cpu_ticks(pid) - cpu0) as f64 / 100.0 / start.elapsed().as_secs_f64();
+    (episodes, our_bfd_downs(t).saturating_sub(ours), cpu)
 }
 
 fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sample, String> {
@@ -114,9 +135,10 @@ fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sa
     };
     // Let BFD settle on its fast interval (the poll after Up) and BGP exchange keepalives.
     std::thread::sleep(Duration::from_secs(1));
-    let false_down = match stress {
-        Some(_) => soak(&t, a.soak, opts.bfd.is_some()),
-        None => (0, 0),
+    let soaked = match (&stress, a.soak) {
+        (_, Some(d)) => Some(soak(&t, d, opts.bfd.is_some())),
+        (Some(_), None) => Some(soak(&t, Duration::from_secs(30), opts.bfd.is_some())),
+        (None, None) => None,
     };
     t.cut_link();
     let start = Instant::now();
@@ -129,7 +151,7 @@ fn one_run(a: &Args, case: &str, i: u32, opts: &BfdTopologyOptions) -> Result<Sa
             return Ok(Sample {
                 detect,
                 poll: detect / polls,
-                false_down,
+                soak: soaked,
             });
         }
         if start.elapsed() > WAIT {
@@ -177,21 +199,24 @@ fn main() {
             restart_time: 120,
         },
     ));
-    if let Some(n) = a.stress {
-        let workers = if n == 0 {
-            integration_tests::stress::cpus()
-        } else {
-            n
+    let soak_secs = a.soak.map_or(30, |d| d.as_secs());
+    if a.stress.is_some() || a.soak.is_some() {
+        let load = match a.stress {
+            Some(0) => format!(
+                "`stress-ng --cpu {}` in the node's namespace",
+                integration_tests::stress::cpus()
+            ),
+            Some(n) => format!("`stress-ng --cpu {n}` in the node's namespace"),
+            None => "no stress".into(),
         };
         println!(
-            "Load: `stress-ng --cpu {workers}` in the node's namespace ({} CPUs), BFD watched {} s before each cut.\n",
+            "Load: {load} ({} CPUs); BFD watched {soak_secs} s before each cut.\n",
             integration_tests::stress::cpus(),
-            a.soak.as_secs()
         );
         println!(
-            "| detection under load | runs | min ms | median ms | max ms | poll interval ms | false Down (ToR / ours) | load average |"
+            "| detection | runs | min ms | median ms | max ms | poll interval ms | false Down (ToR / ours) | speaker CPU % (soak) | load average |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|---|");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     } else {
         println!("| detection | runs | min ms | median ms | max ms | poll interval ms |");
         println!("|---|---:|---:|---:|---:|---:|");
@@ -215,11 +240,14 @@ fn main() {
         let mut d: Vec<Duration> = samples.iter().map(|s| s.detect).collect();
         d.sort();
         let poll = samples.iter().map(|s| s.poll).sum::<Duration>() / samples.len() as u32;
-        let stressed = a.stress.map(|_| {
-            let tor: u32 = samples.iter().map(|s| s.false_down.0).sum();
-            let ours: u64 = samples.iter().map(|s| s.false_down.1).sum();
+        let soaks: Vec<(u32, u64, f64)> = samples.iter().filter_map(|s| s.soak).collect();
+        let stressed = (!soaks.is_empty()).then(|| {
+            let tor: u32 = soaks.iter().map(|s| s.0).sum();
+            let ours: u64 = soaks.iter().map(|s| s.1).sum();
+            let cpu = soaks.iter().map(|s| s.2).sum::<f64>() / soaks.len() as f64;
             format!(
-                " {tor} / {ours} | {} |",
+                " {tor} / {ours} | {:.2} | {} |",
+                cpu * 100.0,
                 integration_tests::stress::load_average()
             )
         });
