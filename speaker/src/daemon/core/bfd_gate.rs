@@ -108,6 +108,17 @@ impl super::Core {
             return;
         };
         let remembered = flaps.remembered(now);
+        let note = format!(
+            "BFD with {peer} failed {remembered} times within minutes: BGP session held down for {} s before it reconnects (RFC 5882 §3.1)",
+            hold.as_secs()
+        );
+        self.node_event(
+            out,
+            super::EventReason::BfdHoldDown,
+            true,
+            format!("Peer {peer}"),
+            note,
+        );
         out.push(Effect::Bfd {
             name: peer.to_owned(),
             input: BfdInput::HoldDown(hold),

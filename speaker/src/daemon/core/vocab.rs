@@ -240,6 +240,8 @@ pub enum EventReason {
     SessionEstablished,
     /// A BGP session left Established (Warning; Normal when we stopped it on purpose).
     SessionDown,
+    /// A flapping BFD session holds its BGP session down (Warning, RFC 5882 §3.1).
+    BfdHoldDown,
     /// The chosen source and `Node.spec.podCIDRs` began to disagree (Warning).
     SourceMismatch,
     /// They agree again (Normal).
@@ -265,6 +267,7 @@ impl EventReason {
         match self {
             EventReason::SessionEstablished => "BGPSessionEstablished",
             EventReason::SessionDown => "BGPSessionDown",
+            EventReason::BfdHoldDown => "BFDFlapHoldDown",
             EventReason::SourceMismatch => "PodCIDRSourceMismatch",
             EventReason::SourceMismatchResolved => "PodCIDRSourceMismatchResolved",
             EventReason::PodCidrRefused => "PodCIDRRefused",

@@ -100,6 +100,24 @@ fn flapping_bfd_holds_bgp_down_longer_at_each_flap_bounded_rfc5882_3_1() {
 }
 
 #[test]
+fn bfd_hold_down_is_an_event_on_the_node_rfc5882_3_1() {
+    // With an API to publish Events to.
+    let mut core = Core::with_lookup(config("", BFD_PEER), "node-a".into(), true, lookup);
+    core.start();
+    core.handle(ready(&[]));
+    flap(&mut core, 0);
+    let (_, out) = flap(&mut core, 10);
+    assert!(
+        out.iter().any(|e| matches!(
+            e,
+            Effect::KubeEvent(ev) if ev.reason == EventReason::BfdHoldDown && ev.warning
+                && ev.note.contains("held down for 5 s")
+        )),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn bfd_hold_down_decays_once_bfd_is_stable_and_never_strands_bgp_rfc5882_3_1() {
     let (mut core, _) = file_core(config("", BFD_PEER));
     for i in 0..9 {
