@@ -516,9 +516,16 @@ fn parse_graceful_restart(n: Node<'_, '_>, errs: &mut Errors) -> Option<Graceful
     })
 }
 
-/// Interval bounds in milliseconds: 10 ms is as fast as a userspace speaker can keep up
-/// with; a minute is far past any BGP hold time, where BFD stops making sense.
-const BFD_INTERVAL_RULE: &str = "10..60000 milliseconds";
+/// The floor of `bfd.minTx` / `bfd.minRx` (ms). Our BFD runs in userspace on its own thread
+/// (`bgp_io::bfd::runtime`), scheduled like any process: below 50 ms a node under CPU
+/// pressure misses its own transmit timer, and a ToR that detects us in a few intervals
+/// flushes the node's routes for a false failure (docs/benchmarks.md, BFD under load).
+pub const BFD_MIN_INTERVAL_MS: u64 = 50;
+
+/// Interval bounds in milliseconds: [`BFD_MIN_INTERVAL_MS`] up to a minute, far past any
+/// BGP hold time, where BFD stops making sense.
+const BFD_INTERVAL_RULE: &str =
+    "50..60000 milliseconds: below 50 ms userspace BFD on a busy node misses its own timers";
 
 /// `bfd: {enabled, minTx, minRx, multiplier, strict, authentication}`; the block's presence
 /// turns BFD on unless `enabled: false`.
@@ -538,7 +545,7 @@ fn parse_bfd(n: Node<'_, '_>, errs: &mut Errors) -> Option<Option<BfdConfig>> {
     let d = BfdConfig::default();
     let ms = |key: &str, errs: &mut Errors, default: Duration| {
         Lookup::of(&obj, key, errs, |n, e| {
-            n.int(10, 60_000, BFD_INTERVAL_RULE, e)
+            n.int(BFD_MIN_INTERVAL_MS, 60_000, BFD_INTERVAL_RULE, e)
         })
         .known(u64::try_from(default.as_millis()).unwrap_or(u64::MAX))
         .map(Duration::from_millis)

@@ -8,7 +8,9 @@
 //! [--runs 10] [--pps 1000] [--scenarios restart,kill,...] [--write-docs docs/benchmarks.md]`
 //! (root, namespaces, bird, iptables). `--quick`: one run of `restart` and `bfd-cut`. Prints
 //! a Markdown table; every wait is a bounded poll of BIRD or the kernel. Not part of
-//! `cargo test`.
+//! `cargo test`. `--stress N`: each scenario runs with `stress-ng --cpu N` (0: one worker
+//! per CPU) in the node's namespace from the first speaker's start on (tests/src/stress.rs),
+//! and says the load average; not with `--write-docs`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +36,8 @@ struct Args {
     pps: u32,
     scenarios: Vec<String>,
     write_docs: Option<PathBuf>,
+    /// `stress-ng --cpu` workers in the node's namespace (0: one per CPU).
+    stress: Option<usize>,
 }
 
 fn parse_args() -> Option<Args> {
@@ -44,6 +48,7 @@ fn parse_args() -> Option<Args> {
         pps: 1000,
         scenarios: Vec::new(),
         write_docs: None,
+        stress: None,
     };
     let mut bench = false;
     let mut quick = false;
@@ -59,6 +64,7 @@ fn parse_args() -> Option<Args> {
             "--scenarios" => a.scenarios = argv.next()?.split(',').map(str::to_owned).collect(),
             "--write-docs" => a.write_docs = Some(argv.next()?.into()),
             "--quick" => quick = true,
+            "--stress" => a.stress = Some(argv.next()?.parse().ok()?),
             _ => {}
         }
     }
@@ -422,8 +428,20 @@ fn run_scenario(a: &Args, s: &Scenario) -> Result<Vec<Sample>, String> {
         return Err(format!("the speaker rejects its config: {e}"));
     }
     t.start_speaker();
+    let stress = match a.stress {
+        Some(n) => Some(integration_tests::stress::CpuStress::start(&t.node, n)?),
+        None => None,
+    };
     let mut out = Vec::new();
     for i in 0..a.runs {
+        if stress.is_some() {
+            eprintln!(
+                "dataplane {} run {i}: under stress-ng --cpu {}, load average {}",
+                s.id,
+                a.stress.unwrap_or_default(),
+                integration_tests::stress::load_average()
+            );
+        }
         match one_run(&mut t, s, i, a.pps) {
             Ok(x) => {
                 eprintln!(
@@ -491,6 +509,16 @@ fn main() {
     if !netns_permitted("pcdp-probe", &["bird", "birdc", "iptables"]) {
         eprintln!("dataplane: needs root, network namespaces, bird and iptables");
         std::process::exit(1);
+    }
+    if a.stress.is_some() {
+        let why = integration_tests::stress::unavailable().or_else(|| {
+            (a.write_docs.is_some())
+                .then(|| "--stress measures no published table: not with --write-docs".into())
+        });
+        if let Some(why) = why {
+            eprintln!("dataplane: {why}");
+            std::process::exit(1);
+        }
     }
     let all = scenarios();
     let chosen: Vec<&Scenario> = if a.scenarios.is_empty() {

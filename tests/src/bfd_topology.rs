@@ -211,6 +211,11 @@ impl BfdTopology {
     }
 
     /// Starts the speaker (without `--final`: SIGTERM means a graceful restart).
+    /// The running speaker's PID (its CPU time is in `/proc/PID/stat`).
+    pub fn speaker_pid(&self) -> Option<u32> {
+        self.speaker.as_ref().map(Child::id)
+    }
+
     pub fn start_speaker(&mut self) {
         self.launches += 1;
         let child = crate::netns::spawn_speaker_in(

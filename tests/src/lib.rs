@@ -37,6 +37,7 @@ pub mod netns;
 mod process;
 pub mod skip;
 pub mod tor_guide;
+pub mod stress;
 pub use process::stop_child;
 
 use std::net::{IpAddr, SocketAddr};

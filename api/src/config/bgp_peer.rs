@@ -211,13 +211,13 @@ pub struct GracefulRestartSpec {
 pub struct BfdSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Milliseconds, 10..60000.
+    /// Milliseconds, 50..60000 (userspace BFD's floor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 10, max = 60000))]
+    #[schemars(range(min = 50, max = 60000))]
     pub min_tx: Option<u32>,
-    /// Milliseconds, 10..60000.
+    /// Milliseconds, 50..60000 (userspace BFD's floor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 10, max = 60000))]
+    #[schemars(range(min = 50, max = 60000))]
     pub min_rx: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 255))]

@@ -110,8 +110,27 @@ fn status_of(s: &BfdSession) -> BfdStatus {
     }
 }
 
-/// Starts the session task; `events` should be subscribed to before the call.
+/// Starts the session task on the current runtime; `events` should be subscribed to before
+/// the call.
 pub fn spawn<T: BfdTransport>(
+    session: BfdSession,
+    peer: IpAddr,
+    transport: T,
+    events: broadcast::Sender<BfdEvent>,
+) -> BfdTask {
+    spawn_on(
+        &tokio::runtime::Handle::current(),
+        session,
+        peer,
+        transport,
+        events,
+    )
+}
+
+/// [`spawn`] on `runtime`: the speaker's is [`super::runtime::handle`], so other work cannot
+/// delay the session's timers.
+pub fn spawn_on<T: BfdTransport>(
+    runtime: &tokio::runtime::Handle,
     session: BfdSession,
     peer: IpAddr,
     transport: T,
@@ -127,7 +146,7 @@ pub fn spawn<T: BfdTransport>(
         events: events.clone(),
         timers: BTreeMap::new(),
     };
-    let join = tokio::spawn(driver.run(control_rx));
+    let join = runtime.spawn(driver.run(control_rx));
     BfdTask {
         status,
         events,

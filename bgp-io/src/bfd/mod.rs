@@ -4,4 +4,5 @@
 pub mod driver;
 pub mod drops;
 pub mod route;
+pub mod runtime;
 pub mod udp;

@@ -139,8 +139,8 @@ const SESSION_QUEUE: usize = 64;
 
 /// Control ports opened by this process, by local address. Kept for the process's life
 /// (there are few local addresses), so closing one session and opening the next never
-/// races the socket's close. Their receive tasks run on the runtime that opened them: one
-/// runtime per process (the speaker's), or distinct addresses per test runtime.
+/// races the socket's close. Their receive tasks run on the runtime that opened them: the
+/// BFD runtime in the speaker (`super::runtime`), or distinct addresses per test runtime.
 static CONTROL_PORTS: Mutex<BTreeMap<SocketAddr, Sessions>> = Mutex::new(BTreeMap::new());
 
 #[derive(Debug)]

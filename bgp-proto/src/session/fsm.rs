@@ -56,6 +56,10 @@ pub struct Session {
     bfd_pending: Option<BfdPending>,
     /// Whether the peer's last OPEN carried BFD strict mode; kept across sessions.
     peer_bfd_strict: Option<bool>,
+    /// A BFD hold-down runs: the session stays Idle until [`Timer::IdleHold`] fires.
+    idle_held: bool,
+    /// `bfd_strict` as configured; `cfg.bfd_strict` is it while our BFD runs, else false.
+    bfd_strict_configured: bool,
 }
 
 impl Session {
@@ -64,7 +68,6 @@ impl Session {
             .with_jitter(Jitter::Rfc4271);
         let rng = JitterRng::new(cfg.jitter_seed);
         Session {
-            cfg,
             state: State::Idle,
             started: false,
             restarting: false,
@@ -81,6 +84,9 @@ impl Session {
             bfd_up: false,
             bfd_pending: None,
             peer_bfd_strict: None,
+            idle_held: false,
+            bfd_strict_configured: cfg.bfd_strict,
+            cfg,
         }
     }
 
@@ -299,9 +305,11 @@ impl Session {
             Timer::Keepalive,
             Timer::SendHold,
             Timer::BfdHold,
+            Timer::IdleHold,
         ] {
             out.push(Output::StopTimer(t));
         }
+        self.idle_held = false;
     }
 
     /// Any error: optionally send a NOTIFICATION, drop the connection, go Idle, and (if still
@@ -361,6 +369,7 @@ impl Session {
                 self.fail(out, Some(why), Some(nt));
             }
             (State::OpenSent, Timer::BfdHold) => self.bfd_hold_expired(out),
+            (State::Idle, Timer::IdleHold) => self.idle_hold_expired(out),
             // Event 11 KeepaliveTimer_Expires.
             (State::OpenConfirm | State::Established, Timer::Keepalive) => {
                 out.push(Output::Send(Message::Keepalive));
@@ -391,7 +400,8 @@ impl Session {
     /// Event 17. The peer may connect while we wait out a backoff (Idle, started) or while
     /// our own connect is in flight (Connect): either way its connection is taken at once.
     fn tcp_accepted(&mut self, out: &mut Vec<Output>) {
-        if self.state == State::Idle && self.started {
+        // RFC 4271 §8.2.2: Idle refuses connections, and a BFD hold-down keeps it Idle.
+        if self.state == State::Idle && self.started && !self.idle_held {
             self.enter(out, State::Active, None);
         }
         self.tcp_connected(out, false);

@@ -159,6 +159,9 @@ pub enum Timer {
     /// draft-ietf-idr-bgp-bfd-strict-mode §3 BfdHoldTimer: bounds the wait for BFD Up when
     /// the negotiated hold time is zero (otherwise the hold timer does).
     BfdHold,
+    /// RFC 4271 §8.1.1 IdleHoldTimer (DampPeerOscillations): after a flapping BFD session
+    /// reset it, the session stays Idle this long before it connects or accepts again.
+    IdleHold,
 }
 
 /// What the BFD session beside this one says, as the owner of both decides it (RFC 5882
@@ -172,6 +175,16 @@ pub enum BfdInput {
     /// BFD was Up and went Down: the path failed (Event 31 from Up). The text says why (the
     /// BFD diagnostic).
     Failed(String),
+    /// The BFD session flaps (RFC 5882 §3.1): after the reset its failure caused, stay Idle
+    /// this long before connecting or accepting again (RFC 4271 §8.1.1 IdleHoldTimer). Only
+    /// a session that is not up (Idle, Connect, Active) is held, and a hold running is never
+    /// extended: every hold ends on its timer, whatever BFD does meanwhile.
+    HoldDown(std::time::Duration),
+    /// Our BFD session could not start: nothing to wait for (as Up), and the OPENs from now
+    /// on leave out capability 74, which promises a BFD we do not run
+    /// (draft-ietf-idr-bgp-bfd-strict-mode §5, §8.5.1 BfdDisabled). Any other BFD input
+    /// says BFD runs again and brings the capability back, as configured.
+    Unavailable,
 }
 
 /// How a session is stopped (RFC 4271 Event 2, ManualStop).

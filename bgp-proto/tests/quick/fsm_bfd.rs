@@ -220,3 +220,94 @@ fn strict_established_session_is_reset_by_bfd_failure_then_waits_again_draft_bfd
     assert!(sent(&out).is_empty(), "{out:?}");
     assert!(s.waiting_for_bfd());
 }
+
+/// An Established session reset by a BFD failure, then told to hold down.
+fn held_down(hold: Duration) -> (Session, Vec<Output>) {
+    let mut s = Session::new(cfg());
+    to_established(&mut s, peer_open(PEER, 90, both_families()));
+    s.handle(Input::Bfd(BfdInput::Failed("x".into())));
+    let out = s.handle(Input::Bfd(BfdInput::HoldDown(hold)));
+    (s, out)
+}
+
+#[test]
+fn bfd_hold_down_keeps_the_session_idle_then_reconnects_by_itself_rfc4271_8_1_1() {
+    let hold = Duration::from_secs(20);
+    let (mut s, out) = held_down(hold);
+    assert_eq!(armed(&out, Timer::IdleHold), Some(hold), "{out:?}");
+    assert!(
+        out.contains(&Output::StopTimer(Timer::ConnectRetry)),
+        "{out:?}"
+    );
+    assert!(s.held_down());
+    // Idle refuses the peer's connection meanwhile (RFC 4271 §8.2.2), and a stale
+    // ConnectRetry does nothing.
+    s.handle(Input::TcpAccepted);
+    assert_eq!(s.state(), State::Idle);
+    // The hold is a timer: it ends without any BFD input, and BGP connects again.
+    let out = s.handle(Input::TimerFired(Timer::IdleHold));
+    assert_eq!(
+        armed(&out, Timer::ConnectRetry),
+        Some(Duration::ZERO),
+        "{out:?}"
+    );
+    assert!(!s.held_down());
+    s.handle(Input::TimerFired(Timer::ConnectRetry));
+    assert_eq!(s.state(), State::Connect);
+}
+
+#[test]
+fn bfd_hold_down_running_is_never_extended_so_never_strands_the_session_rfc5882_3_1() {
+    let (mut s, _) = held_down(Duration::from_secs(20));
+    let out = s.handle(Input::Bfd(BfdInput::HoldDown(Duration::from_secs(120))));
+    assert!(out.is_empty(), "{out:?}");
+    s.handle(Input::TimerFired(Timer::IdleHold));
+    assert!(!s.held_down());
+}
+
+#[test]
+fn bfd_hold_down_never_touches_a_session_that_is_up_rfc5882_3_1() {
+    let mut s = Session::new(cfg());
+    to_established(&mut s, peer_open(PEER, 90, both_families()));
+    let out = s.handle(Input::Bfd(BfdInput::HoldDown(Duration::from_secs(20))));
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(s.state(), State::Established);
+}
+
+#[test]
+fn bfd_hold_down_ends_with_a_stop_rfc4271_8_1_1() {
+    let (mut s, _) = held_down(Duration::from_secs(20));
+    let out = s.handle(Input::Stop(bgp_proto::session::StopReason::Deconfigured));
+    assert!(out.contains(&Output::StopTimer(Timer::IdleHold)), "{out:?}");
+    assert!(!s.held_down());
+}
+
+/// Whether the OPEN in `out` carries capability 74.
+fn open_has_74(out: &[Output]) -> Option<bool> {
+    sent(out).into_iter().find_map(|m| match m {
+        Message::Open(o) => Some(o.capabilities().any(|c| *c == Capability::BfdStrictMode)),
+        _ => None,
+    })
+}
+
+#[test]
+fn strict_capability_74_only_while_our_bfd_runs_draft_bfd_strict_5() {
+    let mut s = Session::new(strict_cfg());
+    s.handle(Input::Bfd(BfdInput::Unavailable));
+    s.handle(Input::Start);
+    let out = s.handle(Input::TcpConnected);
+    assert_eq!(open_has_74(&out), Some(false), "{out:?}");
+    // Nothing to wait for either: the peer's OPEN with 74 gets our KEEPALIVE at once.
+    let out = s.handle(recv(Message::Open(peer_open(
+        PEER,
+        90,
+        with_strict(both_families()),
+    ))));
+    assert_eq!(s.state(), State::OpenConfirm, "{out:?}");
+    // BFD runs again (a reload started it): the next OPEN promises it again.
+    s.handle(Input::Bfd(BfdInput::NotUp));
+    s.handle(Input::Stop(bgp_proto::session::StopReason::Deconfigured));
+    s.handle(Input::Start);
+    let out = s.handle(Input::TcpConnected);
+    assert_eq!(open_has_74(&out), Some(true), "{out:?}");
+}

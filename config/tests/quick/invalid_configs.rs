@@ -363,14 +363,19 @@ fn table() -> Vec<(&'static str, String, &'static str)> {
         ),
         // BFD (RFC 5880/5881)
         (
-            "bfd_min_tx_at_least_10ms",
-            with_peer("bfd: {minTx: 5}"),
-            "peers[0].bfd.minTx: 5 is not allowed (10..60000 milliseconds)",
+            "bfd_min_tx_below_the_userspace_floor_of_50ms",
+            with_peer("bfd: {minTx: 49}"),
+            "peers[0].bfd.minTx: 49 is not allowed (50..60000 milliseconds: below 50 ms userspace BFD on a busy node misses its own timers)",
+        ),
+        (
+            "bfd_min_rx_below_the_userspace_floor_of_50ms",
+            with_peer("bfd: {minRx: 10}"),
+            "peers[0].bfd.minRx: 10 is not allowed (50..60000 milliseconds: below 50 ms userspace BFD on a busy node misses its own timers)",
         ),
         (
             "bfd_min_rx_at_most_a_minute",
             with_peer("bfd: {minRx: 60001}"),
-            "peers[0].bfd.minRx: 60001 is not allowed (10..60000 milliseconds)",
+            "peers[0].bfd.minRx: 60001 is not allowed (50..60000 milliseconds: below 50 ms userspace BFD on a busy node misses its own timers)",
         ),
         (
             "bfd_multiplier_nonzero_rfc5880_6_8_6",

@@ -118,6 +118,8 @@ pub struct Metrics {
     pub bfd_packets_dropped: Family<ReasonLabel, Counter>,
     /// BFD strict mode: 1 while the session waits in OpenSent for BFD Up.
     pub waiting_for_bfd: Family<PeerLabel, Gauge>,
+    /// Unix time the last BFD flap hold-down of the peer's BGP session ends (RFC 5882 §3.1).
+    pub bfd_held_down_until: Family<PeerLabel, Gauge>,
     pub config_stale: Gauge,
     pub status_publish_failures: Counter,
     pub status_last_published: Gauge,
@@ -184,6 +186,7 @@ impl Metrics {
             bfd_state: Family::default(),
             bfd_packets_dropped: Family::default(),
             waiting_for_bfd: Family::default(),
+            bfd_held_down_until: Family::default(),
             config_stale: Gauge::default(),
             status_publish_failures: Counter::default(),
             status_last_published: Gauge::default(),
@@ -237,6 +240,11 @@ impl Metrics {
             "podcidr_bgp_waiting_for_bfd",
             "1 while the session is held waiting for BFD Up (BFD strict mode, both sides)",
             m.waiting_for_bfd.clone(),
+        );
+        registry.register(
+            "podcidr_bgp_bfd_held_down_until_seconds",
+            "Unix time the BGP session's last hold-down for a flapping BFD session ends (RFC 5882 §3.1); held while it is in the future",
+            m.bfd_held_down_until.clone(),
         );
         registry.register(
             "podcidr_bgp_session_state",
@@ -581,6 +589,7 @@ impl Metrics {
         self.updates_sent.remove(&label);
         self.bfd_state.remove(&label);
         self.waiting_for_bfd.remove(&label);
+        self.bfd_held_down_until.remove(&label);
         // update_errors stays: its kinds are not known here, and a counter of a removed
         // peer only stops growing.
         for family in ["ipv4-unicast", "ipv6-unicast"] {

@@ -167,6 +167,23 @@ pub fn record(m: &Metrics, notice: Notice) {
             diag,
             gate,
         } => bfd_state_changed(m, &peer, (from, to, diag, gate)),
+        Notice::BfdHeldDown {
+            peer,
+            hold,
+            flaps,
+            until_unix,
+        } => {
+            m.bfd_held_down_until
+                .get_or_create(&Metrics::peer(&peer))
+                .set(i64::try_from(until_unix).unwrap_or(i64::MAX));
+            tracing::warn!(
+                peer,
+                hold_secs = hold.as_secs(),
+                flaps,
+                until = %crate::text::rfc3339(until_unix),
+                "BFD flapping: BGP session held down before it reconnects (RFC 5882 §3.1); the hold-down doubles with each flap, at most 120 s, and decays after 5 minutes without one"
+            );
+        }
         Notice::StatusWritten { unix, result } => {
             write_finished(m, WriteKind::Status, unix, result);
         }

@@ -57,8 +57,14 @@ impl Session {
 
     pub(super) fn bfd(&mut self, out: &mut Vec<Output>, input: BfdInput) {
         let strict = self.negotiated.as_ref().is_some_and(|n| n.bfd_strict);
+        // Capability 74 only while our BFD runs: every input but Unavailable comes from a
+        // running BFD session.
+        if !matches!(input, BfdInput::HoldDown(_)) {
+            self.cfg.bfd_strict =
+                self.bfd_strict_configured && !matches!(input, BfdInput::Unavailable);
+        }
         match input {
-            BfdInput::Up => {
+            BfdInput::Up | BfdInput::Unavailable => {
                 self.bfd_up = true;
                 if let Some(pending) = self.bfd_pending {
                     self.release(out, pending);
@@ -82,7 +88,41 @@ impl Session {
                     self.bfd_reset(out, why);
                 }
             }
+            BfdInput::HoldDown(hold) => self.hold_down(out, hold),
         }
+    }
+
+    /// RFC 5882 §3.1 / RFC 4271 §8.1.1: a flapping BFD session keeps BGP Idle for `hold`.
+    /// Bounded by construction: the hold is a timer, never a wait for BFD, and one running
+    /// is not extended (the stranded session the gate must never make).
+    fn hold_down(&mut self, out: &mut Vec<Output>, hold: Duration) {
+        let down = matches!(self.state, State::Idle | State::Connect | State::Active);
+        if !self.started || !down || self.idle_held || hold.is_zero() {
+            return;
+        }
+        if self.state == State::Connect {
+            out.push(Output::Disconnect);
+        }
+        out.push(Output::StopTimer(Timer::ConnectRetry));
+        if self.state != State::Idle {
+            self.enter(out, State::Idle, None);
+        }
+        out.push(Output::ArmTimer(Timer::IdleHold, hold));
+        self.idle_held = true;
+    }
+
+    /// The hold-down is over: connect (or listen) again, as after a ConnectRetry backoff.
+    pub(super) fn idle_hold_expired(&mut self, out: &mut Vec<Output>) {
+        if !self.idle_held {
+            return;
+        }
+        self.idle_held = false;
+        out.push(Output::ArmTimer(Timer::ConnectRetry, Duration::ZERO));
+    }
+
+    /// A BFD hold-down keeps the session Idle (see [`BfdInput::HoldDown`]).
+    pub fn held_down(&self) -> bool {
+        self.idle_held
     }
 
     /// §8.5.1: BFD is Up: the withheld KEEPALIVE goes out.

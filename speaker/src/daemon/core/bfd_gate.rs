@@ -146,6 +146,9 @@ impl super::Core {
                 input: g.input(),
             });
         }
+        if let Some(GateAction::Failed(_)) = gate {
+            self.bfd_dampen(out, peer);
+        }
         out.push(Effect::Notice(Notice::BfdStateChanged {
             peer: peer.to_owned(),
             from,
@@ -155,14 +158,46 @@ impl super::Core {
         }));
     }
 
+    /// A BFD failure of a flapping session holds its BGP session down after the reset
+    /// (RFC 5882 §3.1; `bfd_dampening` says how long, bounded), and the node says until when.
+    fn bfd_dampen(&mut self, out: &mut Vec<Effect>, peer: &str) {
+        let now = self.now;
+        let flaps = self.sessions.bfd_flaps.entry(peer.to_owned()).or_default();
+        let Some(hold) = flaps.failed(now) else {
+            return;
+        };
+        let remembered = flaps.remembered(now);
+        let note = format!(
+            "BFD with {peer} failed {remembered} times within minutes: BGP session held down for {} s before it reconnects (RFC 5882 §3.1)",
+            hold.as_secs()
+        );
+        self.node_event(
+            out,
+            super::EventReason::BfdHoldDown,
+            true,
+            format!("Peer {peer}"),
+            note,
+        );
+        out.push(Effect::Bfd {
+            name: peer.to_owned(),
+            input: BfdInput::HoldDown(hold),
+        });
+        out.push(Effect::Notice(Notice::BfdHeldDown {
+            peer: peer.to_owned(),
+            hold,
+            flaps: remembered,
+            until_unix: self.unix.saturating_add(hold.as_secs()),
+        }));
+    }
+
     /// The peer's BFD session could not start: BGP runs without it, failures detected by the
     /// hold timer only. A strict-mode session has nothing to wait for (BfdDisabled,
-    /// draft-ietf-idr-bgp-bfd-strict-mode §8.5.1), so it hears Up, as it would from a
-    /// running BFD; and the node says why.
+    /// draft-ietf-idr-bgp-bfd-strict-mode §8.5.1), as with BFD Up, and its OPENs leave out
+    /// capability 74, which would promise the peer a BFD we do not run; the node says why.
     pub(super) fn bfd_unavailable(&mut self, out: &mut Vec<Effect>, peer: &str, error: String) {
         out.push(Effect::Bfd {
             name: peer.to_owned(),
-            input: BfdInput::Up,
+            input: BfdInput::Unavailable,
         });
         out.push(Effect::Notice(Notice::BfdUnavailable {
             peer: peer.to_owned(),

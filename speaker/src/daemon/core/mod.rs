@@ -42,6 +42,7 @@ pub const LEASE_RETRY: Duration = Duration::from_secs(10);
 pub use vocab::*;
 
 mod asn;
+pub mod bfd_dampening;
 pub mod bfd_gate;
 pub mod cni;
 pub mod departure;
@@ -166,6 +167,8 @@ struct Sessions {
     listeners: ListenerLayout,
     /// Each session's status as last ticked.
     statuses: BTreeMap<String, SessionStatus>,
+    /// Each peer's recent BFD failures (`bfd_dampening`); kept across session restarts.
+    bfd_flaps: BTreeMap<String, bfd_dampening::Flaps>,
 }
 
 /// What is published to the API: the `NodeBGPStatus`, the Lease, and their outcomes.
@@ -280,6 +283,7 @@ impl Core {
                 held: BTreeSet::new(),
                 listeners: ListenerLayout::new(),
                 statuses: BTreeMap::new(),
+                bfd_flaps: BTreeMap::new(),
             },
             publishing: Publishing::default(),
             departure: DepartureState::default(),

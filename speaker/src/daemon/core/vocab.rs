@@ -242,6 +242,8 @@ pub enum EventReason {
     SessionEstablished,
     /// A BGP session left Established (Warning; Normal when we stopped it on purpose).
     SessionDown,
+    /// A flapping BFD session holds its BGP session down (Warning, RFC 5882 §3.1).
+    BfdHoldDown,
     /// The chosen source and `Node.spec.podCIDRs` began to disagree (Warning).
     SourceMismatch,
     /// They agree again (Normal).
@@ -267,6 +269,7 @@ impl EventReason {
         match self {
             EventReason::SessionEstablished => "BGPSessionEstablished",
             EventReason::SessionDown => "BGPSessionDown",
+            EventReason::BfdHoldDown => "BFDFlapHoldDown",
             EventReason::SourceMismatch => "PodCIDRSourceMismatch",
             EventReason::SourceMismatchResolved => "PodCIDRSourceMismatchResolved",
             EventReason::PodCidrRefused => "PodCIDRRefused",
@@ -452,6 +455,14 @@ pub enum Notice {
         to: BfdState,
         diag: Diag,
         gate: Option<GateAction>,
+    },
+    /// The peer's BFD flaps: its BGP session stays down for `hold` after the reset
+    /// (`bfd_dampening`), until wall-clock `until_unix`; `flaps`: failures remembered.
+    BfdHeldDown {
+        peer: String,
+        hold: Duration,
+        flaps: u32,
+        until_unix: u64,
     },
     Session(String, SessionEvent),
     CniWritten {

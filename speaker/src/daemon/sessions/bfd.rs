@@ -101,11 +101,21 @@ pub(super) fn start(
         }
     };
     let key = source_key(p.local_address, peer, p.address.interface());
-    let (transport, restarting) =
-        match bind(&p.name, p.local_address, (peer, scope), &key, restarting) {
-            Ok(t) => t,
-            Err(e) => return Some(Err(e)),
-        };
+    // BFD runs on its own thread and runtime, so nothing else the speaker does can delay
+    // its timers (`bgp_io::bfd::runtime`); its sockets are made inside that runtime, so
+    // its reactor polls them, and the control port's receive task is spawned there too.
+    let runtime = match bgp_io::bfd::runtime::handle() {
+        Ok(rt) => rt,
+        Err(e) => return Some(Err(e)),
+    };
+    let bound = {
+        let _bfd = runtime.enter();
+        bind(&p.name, p.local_address, (peer, scope), &key, restarting)
+    };
+    let (transport, restarting) = match bound {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
     let (tx, rx) = broadcast::channel(64);
     // After a planned restart the peer may still run our previous process's session, and
     // believes in it for the window that process announced: the same config gives the same
@@ -127,7 +137,7 @@ pub(super) fn start(
         }
         None => session,
     };
-    let task = driver::spawn(session, peer, transport, tx);
+    let task = driver::spawn_on(&runtime, session, peer, transport, tx);
     let forward = tokio::spawn(super::forward_events(
         p.name.clone(),
         rx,
@@ -243,6 +253,77 @@ mod tests {
         let a = peer.bfd.as_ref().unwrap().authentication.as_ref().unwrap();
         assert!(!format!("{:?}", auth_key(a).unwrap()).contains("twenty"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A stall of the speaker's runtime (a long synchronous JSON render, a starved worker)
+    /// must not delay BFD: the peer's detection time of us runs out while our timers wait
+    /// for the runtime, our session goes Down and tells the ToR, which flushes (RFC 5880
+    /// §6.8.4). BFD has its own thread and runtime (`bgp_io::bfd::runtime`).
+    #[test]
+    fn bfd_keeps_its_timers_while_the_speakers_runtime_is_stalled_rfc5880_6_8_4() {
+        use bgp_io::bfd::driver::BfdStatus;
+        use bgp_proto::bfd::{BfdEvent, BfdState};
+        let (ours, theirs) = ("127.0.0.85", "127.0.0.86");
+        let yaml = format!(
+            "asn: 65010\nrouterId: 192.0.2.10\nsource: {{kind: file, path: /x}}\npeers:\n  - {{name: tor, address: {theirs}, asn: 65000, localAddress: {ours}, bfd: {{minTx: 100, minRx: 100, multiplier: 3}}}}\n"
+        );
+        let p = podcidr_config::Config::from_yaml_str(&yaml).unwrap().peers[0].clone();
+        // The peer: a BFD session on a runtime and thread of its own, like a ToR.
+        let peer_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let peer_handle = peer_rt.handle().clone();
+        let (end_peer, ended) = tokio::sync::oneshot::channel::<()>();
+        let peer_thread = std::thread::spawn(move || peer_rt.block_on(ended));
+        let (peer_events, mut peer_heard) = broadcast::channel(256);
+        let peer = {
+            let _in = peer_handle.enter();
+            let t = UdpTransport::bind(theirs.parse().ok(), ours.parse().unwrap()).unwrap();
+            let cfg = session_config(&p).unwrap();
+            driver::spawn_on(
+                &peer_handle,
+                BfdSession::new(cfg),
+                ours.parse().unwrap(),
+                t,
+                peer_events,
+            )
+        };
+        // The speaker's runtime: one worker, which the test then blocks.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (events, _keep) = mpsc::channel(64);
+            let h = start(&p, false, events).unwrap().unwrap();
+            let up = |s: &BfdStatus| s.state == BfdState::Up;
+            let (mut mine, mut theirs) = (h.task.status.clone(), peer.status.clone());
+            tokio::time::timeout(Duration::from_secs(10), async {
+                mine.wait_for(up).await.unwrap();
+                theirs.wait_for(up).await.unwrap();
+            })
+            .await
+            .expect("BFD Up within 10 s");
+            while peer_heard.try_recv().is_ok() {}
+            // The stall: five of the peer's detection times (3 × 100 ms).
+            std::thread::sleep(Duration::from_millis(1500));
+            let mut down = Vec::new();
+            while let Ok(ev) = peer_heard.try_recv() {
+                if let BfdEvent::StateChanged { to, diag, .. } = ev {
+                    down.push((to, diag));
+                }
+            }
+            assert!(
+                down.is_empty(),
+                "the peer saw our BFD change during the stall: {down:?}"
+            );
+            assert_eq!(h.task.status.borrow().state, BfdState::Up);
+            h.stop(StopMode::Silent).await;
+        });
+        peer.stop(StopMode::Silent);
+        let _ = end_peer.send(());
+        peer_thread.join().unwrap().unwrap();
     }
 
     #[test]

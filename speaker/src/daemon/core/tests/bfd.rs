@@ -1,5 +1,6 @@
 //! The core between BFD and BGP (RFC 5882 §3.2): a BFD state change goes to the BGP session
-//! as an input; nothing in the core holds a session down, starts or stops it for BFD.
+//! as an input; nothing in the core starts or stops a session for BFD, and what holds one
+//! down after flaps is a bounded timer (RFC 5882 §3.1, `bfd_dampening`).
 
 use bgp_proto::bfd::{BfdEvent, BfdState, Diag};
 use bgp_proto::session::{BfdInput, SessionEvent};
@@ -35,7 +36,7 @@ fn untouched(out: &[Effect]) -> bool {
 }
 
 #[test]
-fn bfd_timeout_resets_bgp_once_and_never_holds_it_rfc5882_3_2() {
+fn bfd_timeout_resets_bgp_once_and_never_waits_for_bfd_rfc5882_3_2() {
     let (mut core, _) = file_core(config("", BFD_PEER));
     let out = bfd(&mut core, BfdState::Up, BfdState::Down, BfdState::Down);
     assert_eq!(
@@ -57,10 +58,94 @@ fn bfd_timeout_resets_bgp_once_and_never_holds_it_rfc5882_3_2() {
             "{out:?}"
         );
     }
-    // Up and down again: reset again.
+    // Up and down again, a quiet period later: reset again, and nothing held.
+    tick(&mut core, bfd_dampening::STABLE_PERIOD.as_secs());
     bfd(&mut core, BfdState::Init, BfdState::Up, BfdState::Up);
     let out = bfd(&mut core, BfdState::Up, BfdState::Down, BfdState::Down);
     assert!(matches!(bfd_inputs(&out)[..], [BfdInput::Failed(_)]));
+}
+
+/// One flap: Up, then Down by timeout, at `secs`; the hold-down the BGP session heard.
+fn flap(core: &mut Core, secs: u64) -> (Option<Duration>, Vec<Effect>) {
+    tick(core, secs);
+    bfd(core, BfdState::Init, BfdState::Up, BfdState::Up);
+    let out = bfd(core, BfdState::Up, BfdState::Down, BfdState::Down);
+    let hold = bfd_inputs(&out).into_iter().find_map(|i| match i {
+        BfdInput::HoldDown(h) => Some(*h),
+        _ => None,
+    });
+    (hold, out)
+}
+
+#[test]
+fn flapping_bfd_holds_bgp_down_longer_at_each_flap_bounded_rfc5882_3_1() {
+    let (mut core, _) = file_core(config("", BFD_PEER));
+    // A lossy optic: a flap every 200 s, each after the hold-down before it ended.
+    let holds: Vec<u64> = (0..9)
+        .map(|i| flap(&mut core, 200 * i).0.map_or(0, |h| h.as_secs()))
+        .collect();
+    assert_eq!(holds, [0, 5, 10, 20, 40, 80, 120, 120, 120]);
+    // Each hold-down follows the reset (Failed first), touches nothing else, and is told.
+    let (_, out) = flap(&mut core, 1800);
+    assert!(matches!(
+        bfd_inputs(&out)[..],
+        [BfdInput::Failed(_), BfdInput::HoldDown(_)]
+    ));
+    assert!(untouched(&out), "{out:?}");
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Effect::Notice(Notice::BfdHeldDown { peer, hold, flaps: 7, until_unix })
+            if peer == "tor1" && hold.as_secs() == 120 && *until_unix == 1_700_000_000 + 1800 + 120
+    )), "{out:?}");
+}
+
+#[test]
+fn bfd_hold_down_is_an_event_on_the_node_rfc5882_3_1() {
+    // With an API to publish Events to.
+    let mut core = Core::with_lookup(config("", BFD_PEER), "node-a".into(), true, lookup);
+    core.start();
+    core.handle(ready(&[]));
+    flap(&mut core, 0);
+    let (_, out) = flap(&mut core, 10);
+    assert!(
+        out.iter().any(|e| matches!(
+            e,
+            Effect::KubeEvent(ev) if ev.reason == EventReason::BfdHoldDown && ev.warning
+                && ev.note.contains("held down for 5 s")
+        )),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn bfd_hold_down_decays_once_bfd_is_stable_and_never_strands_bgp_rfc5882_3_1() {
+    let (mut core, _) = file_core(config("", BFD_PEER));
+    for i in 0..9 {
+        flap(&mut core, 200 * i);
+    }
+    // Flaps during a running hold-down count but never extend it: BGP comes back on time.
+    let (hold, _) = flap(&mut core, 1800);
+    assert_eq!(hold, Some(Duration::from_secs(120)));
+    assert_eq!(flap(&mut core, 1850).0, None);
+    // Stable for a period per remembered flap: the next flap is a first one again.
+    let quiet = 1850 + 7 * bfd_dampening::STABLE_PERIOD.as_secs();
+    assert_eq!(flap(&mut core, quiet).0, None);
+    assert_eq!(flap(&mut core, quiet + 10).0, Some(Duration::from_secs(5)));
+}
+
+/// Capability 74 promises the peer a BFD session: when ours cannot start, the BGP session
+/// hears so and leaves it out of its OPENs (the FSM side: `fsm_bfd.rs`
+/// `strict_capability_74_only_while_our_bfd_runs_draft_bfd_strict_5`).
+#[test]
+fn bfd_that_cannot_start_takes_capability_74_out_of_the_open_draft_bfd_strict_5() {
+    let peers = "peers:\n  - {name: tor1, address: 192.0.2.1, asn: 65000, bfd: {strict: true}}\n";
+    let (mut core, _) = file_core(config("", peers));
+    let out = core.handle(Event::Session(
+        "tor1".into(),
+        SessionEvent::Bfd(BfdEvent::StartFailed("bind 0.0.0.0:3784: in use".into())),
+    ));
+    assert_eq!(bfd_inputs(&out), [&BfdInput::Unavailable]);
+    assert!(untouched(&out), "{out:?}");
 }
 
 #[test]
@@ -118,7 +203,7 @@ fn report_says_when_strict_mode_is_not_negotiated_and_since_when_it_waits_draft_
 }
 
 /// BFD that cannot start (its socket) is the core's to decide, not the session executor's:
-/// the BGP session hears Up (strict mode has nothing to wait for: BfdDisabled,
+/// the BGP session hears it (strict mode has nothing to wait for: BfdDisabled,
 /// draft-ietf-idr-bgp-bfd-strict-mode §8.5.1), nothing is stopped or reset, and the node
 /// says why.
 #[test]
@@ -128,7 +213,7 @@ fn bfd_that_cannot_start_lets_bgp_run_and_is_reported_draft_bfd_strict_8_5_1() {
         "tor1".into(),
         SessionEvent::Bfd(BfdEvent::StartFailed("bind 0.0.0.0:3784: in use".into())),
     ));
-    assert_eq!(bfd_inputs(&out), [&BfdInput::Up]);
+    assert_eq!(bfd_inputs(&out), [&BfdInput::Unavailable]);
     assert!(untouched(&out));
     assert!(out.iter().any(|e| matches!(
         e,
