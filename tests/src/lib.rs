@@ -36,8 +36,8 @@ pub mod net;
 pub mod netns;
 mod process;
 pub mod skip;
-pub mod tor_guide;
 pub mod stress;
+pub mod tor_guide;
 pub use process::stop_child;
 
 use std::net::{IpAddr, SocketAddr};
