@@ -506,12 +506,15 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         || birdc(&tor1, &sock1, "show route"),
         |r| !r.contains("198.19.1.0/24"),
     );
+    // BIRD's `since` column can move by a millisecond without a reset: the session's own
+    // transitions in the speaker's log say whether it flapped.
     let rr_after = dynamic_v4_session(&rr, &sock3);
-    assert_eq!(
-        rr_before,
-        rr_after,
-        "rr's session did not flap; speaker log:\n{}",
-        speaker.log()
+    let log = speaker.log();
+    assert!(
+        rr_after.split_whitespace().next() == rr_before.split_whitespace().next()
+            && rr_after.contains("Established")
+            && !log.contains("peer=\"rr\" from=\"Established\""),
+        "rr's session did not flap (BIRD before: {rr_before:?}, after: {rr_after:?}); speaker log:\n{log}"
     );
     let log = speaker.log();
     assert!(log.contains("default routes changed"), "{log}");
@@ -535,10 +538,11 @@ fn a_changed_gateway_moves_only_that_session_the_other_peer_does_not_flap() {
         || speaker.log(),
         |l| l.contains("peer tor: no default route for ipv4; the session starts when one appears"),
     );
-    assert_eq!(
-        rr_before,
-        dynamic_v4_session(&rr, &sock3),
-        "rr still did not flap"
+    let rr_last = dynamic_v4_session(&rr, &sock3);
+    assert!(
+        rr_last.contains("Established")
+            && !speaker.log().contains("peer=\"rr\" from=\"Established\""),
+        "rr still did not flap: {rr_last:?}"
     );
     drop(speaker);
 }
@@ -586,12 +590,16 @@ fn losing_one_of_two_uplinks_leaves_the_other_session_up() {
         || birdc(&tor1, &sock1, "show route"),
         |r| !r.contains("198.19.1.0/24"),
     );
-    // Same dynamic protocol, same state, same "since": no Cease, no new session.
-    assert_eq!(
-        tor2_before,
-        dynamic_v4_session(&tor2, &sock2),
-        "tor2's session did not flap; speaker log:\n{}",
-        speaker.log()
+    // Same dynamic protocol, still Established, and no transition out of Established in
+    // the speaker's log: no Cease, no new session (BIRD's `since` can move by a millisecond
+    // without a reset, so it is not compared).
+    let tor2_after = dynamic_v4_session(&tor2, &sock2);
+    let log = speaker.log();
+    assert!(
+        tor2_after.split_whitespace().next() == tor2_before.split_whitespace().next()
+            && tor2_after.contains("Established")
+            && !log.contains("peer=\"tor-eth1\" from=\"Established\""),
+        "tor2's session did not flap ({tor2_before:?} → {tor2_after:?}); speaker log:\n{log}"
     );
     assert!(birdc(&tor2, &sock2, "show route").contains("198.19.1.0/24"));
     let log = speaker.log();
