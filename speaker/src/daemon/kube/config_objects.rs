@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::node::NodeState;
 use super::node_store::NodeStore;
 use crate::daemon::host::state_file::{StateFile, write_whole};
-use crate::objects::key_files::key_file_plan;
 use crate::objects::key_files::key_path;
+use crate::objects::key_files::{key_file_plan, peer_key_refs};
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
 use crate::watches::{SecretWatches, watch_all};
 
@@ -84,8 +84,8 @@ fn referenced(objects: &Objects, labels: &BTreeMap<String, String>) -> BTreeSet<
     select(objects, labels)
         .peers
         .iter()
-        .filter_map(|p| p.spec.password_secret_ref.as_ref())
-        .map(|r| r.name.clone())
+        .flat_map(|p| peer_key_refs(&p.spec))
+        .map(|(_, r)| r.name.clone())
         .collect()
 }
 
@@ -175,7 +175,7 @@ pub fn spawn(
             dirty = false;
             let key_dir = &settings.key_dir;
             let keys = Keys {
-                problem: &|r| secrets.key(r).err().map(|e| e.to_string()),
+                problem: &|r, key_use| secrets.key(r, key_use).err().map(|e| e.to_string()),
                 kept: &|r| key_path(key_dir, r).is_some_and(|p| p.is_file()),
                 file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
             };
@@ -186,10 +186,14 @@ pub fn spawn(
             // The listing is complete here: what no longer exists is not run again.
             last.retain_existing(&objects);
             // What happens to the key files is decided in objects::key_files; done here.
-            let plan = key_file_plan(&computed, |r| secrets.key(r).ok(), &written);
+            let plan = key_file_plan(
+                &computed,
+                |r, key_use| secrets.key(r, key_use).ok(),
+                &written,
+            );
             for (path, key) in &plan.write {
                 if let Err(e) = write_key(path, key) {
-                    tracing::error!(path = %path.display(), error = %e, "cannot write an MD5 key file");
+                    tracing::error!(path = %path.display(), error = %e, "cannot write a key file");
                 }
             }
             for stale in &plan.remove {
