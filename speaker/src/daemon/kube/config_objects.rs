@@ -79,7 +79,7 @@ impl KeptLastGood {
     }
 }
 
-/// The Secrets the peers selecting a node with `labels` name.
+/// The Secrets the peers selecting a node with `labels` name (for TCP MD5 and BFD keys).
 fn referenced(objects: &Objects, labels: &BTreeMap<String, String>) -> BTreeSet<String> {
     select(objects, labels)
         .peers
@@ -222,6 +222,25 @@ mod tests {
 
     fn mode(path: &std::path::Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A Secret only a BFD key comes from is watched too (else its key is "not read yet"
+    /// forever and the peer never runs).
+    #[test]
+    fn the_node_watches_the_secret_a_bfd_key_names() {
+        use crate::objects::Objects;
+        let peer: podcidr_api::BGPPeer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+            "metadata": {"name": "tor1"},
+            "spec": {"address": "192.0.2.1", "asn": 65000,
+                     "passwordSecretRef": {"name": "md5", "key": "tor1"},
+                     "bfd": {"authentication": {"type": "keyed-sha1", "keyId": 1,
+                             "secretRef": {"name": "bfd-keys", "key": "tor1"}}}}
+        }))
+        .unwrap();
+        let objects = Objects::from_lists(Vec::new(), vec![peer]);
+        let names = super::referenced(&objects, &Default::default());
+        assert_eq!(names, ["bfd-keys".to_owned(), "md5".to_owned()].into());
     }
 
     #[test]
