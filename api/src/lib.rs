@@ -21,13 +21,14 @@ pub use pod_cidr_pool::*;
 
 pub use config::{
     AddressFamilySpec, AdvertisedAddressSpec, AsnFromNodeSpec, AsnOverrideSpec, BGPAdvertisement,
-    BGPAdvertisementSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec, BfdSpec,
-    CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec, CniSpec, ConfigObjectStatus, ConnectRetrySpec,
-    EgressSpec, FamilySpec, ForwardingGateModeSpec, ForwardingGateSpec, GracefulRestartSpec,
-    GracefulShutdownSpec, HealthCheckGateSpec, LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec,
-    MinPrefixLengthSpec, NextHopSpec, NumberOrString, OBJECT_FILE_SOURCE_DIR, OriginSpec,
-    RolloutSpec, RolloutStatus, SecretKeyRef, SourceKindSpec, SourceSpec, StatusSpec,
-    config_condition, object_file_source_path_problem, rollout_state,
+    BGPAdvertisementSpec, BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec,
+    BfdAuthTypeSpec, BfdAuthenticationSpec, BfdSpec, CONFIG_GROUP, CONFIG_VERSION, CniPluginSpec,
+    CniSpec, ConfigObjectStatus, ConnectRetrySpec, EgressSpec, FamilySpec, ForwardingGateModeSpec,
+    ForwardingGateSpec, GracefulRestartSpec, GracefulShutdownSpec, HealthCheckGateSpec,
+    LocalAsnSpec, LogFormatSpec, LogLevelSpec, LogSpec, MinPrefixLengthSpec, NextHopSpec,
+    NumberOrString, OBJECT_FILE_SOURCE_DIR, OriginSpec, RolloutSpec, RolloutStatus, SecretKeyRef,
+    SourceKindSpec, SourceSpec, StatusSpec, config_condition, object_file_source_path_problem,
+    rollout_state,
 };
 
 pub use node_bgp_status::{

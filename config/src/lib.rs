@@ -52,8 +52,8 @@ pub use forwarding::{
 };
 pub use local_asn::{AsnOrigin, NodeAsnError, NodeMeta, ResolvedAsn};
 pub use md5::{
-    BFD_KEY_MAX_LEN, BfdKeyError, MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError, Md5KeyError,
-    load_bfd_key, load_md5_key, md5_key_from_bytes,
+    BFD_KEY_MAX_LEN, BfdKeyBytesError, BfdKeyError, MD5_KEY_FILE_MAX_LEN, Md5KeyBytesError,
+    Md5KeyError, bfd_key_from_bytes, load_bfd_key, load_md5_key, md5_key_from_bytes,
 };
 pub use model::*;
 pub use next_hop_check::NextHopGap;

@@ -119,6 +119,31 @@ pub enum BfdKeyError {
 /// A SHA1 Auth Key is at most 20 bytes (RFC 5880 §4.4).
 pub const BFD_KEY_MAX_LEN: usize = 20;
 
+/// Why key bytes (a file's, a Secret's) are not a usable BFD key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BfdKeyBytesError {
+    #[error("BFD key is empty")]
+    Empty,
+    #[error(
+        "BFD key is {0} bytes, the limit is {BFD_KEY_MAX_LEN} (a SHA1 Auth Key, RFC 5880 §4.4)"
+    )]
+    TooLong(usize),
+}
+
+/// The BFD key in `key`, less one trailing newline (as [`md5_key_from_bytes`]).
+pub fn bfd_key_from_bytes(mut key: Vec<u8>) -> Result<Vec<u8>, BfdKeyBytesError> {
+    if key.ends_with(b"\r\n") {
+        key.truncate(key.len() - 2);
+    } else if key.ends_with(b"\n") {
+        key.truncate(key.len() - 1);
+    }
+    match key.len() {
+        0 => Err(BfdKeyBytesError::Empty),
+        len if len > BFD_KEY_MAX_LEN => Err(BfdKeyBytesError::TooLong(len)),
+        _ => Ok(key),
+    }
+}
+
 /// The BFD key in the file at `path`, less one trailing newline (as [`load_md5_key`]).
 pub fn load_bfd_key(path: impl AsRef<Path>) -> Result<Vec<u8>, BfdKeyError> {
     let path = path.as_ref();
@@ -126,25 +151,19 @@ pub fn load_bfd_key(path: impl AsRef<Path>) -> Result<Vec<u8>, BfdKeyError> {
         path: path.to_owned(),
         source,
     };
-    let mut key = read_bounded(path)
+    let key = read_bounded(path)
         .map_err(read)?
         .ok_or_else(|| BfdKeyError::TooLong {
             path: path.to_owned(),
             len: MD5_KEY_FILE_MAX_LEN + 1,
         })?;
-    if key.ends_with(b"\r\n") {
-        key.truncate(key.len() - 2);
-    } else if key.ends_with(b"\n") {
-        key.truncate(key.len() - 1);
-    }
-    match key.len() {
-        0 => Err(BfdKeyError::Empty {
+    bfd_key_from_bytes(key).map_err(|e| match e {
+        BfdKeyBytesError::Empty => BfdKeyError::Empty {
             path: path.to_owned(),
-        }),
-        len if len > BFD_KEY_MAX_LEN => Err(BfdKeyError::TooLong {
+        },
+        BfdKeyBytesError::TooLong(len) => BfdKeyError::TooLong {
             path: path.to_owned(),
             len,
-        }),
-        _ => Ok(key),
-    }
+        },
+    })
 }

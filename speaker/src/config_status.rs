@@ -25,6 +25,7 @@ use podcidr_api::{
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
+use crate::objects::key_files::peer_key_refs;
 use crate::objects::rollout::Step;
 use crate::objects::status::{NodeLabels, Verdict, status, verdicts};
 use crate::objects::{ObjectKind, Objects};
@@ -133,7 +134,7 @@ pub async fn run(
                         labels: n.labels().clone(),
                     })
                     .collect();
-                let vs = verdicts(&objects, &nodes, &|r| secrets.key(r).err());
+                let vs = verdicts(&objects, &nodes, &|r, key_use| secrets.key(r, key_use).err());
                 count(&metrics, &vs);
                 let pass = Pass {
                     objects: &objects,
@@ -170,8 +171,8 @@ fn referenced(objects: &Objects) -> BTreeSet<String> {
     objects
         .peers
         .values()
-        .filter_map(|p| p.spec.password_secret_ref.as_ref())
-        .map(|r| r.name.clone())
+        .flat_map(|p| peer_key_refs(&p.spec))
+        .map(|(_, r)| r.name.clone())
         .collect()
 }
 

@@ -225,4 +225,29 @@ pub struct BfdSpec {
     /// BFD strict mode (capability 74): BGP waits for BFD Up when the peer agrees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
+    /// Authentication of every BFD packet (RFC 5880 §6.7.4); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<BfdAuthenticationSpec>,
+}
+
+/// `bfd.authentication` of the config file, with the key in a Secret instead of a file.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BfdAuthenticationSpec {
+    #[serde(rename = "type")]
+    pub auth_type: BfdAuthTypeSpec,
+    /// Auth Key ID, 0..255: the peer's must be the same.
+    #[schemars(range(min = 0, max = 255))]
+    pub key_id: u8,
+    /// The key (1..20 bytes, a SHA1 Auth Key): a key of a Secret in the speaker's namespace,
+    /// as `passwordSecretRef` (the same Secrets may hold both).
+    pub secret_ref: SecretKeyRef,
+}
+
+/// The RFC 5880 §6.7.4 authentication types the speaker implements.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BfdAuthTypeSpec {
+    KeyedSha1,
+    MeticulousKeyedSha1,
 }

@@ -128,6 +128,11 @@ fn config_md_lists_every_spec_field_of_both_crds_once_in_both_spellings() {
                     "—".to_owned()
                 }
             }
+            // The BFD key is in a Secret too.
+            ("BGPPeer", "bfd.authentication.secretRef") => {
+                "peers[].bfd.authentication.secretFile".to_owned()
+            }
+            ("BGPPeer", p) if p.starts_with("bfd.authentication.secretRef.") => "—".to_owned(),
             ("BGPPeer", p) => format!("peers[].{p}"),
             (_, p) => p.to_owned(),
         };

@@ -167,7 +167,8 @@ const NOT_IN_PEER: &[(&str, &str)] = &[
 /// The config document for a node running `config` (its spec as JSON) and `peers` (name and
 /// spec as JSON): `nodeSelector`s, `priority` and `rollout` dropped (they chose the node and when),
 /// each peer named after its
-/// object, and `passwordSecretRef` replaced by `passwordFile: key_file(peer, ref)`. Keys an
+/// object, `passwordSecretRef` replaced by `passwordFile: key_file(peer, ref)` and
+/// `bfd.authentication.secretRef` by `bfd.authentication.secretFile` the same way. Keys an
 /// object may not have are returned as errors.
 pub fn spec_document(
     config: (&str, &Value),
@@ -238,6 +239,11 @@ pub fn spec_document(
                 }),
             }
         }
+        if let Some(Value::Object(auth)) =
+            p.get_mut("bfd").and_then(|b| b.get_mut("authentication"))
+        {
+            bfd_key_document(auth, name, key_file, &mut errors);
+        }
         let mut named = Map::new();
         named.insert("name".into(), Value::String((*name).to_owned()));
         named.extend(p);
@@ -245,6 +251,44 @@ pub fn spec_document(
     }
     top.insert("peers".into(), Value::Array(list));
     (Value::Object(top), errors)
+}
+
+/// A peer's `bfd.authentication` in the file's spelling: `secretRef` replaced by
+/// `secretFile: key_file(peer, ref)`. A `secretFile` in an object is refused: the node would
+/// read a file the cluster does not manage.
+fn bfd_key_document(
+    auth: &mut Map<String, Value>,
+    name: &str,
+    key_file: &dyn Fn(&str, &SecretKeyRef) -> PathBuf,
+    errors: &mut Vec<ObjectError>,
+) {
+    let error = |path: &str, message: String| ObjectError {
+        kind: ObjectKind::Peer,
+        name: name.to_owned(),
+        path: format!("spec.bfd.authentication.{path}"),
+        message,
+    };
+    if auth.remove("secretFile").is_some() {
+        errors.push(error(
+            "secretFile",
+            "not a BGPPeer key (use secretRef: {name, key}, a Secret in the speaker's \
+             namespace)"
+                .into(),
+        ));
+    }
+    let Some(r) = auth.remove("secretRef") else {
+        return;
+    };
+    match serde_json::from_value::<SecretKeyRef>(r) {
+        Ok(r) => {
+            let path = key_file(name, &r);
+            auth.insert(
+                "secretFile".into(),
+                Value::String(path.display().to_string()),
+            );
+        }
+        Err(e) => errors.push(error("secretRef", format!("is not {{name, key}}: {e}"))),
+    }
 }
 
 /// Maps a parser error to the object it is about: `peers[i].…` is the i-th peer's
@@ -260,6 +304,11 @@ fn object_error(e: &ConfigError, config: &str, asn_from: bool, peers: &[&str]) -
         && let Some(name) = index.parse::<usize>().ok().and_then(|i| peers.get(i))
     {
         let tail = tail.strip_prefix('.').unwrap_or(tail);
+        // The object names the BFD key by its Secret, not by the file it becomes.
+        let tail = match tail.strip_prefix("bfd.authentication.secretFile") {
+            Some(rest) => format!("bfd.authentication.secretRef{rest}"),
+            None => tail.to_owned(),
+        };
         return ObjectError {
             kind: ObjectKind::Peer,
             name: (*name).to_owned(),

@@ -1,8 +1,9 @@
 //! `podcidr-bgp config convert`: a validated config file's document as the objects that
 //! configure the same speakers: one `BGPSpeakerConfig` (the top-level keys) and one `BGPPeer`
 //! per `peers[i]`, keys and values as written. What no object holds (`nodeName`, `admin`) is
-//! reported with the flag that replaces it; a `passwordFile` becomes a reference to a key of
-//! the MD5 Secret, which the operator creates from the file (its key is never read here).
+//! reported with the flag that replaces it; a `passwordFile` or `bfd.authentication.secretFile`
+//! becomes a reference to a key of the MD5 Secret (which holds BFD keys too), which the
+//! operator creates from the file (its key is never read here).
 
 use kube::api::ObjectMeta;
 use podcidr_api::{BGPPeer, BGPPeerSpec, BGPSpeakerConfig, BGPSpeakerConfigSpec};
@@ -10,8 +11,13 @@ use serde_json::{Map, Value};
 
 use super::assemble::ASN_FROM_KEYS;
 
-/// The Secret the shipped speaker Role may read (deploy/speaker/rbac.yaml); one key per peer.
+/// The Secret the shipped speaker Role may read (deploy/speaker/rbac.yaml): key `<peer>` is a
+/// peer's TCP MD5 key, key `<peer>_bfd` its BFD key (the name predates BFD keys and is kept:
+/// installs and Roles name it).
 pub const MD5_SECRET: &str = "podcidr-bgp-md5";
+/// What follows the peer's name in the Secret key of its BFD key: `_` is in no object name,
+/// so it never collides with another peer's MD5 key.
+pub const BFD_KEY_SUFFIX: &str = "_bfd";
 /// The namespace the shipped speakers run in, where that Secret lives.
 pub const MD5_SECRET_NAMESPACE: &str = podcidr_api::contract::DEFAULT_SECRET_NAMESPACE;
 
@@ -32,7 +38,8 @@ pub struct Converted {
     pub config: BGPSpeakerConfig,
     /// In the file's order.
     pub peers: Vec<BGPPeer>,
-    /// `(peer, passwordFile)`: each becomes key `<peer>` of [`MD5_SECRET`].
+    /// `(Secret key, file)`: each file becomes that key of [`MD5_SECRET`] (`<peer>` for a
+    /// `passwordFile`, `<peer>_bfd` for a `bfd.authentication.secretFile`).
     pub secret_keys: Vec<(String, String)>,
     pub dropped: Vec<Dropped>,
 }
@@ -107,10 +114,8 @@ pub fn convert(doc: &Value, name: &str) -> Result<Converted, Vec<String>> {
             "peers" => {
                 for (i, p) in value.as_array().into_iter().flatten().enumerate() {
                     match peer(p) {
-                        Ok((peer, key_file)) => {
-                            if let Some(file) = key_file {
-                                secret_keys.push((peer_name(&peer), file));
-                            }
+                        Ok((peer, key_files)) => {
+                            secret_keys.extend(key_files);
                             peers.push(peer);
                         }
                         Err(e) => errors.push(format!("peers[{i}]: {e}")),
@@ -168,33 +173,31 @@ fn named(name: &str) -> ObjectMeta {
     }
 }
 
-fn peer_name(p: &BGPPeer) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
-/// One `peers[i]` as a `BGPPeer`, and its key file if it had one.
-fn peer(p: &Value) -> Result<(BGPPeer, Option<String>), String> {
+/// One `peers[i]` as a `BGPPeer`, and its key files as `(Secret key, file)`.
+fn peer(p: &Value) -> Result<(BGPPeer, Vec<(String, String)>), String> {
     let mut spec = p.as_object().cloned().ok_or("is not a mapping")?;
     let name = match spec.remove("name") {
         Some(Value::String(n)) => n,
         _ => return Err("has no name".into()),
     };
-    // No BGPPeer field carries it yet: refuse rather than drop a peer's BFD authentication.
-    if spec
-        .get("bfd")
-        .and_then(|b| b.get("authentication"))
-        .is_some()
-    {
-        return Err(format!(
-            "{name}: bfd.authentication has no BGPPeer field yet (config file only); \
-             converting would run this peer's BFD without it"
-        ));
-    }
-    let key_file = spec.remove("passwordFile").map(|f| shown(&f));
-    if key_file.is_some() {
+    let mut key_files = Vec::new();
+    if let Some(file) = spec.remove("passwordFile") {
+        key_files.push((name.clone(), shown(&file)));
         spec.insert(
             "passwordSecretRef".into(),
             serde_json::json!({"name": MD5_SECRET, "key": name}),
+        );
+    }
+    if let Some(Value::Object(auth)) = spec
+        .get_mut("bfd")
+        .and_then(|b| b.get_mut("authentication"))
+        && let Some(file) = auth.remove("secretFile")
+    {
+        let key = format!("{name}{BFD_KEY_SUFFIX}");
+        key_files.push((key.clone(), shown(&file)));
+        auth.insert(
+            "secretRef".into(),
+            serde_json::json!({"name": MD5_SECRET, "key": key}),
         );
     }
     let spec = serde_json::from_value::<BGPPeerSpec>(Value::Object(spec))
@@ -205,7 +208,7 @@ fn peer(p: &Value) -> Result<(BGPPeer, Option<String>), String> {
             spec,
             status: None,
         },
-        key_file,
+        key_files,
     ))
 }
 
@@ -222,6 +225,15 @@ pub fn notes(c: &Converted) -> Vec<String> {
         out.push(format!(
             "passwordFile became passwordSecretRef: key <peer name> of Secret {MD5_SECRET}"
         ));
+        if c.secret_keys
+            .iter()
+            .any(|(k, _)| k.ends_with(BFD_KEY_SUFFIX))
+        {
+            out.push(format!(
+                "bfd.authentication.secretFile became bfd.authentication.secretRef: key \
+                 <peer name>{BFD_KEY_SUFFIX} of the same Secret"
+            ));
+        }
         out.push(
             "in the speakers' namespace. This output holds no key: create the Secret from \
              the key files:"
@@ -229,8 +241,8 @@ pub fn notes(c: &Converted) -> Vec<String> {
         );
         let mut cmd =
             format!("  kubectl -n {MD5_SECRET_NAMESPACE} create secret generic {MD5_SECRET}");
-        for (peer, file) in &c.secret_keys {
-            cmd.push_str(&format!(" \\\n    --from-file={peer}={file}"));
+        for (key, file) in &c.secret_keys {
+            cmd.push_str(&format!(" \\\n    --from-file={key}={file}"));
         }
         out.extend(cmd.lines().map(str::to_owned));
     }

@@ -13,6 +13,7 @@ mod select;
 pub mod status;
 
 pub use assemble::{ObjectError, ObjectErrors, ObjectRef, assemble, assemble_specs, spec_document};
+pub use key_files::KeyUse;
 pub use node_config::{KeyFile, Keys, LastGood, NodeConfig, node_config};
 pub use select::{Conflict, NodeSelection, ObjectKind, endpoint_key, select};
 

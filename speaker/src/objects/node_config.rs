@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use podcidr_config::Config;
 
+use super::key_files::{KeyUse, peer_key_refs};
 use super::rollout::Rollout;
 use super::{ObjectErrors, ObjectKind, ObjectRef, Objects, assemble, select};
 
@@ -39,13 +40,13 @@ impl LastGood {
         self.peers.retain(|n, _| objects.peers.contains_key(n));
     }
 
-    /// The Secrets the kept peer versions name: watched too, so a last good version whose
-    /// key the current one renamed still gets its key after a restart.
+    /// The Secrets the kept peer versions name (MD5 and BFD keys): watched too, so a last
+    /// good version whose key the current one renamed still gets its key after a restart.
     pub fn secret_names(&self) -> impl Iterator<Item = &str> + '_ {
         self.peers
             .values()
-            .filter_map(|p| p.spec.password_secret_ref.as_ref())
-            .map(|r| r.name.as_str())
+            .flat_map(|p| peer_key_refs(&p.spec))
+            .map(|(_, r)| r.name.as_str())
     }
 
     pub fn configs(&self) -> &BTreeMap<String, BGPSpeakerConfig> {
@@ -97,9 +98,9 @@ pub struct NodeConfig {
     /// version to run instead: the node is not Ready (a rollout stops here, not a fleet
     /// later). Conflicts and selectors that cannot be evaluated are decisions, not this.
     pub cannot_run: Vec<(ObjectKind, String)>,
-    /// The Secret key each running peer's version names (a last good version may name
-    /// another key than the current one: its own is written for its session).
-    pub key_refs: BTreeMap<String, SecretKeyRef>,
+    /// The Secret key each running peer's version names, per use (a last good version may
+    /// name another key than the current one: its own is written for its session).
+    pub key_refs: BTreeMap<(String, KeyUse), SecretKeyRef>,
 }
 
 impl NodeConfig {
@@ -127,11 +128,12 @@ impl NodeConfig {
 /// Where a peer's Secret key is written for the session to read.
 pub type KeyFile<'a> = &'a dyn Fn(&str, &SecretKeyRef) -> PathBuf;
 
-/// What the node knows of the MD5 keys `passwordSecretRef` names.
+/// What the node knows of the keys `passwordSecretRef` and `bfd.authentication.secretRef`
+/// name.
 pub struct Keys<'a> {
-    /// Why the key cannot be used now (no Secret, no such key, not a usable key); `None`:
-    /// it can, and it is written to its file before the config runs.
-    pub problem: &'a dyn Fn(&SecretKeyRef) -> Option<String>,
+    /// Why the key cannot be used now for that use (no Secret, no such key, not a usable
+    /// key); `None`: it can, and it is written to its file before the config runs.
+    pub problem: &'a dyn Fn(&SecretKeyRef, KeyUse) -> Option<String>,
     /// The key's file still holds the key an earlier version ran with (a Secret deleted
     /// under a running peer: its last good version goes on with it).
     pub kept: &'a dyn Fn(&SecretKeyRef) -> bool,
@@ -152,10 +154,13 @@ enum Version {
     LastGood,
 }
 
+/// Why a peer's keys cannot be used, naming the field of the first that cannot.
 fn key_problem(p: &BGPPeer, keys: &Keys, version: Version) -> Option<String> {
-    let r = p.spec.password_secret_ref.as_ref()?;
-    let why = (keys.problem)(r)?;
-    (version == Version::Current || !(keys.kept)(r)).then_some(why)
+    peer_key_refs(&p.spec).find_map(|(key_use, r)| {
+        let why = (keys.problem)(r, key_use)?;
+        (version == Version::Current || !(keys.kept)(r))
+            .then(|| format!("{}: {why}", key_use.field()))
+    })
 }
 
 /// How the version to run is chosen for one object.
@@ -377,7 +382,9 @@ fn run_together(
                 .collect();
             out.key_refs = refs
                 .iter()
-                .filter_map(|p| Some((p.name_any(), p.spec.password_secret_ref.clone()?)))
+                .flat_map(|p| {
+                    peer_key_refs(&p.spec).map(|(key_use, r)| ((p.name_any(), key_use), r.clone()))
+                })
                 .collect();
         }
         // Each object passes alone but not together (a rule across peers): run the config

@@ -3,7 +3,7 @@
 //! validation ([`assemble`]), over every node's labels at once. Per object: `Accepted` True
 //! (reason `Valid`), or False with `Invalid` (the object, or a peer with the config of a node
 //! it selects, does not validate; a selector that cannot be evaluated), `SecretNotFound` (its
-//! `passwordSecretRef` names no readable key) or `Conflict` (an older object takes its place
+//! `passwordSecretRef` or `bfd.authentication.secretRef` names no readable key) or `Conflict` (an older object takes its place
 //! on some node); how many nodes it selects; and where it is not applied, with why.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +16,7 @@ use podcidr_api::{
     rollout_state,
 };
 
+use super::key_files::{KeyUse, peer_key_refs};
 use super::{ObjectKind, Objects, assemble, select};
 
 /// Nodes listed in `status.notApplied` at most; the message counts them all. A status must
@@ -24,12 +25,12 @@ pub const NOT_APPLIED_LIMIT: usize = 20;
 /// Bound on a condition message (the API allows 32 KiB).
 const MESSAGE_LIMIT: usize = 4096;
 
-/// Why a `passwordSecretRef` cannot be used.
+/// Why a `passwordSecretRef` or `bfd.authentication.secretRef` cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyProblem {
     /// No such Secret or key, or the Secret cannot be read (`SecretNotFound`).
     Missing(String),
-    /// The key is there but is no usable TCP MD5 key (`Invalid`).
+    /// The key is there but is no usable key for its use (`Invalid`).
     Invalid(String),
 }
 
@@ -72,7 +73,8 @@ impl Verdict {
 #[derive(Default)]
 struct Findings {
     invalid: Vec<String>,
-    key: Option<KeyProblem>,
+    /// The first key problem, with what the key is for.
+    key: Option<(KeyUse, KeyProblem)>,
     selected: u32,
     conflicts: u32,
     not_applied: BTreeMap<String, String>,
@@ -110,7 +112,7 @@ fn key_file(_: &str, r: &SecretKeyRef) -> PathBuf {
 pub fn verdicts(
     objects: &Objects,
     nodes: &[NodeLabels],
-    key_problem: &dyn Fn(&SecretKeyRef) -> Option<KeyProblem>,
+    key_problem: &dyn Fn(&SecretKeyRef, KeyUse) -> Option<KeyProblem>,
 ) -> Vec<Verdict> {
     let mut found: BTreeMap<Key, Findings> = BTreeMap::new();
     // Each object on its own.
@@ -126,7 +128,8 @@ pub fn verdicts(
     }
     for (name, p) in &objects.peers {
         let f = found.entry((ObjectKind::Peer, name.clone())).or_default();
-        f.key = p.spec.password_secret_ref.as_ref().and_then(key_problem);
+        f.key = peer_key_refs(&p.spec)
+            .find_map(|(key_use, r)| Some((key_use, key_problem(r, key_use)?)));
     }
     // An advertisement stands alone: the speakers read it with the rules of
     // `podcidr_services::Advertisement` (which node, Service and peer it selects is each
@@ -263,12 +266,12 @@ fn verdict((kind, name): Key, generation: Option<i64>, f: Findings) -> Verdict {
     };
     let (reason, message) = if !f.invalid.is_empty() {
         (INVALID, format!("{}{kept}", f.invalid.join("\n")))
-    } else if let Some(k) = &f.key {
+    } else if let Some((key_use, k)) = &f.key {
         let reason = match k {
             KeyProblem::Missing(_) => SECRET_NOT_FOUND,
             KeyProblem::Invalid(_) => INVALID,
         };
-        (reason, format!("spec.passwordSecretRef: {k}{kept}"))
+        (reason, format!("{}: {k}{kept}", key_use.field()))
     } else if f.conflicts > 0 {
         // The conflict, not how many nodes it is on: the status must not change with every
         // node that joins, leaves or is relabelled (each write is a watch event to every

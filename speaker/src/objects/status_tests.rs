@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podcidr_api::{ConfigObjectStatus, SecretKeyRef};
 
+use super::KeyUse;
 use super::status::{KeyProblem, NOT_APPLIED_LIMIT, NodeLabels, Verdict, status, verdicts};
 use super::tests::{SPEC, bgp_peer, labels, speaker_config, with_generation};
 use super::{ObjectKind, Objects};
@@ -19,7 +20,7 @@ fn node(name: &str, pairs: &[(&str, &str)]) -> NodeLabels {
     }
 }
 
-fn no_key_problem(_: &SecretKeyRef) -> Option<KeyProblem> {
+fn no_key_problem(_: &SecretKeyRef, _: KeyUse) -> Option<KeyProblem> {
     None
 }
 
@@ -156,6 +157,49 @@ fn a_peer_selecting_no_node_is_still_checked_against_the_configs() {
     assert_eq!(good.message, "valid");
 }
 
+/// The BFD key's Secret is checked as the MD5 key's is, and its problem said on the BGPPeer
+/// at its own field; the peer without it stays accepted.
+#[test]
+fn a_missing_bfd_key_is_reported_on_the_bgppeer_and_the_other_peers_stay_valid() {
+    let bfd = |key: &str| {
+        format!(
+            "{{address: 192.0.2.1, asn: 65000, passwordSecretRef: {{name: md5, key: ok}}, \
+             bfd: {{authentication: {{type: keyed-sha1, keyId: 1, secretRef: {{name: md5, key: {key}}}}}}}}}"
+        )
+    };
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", OLD, SPEC)],
+        vec![
+            bgp_peer("gone", OLD, &bfd("nope")),
+            bgp_peer("long", OLD, &bfd("long").replace("192.0.2.1", "192.0.2.2")),
+            bgp_peer("plain", OLD, "{address: 192.0.2.3, asn: 65000}"),
+        ],
+    );
+    let keys = |r: &SecretKeyRef, key_use| match (r.key.as_str(), key_use) {
+        ("nope", KeyUse::BfdSha1) => Some(KeyProblem::Missing(
+            "Secret ns/md5 has no key \"nope\"".into(),
+        )),
+        ("long", KeyUse::BfdSha1) => Some(KeyProblem::Invalid("BFD key is 21 bytes".into())),
+        _ => None,
+    };
+    let vs = verdicts(&objects, &[node("a", &[])], &keys);
+    let gone = find(&vs, ObjectKind::Peer, "gone");
+    assert_eq!(gone.reason, SECRET_NOT_FOUND);
+    assert!(
+        gone.message
+            .starts_with("spec.bfd.authentication.secretRef: Secret ns/md5 has no key \"nope\""),
+        "{gone:?}"
+    );
+    let long = find(&vs, ObjectKind::Peer, "long");
+    assert_eq!(long.reason, INVALID);
+    assert!(
+        long.message
+            .starts_with("spec.bfd.authentication.secretRef: BFD key is 21 bytes"),
+        "{long:?}"
+    );
+    assert_eq!(find(&vs, ObjectKind::Peer, "plain").reason, VALID);
+}
+
 #[test]
 fn a_missing_secret_is_secret_not_found_and_a_bad_key_is_invalid() {
     let objects = Objects::from_lists(
@@ -173,7 +217,7 @@ fn a_missing_secret_is_secret_not_found_and_a_bad_key_is_invalid() {
             ),
         ],
     );
-    let keys = |r: &SecretKeyRef| match r.name.as_str() {
+    let keys = |r: &SecretKeyRef, _| match r.name.as_str() {
         "nope" => Some(KeyProblem::Missing("Secret ns/nope does not exist".into())),
         _ => Some(KeyProblem::Invalid("longer than 80 bytes".into())),
     };

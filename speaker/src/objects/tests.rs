@@ -288,7 +288,7 @@ fn raw_manifests_report_unknown_and_file_only_keys() {
     }
 }
 
-fn missing(r: &SecretKeyRef) -> Option<String> {
+fn missing(r: &SecretKeyRef, _: KeyUse) -> Option<String> {
     Some(format!("Secret {} has no key {:?}", r.name, r.key))
 }
 
@@ -299,7 +299,7 @@ const NO_SECRETS: Keys = Keys {
 };
 
 pub(super) const ALL_SECRETS: Keys = Keys {
-    problem: &|_| None,
+    problem: &|_, _| None,
     kept: &|_| false,
     file: &key_file,
 };
@@ -389,7 +389,7 @@ fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cann
         2,
     );
     let keys = Keys {
-        problem: &|r| (r.key != "tor1").then(|| format!("Secret md5 has no key {:?}", r.key)),
+        problem: &|r, _| (r.key != "tor1").then(|| format!("Secret md5 has no key {:?}", r.key)),
         kept: &|_| false,
         file: &key_file,
     };
@@ -400,7 +400,11 @@ fn last_good_kept_by_one_process_runs_in_the_next_where_the_current_version_cann
     assert_eq!(n.speaker_config.as_ref().unwrap().generation, Some(1));
     assert_eq!(n.peers[0].generation, Some(1));
     assert_eq!(n.last_good.len(), 2, "{n:?}");
-    assert_eq!(n.key_refs["tor1"].key, "tor1", "the kept version's own key");
+    assert_eq!(
+        n.key_refs[&("tor1".to_owned(), KeyUse::TcpMd5)].key,
+        "tor1",
+        "the kept version's own key"
+    );
     assert_eq!(next.secret_names().collect::<Vec<_>>(), ["md5"]);
 
     // Without what the previous process kept: nothing runs, and the node says it cannot.
@@ -816,13 +820,13 @@ fn key_files_follow_the_running_peers_and_a_gone_secret_keeps_its_file() {
     let stale = PathBuf::from("/run/keys/gone.md5.gone");
     let written = [tor1_file.clone(), stale.clone()].into_iter().collect();
 
-    let plan = key_file_plan(&running, |r| Some(r.key.clone().into_bytes()), &written);
+    let plan = key_file_plan(&running, |r, _| Some(r.key.clone().into_bytes()), &written);
     assert_eq!(plan.write, [(tor1_file.clone(), b"tor1".to_vec())]);
     assert_eq!(plan.remove, [stale]);
     assert_eq!(plan.in_use, [tor1_file.clone()].into_iter().collect());
 
     // The Secret cannot be read now: nothing is written and the file stays.
-    let plan = key_file_plan(&running, |_| None, &plan.in_use);
+    let plan = key_file_plan(&running, |_, _| None, &plan.in_use);
     assert!(plan.write.is_empty() && plan.remove.is_empty(), "{plan:?}");
     assert!(plan.in_use.contains(&tor1_file));
 
@@ -838,23 +842,155 @@ fn key_files_follow_the_running_peers_and_a_gone_secret_keeps_its_file() {
         &mut LastGood::default(),
         &ALL_SECRETS,
     );
-    let plan = key_file_plan(&none, |_| None, &plan.in_use);
+    let plan = key_file_plan(&none, |_, _| None, &plan.in_use);
     assert_eq!(plan.remove, [tor1_file]);
     assert!(plan.in_use.is_empty());
 }
 
+/// A peer's BFD key is a Secret's like its MD5 key: `config convert` turns the file's
+/// `secretFile` into a `secretRef` to key `<peer>_bfd` of the MD5 Secret, and says so.
 #[test]
-fn convert_refuses_bfd_authentication_no_object_can_carry() {
+fn convert_turns_a_bfd_secret_file_into_a_secret_ref_of_the_md5_secret() {
+    use super::convert::{MD5_SECRET, convert, notes};
     let doc: serde_json::Value = serde_json::json!({
         "asn": 64512,
         "peers": [{"name": "tor", "address": "192.0.2.1", "asn": 65000,
                    "bfd": {"authentication": {"type": "keyed-sha1", "keyId": 1, "secretFile": "/k"}}}]
     });
-    let errors = super::convert::convert(&doc, "default").unwrap_err();
+    let c = convert(&doc, "default").unwrap();
+    let auth = c.peers[0]
+        .spec
+        .bfd
+        .as_ref()
+        .unwrap()
+        .authentication
+        .as_ref();
+    assert_eq!(
+        auth,
+        Some(&podcidr_api::BfdAuthenticationSpec {
+            auth_type: podcidr_api::BfdAuthTypeSpec::KeyedSha1,
+            key_id: 1,
+            secret_ref: SecretKeyRef {
+                name: MD5_SECRET.into(),
+                key: "tor_bfd".into()
+            },
+        })
+    );
+    assert_eq!(c.secret_keys, [("tor_bfd".to_owned(), "/k".to_owned())]);
+    let notes = notes(&c).join("\n");
     assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("bfd.authentication has no BGPPeer field")),
-        "{errors:?}"
+        notes.contains("bfd.authentication.secretFile became bfd.authentication.secretRef")
+            && notes.contains("--from-file=tor_bfd=/k"),
+        "{notes}"
+    );
+}
+
+const BFD_PEER: &str = "{address: 192.0.2.1, asn: 65000, bfd: {authentication: \
+     {type: meticulous-keyed-sha1, keyId: 7, secretRef: {name: md5, key: tor1-bfd}}}}";
+
+/// Object → config: `bfd.authentication.secretRef` becomes the `secretFile` the BFD session
+/// reads, and the node writes the Secret's key there (checked as a BFD key, not an MD5 one).
+#[test]
+fn a_bfd_secret_ref_becomes_the_bfd_key_file_the_node_writes() {
+    use super::key_files::key_file_plan;
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", "2026-11-01T00:00:00Z", SPEC)],
+        vec![bgp_peer("tor1", "2026-11-01T00:00:00Z", BFD_PEER)],
+    );
+    let running = node_config(
+        &objects,
+        &labels(&[]),
+        "node-a",
+        &mut LastGood::default(),
+        &ALL_SECRETS,
+    );
+    let file = PathBuf::from("/run/keys/tor1.md5.tor1-bfd");
+    let peer = &running.config.as_ref().unwrap().peers[0];
+    let auth = peer.bfd.as_ref().unwrap().authentication.as_ref().unwrap();
+    assert_eq!(auth.secret_file, file);
+    assert_eq!(auth.key_id, 7);
+    assert_eq!(
+        auth.auth_type,
+        podcidr_config::BfdAuthType::MeticulousKeyedSha1
+    );
+    let plan = key_file_plan(
+        &running,
+        |r, key_use| (key_use == KeyUse::BfdSha1).then(|| r.key.clone().into_bytes()),
+        &Default::default(),
+    );
+    assert_eq!(plan.write, [(file.clone(), b"tor1-bfd".to_vec())]);
+    assert_eq!(plan.in_use, [file].into_iter().collect());
+}
+
+/// A BFD key the node cannot use keeps its peer out (named by its field) while the other
+/// peers run; a key that fits TCP MD5 but not SHA1 (over 20 bytes) is refused.
+#[test]
+fn a_missing_bfd_key_is_reported_on_its_peer_and_the_other_peers_run() {
+    let objects = Objects::from_lists(
+        vec![speaker_config("default", "2026-11-01T00:00:00Z", SPEC)],
+        vec![
+            bgp_peer("tor1", "2026-11-01T00:00:00Z", BFD_PEER),
+            bgp_peer(
+                "tor2",
+                "2026-11-01T00:00:00Z",
+                "{address: 192.0.2.2, asn: 65000, passwordSecretRef: {name: md5, key: tor2}}",
+            ),
+        ],
+    );
+    let keys = Keys {
+        problem: &|r, key_use| {
+            (key_use == KeyUse::BfdSha1).then(|| format!("Secret md5 has no key {:?}", r.key))
+        },
+        kept: &|_| false,
+        file: &key_file,
+    };
+    let n = node_config(
+        &objects,
+        &labels(&[]),
+        "node-a",
+        &mut LastGood::default(),
+        &keys,
+    );
+    let running: Vec<&str> = n
+        .config
+        .as_ref()
+        .unwrap()
+        .peers
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(running, ["tor2"]);
+    assert_eq!(n.not_applied.len(), 1, "{n:?}");
+    let (_, name, why) = &n.not_applied[0];
+    assert_eq!(name, "tor1");
+    assert_eq!(
+        why,
+        "spec.bfd.authentication.secretRef: Secret md5 has no key \"tor1-bfd\""
+    );
+
+    assert!(KeyUse::BfdSha1.key_from_bytes(vec![b'k'; 20]).is_ok());
+    assert!(KeyUse::TcpMd5.key_from_bytes(vec![b'k'; 21]).is_ok());
+    let e = KeyUse::BfdSha1.key_from_bytes(vec![b'k'; 21]).unwrap_err();
+    assert!(e.contains("21 bytes, the limit is 20"), "{e}");
+}
+
+/// An object names its BFD key by Secret: a `secretFile` (a path on the node) is refused, and
+/// an error about the key is named at `secretRef`.
+#[test]
+fn an_object_may_not_name_a_bfd_key_file() {
+    let c = serde_json::json!({"asn": 65010, "source": {"kind": "ipam-crd"}});
+    let p = serde_json::json!({"address": "192.0.2.1", "asn": 65000, "bfd": {"authentication":
+        {"type": "keyed-sha1", "keyId": 1, "secretFile": "/etc/shadow"}}});
+    let e = assemble_specs(("default", &c), &[("tor1", &p)], &key_file).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(
+            "BGPPeer tor1: spec.bfd.authentication.secretFile: not a BGPPeer key (use secretRef"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("BGPPeer tor1: spec.bfd.authentication.secretRef:"),
+        "{text}"
     );
 }

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::secret::Md5Secret as Secret;
 use super::watch_all;
-use crate::objects::key_files::key_path;
+use crate::objects::key_files::{KeyUse, key_path};
 use crate::objects::status::KeyProblem;
 
 /// What is known of one Secret.
@@ -129,8 +129,8 @@ impl SecretWatches {
         self.watches.values().all(|w| w.state.is_some())
     }
 
-    /// The key `r` names, or why it cannot be used.
-    pub fn key(&self, r: &SecretKeyRef) -> Result<Vec<u8>, KeyProblem> {
+    /// The key `r` names, or why it cannot be used for `key_use`.
+    pub fn key(&self, r: &SecretKeyRef, key_use: KeyUse) -> Result<Vec<u8>, KeyProblem> {
         let ns = &self.namespace;
         if key_path(Path::new("/"), r).is_none() {
             return Err(KeyProblem::Invalid(format!(
@@ -165,7 +165,7 @@ impl SecretWatches {
                 KeyProblem::Missing(format!("Secret {ns}/{} has no key {:?}", r.name, r.key))
             })?
             .map_err(|e| KeyProblem::Invalid(format!("Secret {ns}/{}: {e}", r.name)))?;
-        podcidr_config::md5_key_from_bytes(bytes).map_err(|e| {
+        key_use.key_from_bytes(bytes).map_err(|e| {
             KeyProblem::Invalid(format!("Secret {ns}/{} key {:?}: {e}", r.name, r.key))
         })
     }

@@ -103,7 +103,7 @@ fn speaker_runs_from_kubectl_applied_objects_with_an_md5_secret_and_keeps_the_la
         &cp,
         &json!({"apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
-                "stringData": {"tor": "change-me"}}),
+                "stringData": {"tor": "change-me", "tor_bfd": "bfd-key"}}),
     );
     apply(
         &cp,
@@ -299,7 +299,7 @@ fn accepted(cp: &ControlPlane, plural: &str) -> std::collections::BTreeMap<Strin
 /// The allocator's leader is the one writer of the objects' status (issue 22): with no
 /// speaker running, kubectl-applied objects get `Accepted` True (`Valid`) or False with
 /// `Conflict` (the younger of two where they meet, the nodes named), `SecretNotFound` (a key
-/// the speakers' Secret lacks) or `Invalid` (a community only the reader refuses); a fix is
+/// the speakers' Secret lacks, for a TCP MD5 or a BFD key) or `Invalid` (a community only the reader refuses); a fix is
 /// seen at its new generation; the allocator's ServiceAccount is refused nothing, and each
 /// refusal is an Event on the object.
 #[test]
@@ -313,7 +313,7 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         &cp,
         &json!({"apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": "podcidr-bgp-md5", "namespace": SYSTEM_NS},
-                "stringData": {"tor": "change-me"}}),
+                "stringData": {"tor": "change-me", "tor_bfd": "bfd-key"}}),
     );
     let config = |name: &str, selector: Value| {
         json!({"apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPSpeakerConfig",
@@ -331,7 +331,9 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         &peer(
             "tor",
             json!({"address": "192.0.2.1", "asn": 65000,
-        "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"}}),
+        "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "tor"},
+        "bfd": {"authentication": {"type": "keyed-sha1", "keyId": 1,
+                                   "secretRef": {"name": "podcidr-bgp-md5", "key": "tor_bfd"}}}}),
         ),
     );
     apply(
@@ -340,6 +342,15 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
             "no-key",
             json!({"address": "192.0.2.3", "asn": 65000,
         "passwordSecretRef": {"name": "podcidr-bgp-md5", "key": "nope"}}),
+        ),
+    );
+    apply(
+        &cp,
+        &peer(
+            "no-bfd-key",
+            json!({"address": "192.0.2.5", "asn": 65000,
+        "bfd": {"authentication": {"type": "meticulous-keyed-sha1", "keyId": 255,
+                                   "secretRef": {"name": "podcidr-bgp-md5", "key": "nope_bfd"}}}}),
         ),
     );
     apply(
@@ -385,6 +396,7 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
     };
     let peers_want = want(&[
         ("bad-community", "Invalid"),
+        ("no-bfd-key", "SecretNotFound"),
         ("no-key", "SecretNotFound"),
         ("tor", "Valid"),
         ("tor-again", "Conflict"),
@@ -434,6 +446,19 @@ fn the_allocator_writes_each_objects_accepted_condition_as_the_one_writer() {
         message.starts_with("not applied on some nodes it selects: ")
             && message.contains("BGPPeer tor has the same priority"),
         "{message}"
+    );
+    // A BFD key is checked as the MD5 key is, and named at its own field.
+    let no_bfd_key = real_api::get_json(&cp, &["bgppeers.bgp.podcidr.io", "no-bfd-key"]);
+    assert!(
+        no_bfd_key["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Accepted"
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("spec.bfd.authentication.secretRef: "))),
+        "{no_bfd_key}"
     );
     // The printer column a person reads.
     let table = cp.kubectl(&["get", "bgppeers.bgp.podcidr.io", "bad-community"]);

@@ -2,7 +2,7 @@
 //! as the file does. For every example file and every node its selectors tell apart, the
 //! printed objects, read back and assembled for that node the way the speaker and
 //! `--check-config --objects` do, give the file's `Config` (less what is a flag with objects:
-//! `nodeName`, `admin`; and the MD5 key's path, a Secret's key instead of a file).
+//! `nodeName`, `admin`; and the MD5 and BFD keys' paths, a Secret's keys instead of files).
 //! deploy/examples/objects/<name>.yaml is what convert prints for deploy/examples/<name>.yaml;
 //! regenerate them with:
 //!
@@ -16,7 +16,7 @@ use std::process::Command;
 
 use podcidr_api::{AsnFromNodeSpec, SecretKeyRef};
 use podcidr_bgp::objects::check::parse_manifests;
-use podcidr_bgp::objects::convert::{MD5_SECRET, convert, to_yaml};
+use podcidr_bgp::objects::convert::{BFD_KEY_SUFFIX, MD5_SECRET, convert, to_yaml};
 use podcidr_bgp::objects::{Objects, assemble, select};
 use podcidr_config::{AdminConfig, Config};
 use serde_json::Value;
@@ -95,6 +95,9 @@ fn comparable(mut c: Config) -> Config {
     for p in &mut c.peers {
         p.node_selector = None;
         p.password_file = p.password_file.as_ref().map(|_| PathBuf::from("<md5 key>"));
+        if let Some(a) = p.bfd.as_mut().and_then(|b| b.authentication.as_mut()) {
+            a.secret_file = PathBuf::from("<bfd key>");
+        }
     }
     c.peers.sort_by(|a, b| a.name.cmp(&b.name));
     c
@@ -109,7 +112,9 @@ fn objects_config(objects: &Objects, labels: &BTreeMap<String, String>) -> Confi
         .config
         .expect("the BGPSpeakerConfig selects every node");
     let key_file = |peer: &str, r: &SecretKeyRef| {
-        assert_eq!((r.name.as_str(), r.key.as_str()), (MD5_SECRET, peer));
+        assert_eq!(r.name, MD5_SECRET);
+        let bfd_key = format!("{peer}{BFD_KEY_SUFFIX}");
+        assert!(r.key == peer || r.key == bfd_key, "{peer}: key {}", r.key);
         PathBuf::from(format!("/run/podcidr-bgp/keys/{}/{}", r.name, r.key))
     };
     comparable(assemble(config, &selection.peers, &key_file).unwrap_or_else(|e| panic!("{e}")))
@@ -195,6 +200,50 @@ fn a_config_with_4_octet_peer_asns_units_and_nulls_converts_to_the_same_config()
             "{labels:?}"
         );
     }
+}
+
+/// A peer's BFD authentication survives the round trip: the file's `secretFile` becomes a
+/// `secretRef` to key `<peer>_bfd` of the MD5 Secret (next to its MD5 key `<peer>`), and the
+/// objects assemble into the file's config, type and key ID included.
+#[test]
+fn bfd_authentication_converts_to_a_secret_ref_and_back_to_the_same_config() {
+    let text = "asn: 64512\nsource: {kind: node-spec}\nallowedPrefixes: [10.244.0.0/16]\npeers:\n\
+        - {name: tor1, address: 192.0.2.1, asn: 65000, passwordFile: /etc/keys/tor1,\n\
+        \x20  bfd: {minRx: 300, authentication: {type: meticulous-keyed-sha1, keyId: 42,\n\
+        \x20  secretFile: /etc/keys/tor1-bfd}}}\n\
+        - {name: tor2, address: 192.0.2.2, asn: 65000, bfd: {authentication:\n\
+        \x20  {type: keyed-sha1, keyId: 0, secretFile: /etc/keys/tor2-bfd}}}\n";
+    let file = Config::from_yaml_str(text).unwrap_or_else(|e| panic!("{e}"));
+    let doc: Value = serde_saphyr::from_str(text).unwrap();
+    let converted = convert(&doc, "default").unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        converted.secret_keys,
+        [
+            ("tor1".to_owned(), "/etc/keys/tor1".to_owned()),
+            ("tor1_bfd".to_owned(), "/etc/keys/tor1-bfd".to_owned()),
+            ("tor2_bfd".to_owned(), "/etc/keys/tor2-bfd".to_owned()),
+        ]
+    );
+    let yaml = to_yaml(&converted, "inline").unwrap();
+    assert!(
+        yaml.contains("# bfd.authentication.secretFile became bfd.authentication.secretRef")
+            && yaml.contains("--from-file=tor1_bfd=/etc/keys/tor1-bfd"),
+        "{yaml}"
+    );
+    assert!(
+        !yaml.contains("secretFile:"),
+        "no key file in an object:\n{yaml}"
+    );
+    let objects = read_objects(&yaml);
+    let assembled = objects_config(&objects, &BTreeMap::new());
+    assert!(
+        assembled
+            .peers
+            .iter()
+            .all(|p| p.bfd.as_ref().is_some_and(|b| b.authentication.is_some())),
+        "{assembled:?}"
+    );
+    assert_eq!(assembled, comparable(file.for_node(&BTreeMap::new())));
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {

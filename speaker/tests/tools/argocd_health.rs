@@ -102,7 +102,7 @@ fn written_with(
         name: "node-a".into(),
         labels: Default::default(),
     }];
-    let problem = |r: &SecretKeyRef| {
+    let problem = |r: &SecretKeyRef, _| {
         (Some(r.key.as_str()) == missing_key)
             .then(|| KeyProblem::Missing(format!("Secret x has no key {:?}", r.key)))
     };

@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::node::NodeState;
 use super::node_store::NodeStore;
 use crate::daemon::host::state_file::{StateFile, write_whole};
-use crate::objects::key_files::key_file_plan;
 use crate::objects::key_files::key_path;
+use crate::objects::key_files::{key_file_plan, peer_key_refs};
 use crate::objects::{Keys, LastGood, NodeConfig, ObjectKind, Objects, node_config, select};
 use crate::watches::{SecretWatches, watch_all};
 
@@ -79,13 +79,13 @@ impl KeptLastGood {
     }
 }
 
-/// The Secrets the peers selecting a node with `labels` name.
+/// The Secrets the peers selecting a node with `labels` name (for TCP MD5 and BFD keys).
 fn referenced(objects: &Objects, labels: &BTreeMap<String, String>) -> BTreeSet<String> {
     select(objects, labels)
         .peers
         .iter()
-        .filter_map(|p| p.spec.password_secret_ref.as_ref())
-        .map(|r| r.name.clone())
+        .flat_map(|p| peer_key_refs(&p.spec))
+        .map(|(_, r)| r.name.clone())
         .collect()
 }
 
@@ -175,7 +175,7 @@ pub fn spawn(
             dirty = false;
             let key_dir = &settings.key_dir;
             let keys = Keys {
-                problem: &|r| secrets.key(r).err().map(|e| e.to_string()),
+                problem: &|r, key_use| secrets.key(r, key_use).err().map(|e| e.to_string()),
                 kept: &|r| key_path(key_dir, r).is_some_and(|p| p.is_file()),
                 file: &|_, r| key_path(key_dir, r).unwrap_or_else(|| key_dir.join("invalid")),
             };
@@ -186,10 +186,14 @@ pub fn spawn(
             // The listing is complete here: what no longer exists is not run again.
             last.retain_existing(&objects);
             // What happens to the key files is decided in objects::key_files; done here.
-            let plan = key_file_plan(&computed, |r| secrets.key(r).ok(), &written);
+            let plan = key_file_plan(
+                &computed,
+                |r, key_use| secrets.key(r, key_use).ok(),
+                &written,
+            );
             for (path, key) in &plan.write {
                 if let Err(e) = write_key(path, key) {
-                    tracing::error!(path = %path.display(), error = %e, "cannot write an MD5 key file");
+                    tracing::error!(path = %path.display(), error = %e, "cannot write a key file");
                 }
             }
             for stale in &plan.remove {
@@ -218,6 +222,25 @@ mod tests {
 
     fn mode(path: &std::path::Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A Secret only a BFD key comes from is watched too (else its key is "not read yet"
+    /// forever and the peer never runs).
+    #[test]
+    fn the_node_watches_the_secret_a_bfd_key_names() {
+        use crate::objects::Objects;
+        let peer: podcidr_api::BGPPeer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "bgp.podcidr.io/v1beta1", "kind": "BGPPeer",
+            "metadata": {"name": "tor1"},
+            "spec": {"address": "192.0.2.1", "asn": 65000,
+                     "passwordSecretRef": {"name": "md5", "key": "tor1"},
+                     "bfd": {"authentication": {"type": "keyed-sha1", "keyId": 1,
+                             "secretRef": {"name": "bfd-keys", "key": "tor1"}}}}
+        }))
+        .unwrap();
+        let objects = Objects::from_lists(Vec::new(), vec![peer]);
+        let names = super::referenced(&objects, &Default::default());
+        assert_eq!(names, ["bfd-keys".to_owned(), "md5".to_owned()].into());
     }
 
     #[test]
