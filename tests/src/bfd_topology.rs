@@ -84,6 +84,18 @@ pub struct BfdTopologyOptions {
     pub restart_time: u16,
 }
 
+impl BfdTopologyOptions {
+    /// The netns tests' rig: BFD 100 ms × 3 on both sides, hold time 90 s (so only BFD
+    /// detects a cut), graceful restart 120 s.
+    pub fn bfd_100ms_x3() -> Self {
+        BfdTopologyOptions {
+            bfd: Some((100, 100, 3)),
+            hold_time: 90,
+            restart_time: 120,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct BfdTopology {
     pub tor: String,

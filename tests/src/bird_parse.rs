@@ -480,3 +480,27 @@ pub fn socket_reply_to_text(reply: &str) -> Result<String, String> {
 #[cfg(test)]
 #[path = "bird_parse_tests.rs"]
 mod tests;
+
+/// How far apart two readings of one BIRD "Since" time may be. BIRD stores a monotonic time
+/// and converts it to the wall clock each time it prints it, so the same instant reads a
+/// millisecond apart between two `show` calls (seen in CI: 12:17:58.313, then .314, with no
+/// state change). A reset moves it by the time since the session came up: far more.
+pub const SINCE_JITTER_MS: u64 = 50;
+
+/// Whether two readings of BIRD's "Since" column (`HH:MM:SS.mmm`, or a date before it) name
+/// the same instant, within [`SINCE_JITTER_MS`]; text BIRD did not print as a time must be
+/// equal.
+pub fn same_since(a: &str, b: &str) -> bool {
+    fn millis(t: &str) -> Option<u64> {
+        let time = t.split_whitespace().last()?;
+        let (hms, ms) = time.split_once('.').unwrap_or((time, "0"));
+        let mut parts = hms.split(':').map(|x| x.parse::<u64>().ok());
+        let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
+        let ms: u64 = format!("{ms:0<3}").get(..3)?.parse().ok()?;
+        Some(((h * 60 + m) * 60 + s) * 1000 + ms)
+    }
+    match (millis(a), millis(b)) {
+        (Some(x), Some(y)) => x.abs_diff(y) <= SINCE_JITTER_MS,
+        _ => a == b,
+    }
+}

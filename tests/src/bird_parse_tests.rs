@@ -256,3 +256,19 @@ fn continuation_lines_and_odd_input() {
     let p = one("device1    Device     ---        up     06:51:57.606  \n");
     assert_eq!((p.since.as_str(), p.info.as_str()), ("06:51:57.606", ""));
 }
+
+/// BIRD prints one instant a millisecond apart between two calls (a CI run's
+/// 12:17:58.313 / .314): the same; a reset is seconds later: not.
+#[test]
+fn since_readings_a_millisecond_apart_are_the_same_instant() {
+    use crate::bird_parse::same_since;
+    assert!(same_since("12:17:58.313", "12:17:58.314"));
+    assert!(same_since(
+        "2026-11-29 12:17:58.313",
+        "2026-11-29 12:17:58.300"
+    ));
+    assert!(!same_since("12:17:58.313", "12:17:59.313"));
+    assert!(!same_since("12:17:58.313", "12:18:58.313"));
+    assert!(same_since("never", "never"));
+    assert!(!same_since("never", "12:17:58.313"));
+}
