@@ -12,14 +12,14 @@ use std::path::PathBuf;
 
 use podcidr_api::{BGPPeer, BGPSpeakerConfig, SecretKeyRef};
 use libfuzzer_sys::fuzz_target;
-use podcidr_bgp::objects::{Keys, LastGood, Objects, node_config};
+use podcidr_bgp::objects::{KeyUse, Keys, LastGood, Objects, node_config};
 use serde_json::Value;
 
 fn key_file(ns: &str, r: &SecretKeyRef) -> PathBuf {
     PathBuf::from(format!("/run/keys/{ns}/{}/{}", r.name, r.key))
 }
 
-fn no_problem(_: &SecretKeyRef) -> Option<String> {
+fn no_problem(_: &SecretKeyRef, _: KeyUse) -> Option<String> {
     None
 }
 
