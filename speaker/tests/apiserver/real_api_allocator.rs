@@ -182,9 +182,17 @@ fn allocator_rbac_allows_every_call_it_makes_and_forbids_writes_outside_its_gran
     let refused: Vec<&Call> = calls.iter().filter(|c| c.decision != "allow").collect();
     assert!(refused.is_empty(), "RBAC refused: {refused:#?}\n{log}");
     assert!(!log.to_lowercase().contains("forbidden"), "{log}");
+    // A 429 (API Priority and Fairness, seen on a watch in a loaded CI run) that the client
+    // retried with success is no refusal, as in `Request::refused_in`.
+    let retried_ok = |c: &Call| {
+        c.code == 429
+            && calls
+                .iter()
+                .any(|d| d.verb == c.verb && d.resource == c.resource && d.code < 400)
+    };
     let failed: BTreeSet<(&str, &str, u16)> = calls
         .iter()
-        .filter(|c| c.code >= 400)
+        .filter(|c| c.code >= 400 && !retried_ok(c))
         .map(|c| (c.verb.as_str(), c.resource.as_str(), c.code))
         .collect();
     assert_eq!(
